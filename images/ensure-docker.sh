@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers on this machine: install docker.io from Debian when the
+# daemon is missing and start dockerd in the background when it is not running. Machines
+# without systemd (CI, containers) have no service manager to do it for us.
+set -euo pipefail
+
+log="${SLURMKUBE_CACHE:-/var/cache/slurmkube}/dockerd.log"
+
+if docker info >/dev/null 2>&1; then
+  exit 0
+fi
+
+if ! command -v dockerd >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq docker.io >/dev/null
+fi
+
+mkdir -p "$(dirname "$log")"
+if ! pgrep -x dockerd >/dev/null 2>&1; then
+  nohup dockerd >"$log" 2>&1 &
+fi
+
+for _ in $(seq 1 60); do
+  if docker info >/dev/null 2>&1; then
+    exit 0
+  fi
+  sleep 1
+done
+echo "dockerd did not answer within 60 s; its log is $log" >&2
+tail -n 20 "$log" >&2 || true
+exit 1

@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""One place for every name, label, port and path that more than one layer must agree on.
+
+Renderers, the operator, the image entrypoints (through the environment variables named
+here) and the tests read these values; nothing else spells them out.
+"""
+
+from __future__ import annotations
+
+API_GROUP = "slurmkube.io"
+API_VERSION = "v1alpha1"
+GROUP_VERSION = API_GROUP + "/" + API_VERSION
+KIND_CLUSTER = "SlurmCluster"
+KIND_NODESET = "NodeSet"
+PLURAL_CLUSTER = "slurmclusters"
+PLURAL_NODESET = "nodesets"
+
+FIELD_MANAGER = "slurmkube"
+MANAGED_BY = "slurmkube"
+
+# Labels and annotations put on every object we render.
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_CLUSTER = API_GROUP + "/cluster"
+LABEL_NODESET = API_GROUP + "/nodeset"
+ANNOTATION_CONFIG_HASH = API_GROUP + "/config-hash"
+
+# Component names (the app.kubernetes.io/component label and object-name suffixes).
+COMPONENT_CONTROLLER = "controller"
+COMPONENT_WORKER = "worker"
+COMPONENT_LOGIN = "login"
+COMPONENT_JAIL = "jail"
+COMPONENT_HEALTHCHECK = "healthcheck"
+COMPONENT_CONFIG = "config"
+
+# Ports.
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SSH_PORT = 22
+SRUN_PORT_RANGE = (60001, 63000)
+
+# Paths inside the images (the images' entrypoints read them from the SLURMKUBE_* env).
+SLURM_CONFIG_DIR = "/etc/slurm"
+SLURMCTLD_STATE_DIR = "/var/spool/slurmctld"
+SLURMD_SPOOL_DIR = "/var/spool/slurmd"
+MUNGE_SOCKET_DIR = "/run/munge"
+MUNGE_KEY_MOUNT_DIR = "/etc/slurmkube/munge"
+MUNGE_KEY_SECRET_KEY = "munge.key"
+SSH_HOST_KEYS_MOUNT_DIR = "/etc/slurmkube/ssh-host-keys"
+SSHD_CONFIG_MOUNT_DIR = "/etc/slurmkube/sshd"
+SSHD_CONFIG_FILE = "sshd_config"
+JAIL_MOUNT_PATH = "/mnt/jail"
+JAIL_MARKER_FILE = ".slurmkube-jail"
+SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
+HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
+JAIL_POPULATE_PROGRAM = "/usr/local/sbin/slurmkube-jail-populate"
+ENTRYPOINT_PROGRAM = "/usr/local/sbin/slurmkube-entrypoint"
+
+# Environment variables the renderers set and the image entrypoints read.
+ENV_ROLE = "SLURMKUBE_ROLE"  # controller | worker | login | jail-populate
+ENV_CLUSTER = "SLURMKUBE_CLUSTER"
+ENV_NODESET = "SLURMKUBE_NODESET"
+ENV_NODE_NAME = "SLURMKUBE_NODE_NAME"  # the pod name, which is the Slurm node name
+ENV_CONTROLLER_HOST = "SLURMKUBE_CONTROLLER_HOST"  # the controller Service FQDN
+ENV_CPUS = "SLURMKUBE_CPUS"
+ENV_MEMORY_MB = "SLURMKUBE_MEMORY_MB"
+ENV_NODE_CONF = "SLURMKUBE_NODE_CONF"  # extra slurmd -Z --conf words (Feature, Gres)
+ENV_JAIL_PATH = "SLURMKUBE_JAIL_PATH"
+ENV_JAIL_VERSION = "SLURMKUBE_JAIL_VERSION"
+
+ROLE_CONTROLLER = "controller"
+ROLE_WORKER = "worker"
+ROLE_LOGIN = "login"
+ROLE_JAIL_POPULATE = "jail-populate"
+
+# Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart.
+DRAIN_REASON_PREFIX = "slurmkube:"
