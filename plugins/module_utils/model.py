@@ -1,0 +1,753 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""The cluster model: SlurmCluster and NodeSet, their defaults and their validation.
+
+This is the single source of truth. The dataclasses below are read by
+- ``parse_cluster`` / ``parse_nodeset`` (dict from a CR or a module option → typed model),
+- ``schema.crd_schema`` (the CRD's OpenAPI schema is generated from the same fields),
+- the renderers (``render/*``), which only ever see validated models.
+Each field carries its documentation and constraints in its metadata, so a rule is
+written once and enforced in both the CRD and the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, NewType, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import (
+    QuantityError,
+    parse_quantity,
+    quantity_to_mebibytes,
+)
+
+# Markers for values whose schema is not a plain Python type.
+Quantity = NewType("Quantity", str)
+"""A Kubernetes quantity ("4", "500m", "16Gi"); accepted as text or integer."""
+FreeForm = NewType("FreeForm", dict)
+"""A Kubernetes object passed through untouched (a toleration, say)."""
+SlurmValue = NewType("SlurmValue", object)
+"""A Slurm setting value: text, integer, boolean (YES/NO), list (comma-joined) or null (delete)."""
+
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+SLURM_KEY = r"^[A-Za-z][A-Za-z0-9]*$"
+# A StatefulSet's pods carry controller-revision-hash=<name>-<10 chars>: a 63-char label.
+STATEFULSET_NAME_MAX = 52
+NODE_PORT_RANGE = (30000, 32767)
+# A worker pod's memory also feeds slurmd and munged: Slurm gets the rest as RealMemory.
+WORKER_DAEMON_RESERVE_MIB = 256
+WORKER_MEMORY_MIN_MIB = 512
+
+# slurm.conf keys the product sets itself; overriding them would break the cluster.
+MANAGED_SLURM_KEYS = frozenset(
+    key.lower()
+    for key in (
+        "ClusterName",
+        "SlurmctldHost",
+        "ControlMachine",
+        "SlurmctldPort",
+        "SlurmdPort",
+        "AuthType",
+        "StateSaveLocation",
+        "SlurmdSpoolDir",
+        "PlugStackConfig",
+        "NodeName",
+        "NodeSet",
+        "PartitionName",
+        "MaxNodeCount",
+        "GresTypes",
+        "HealthCheckProgram",
+    )
+)
+
+
+def spec_field(
+    doc: str,
+    default: Any = dataclasses.MISSING,
+    *,
+    factory: Any = dataclasses.MISSING,
+    minimum: Optional[int] = None,
+    maximum: Optional[int] = None,
+    enum: Optional[Sequence[str]] = None,
+    pattern: Optional[str] = None,
+    max_length: Optional[int] = None,
+) -> Any:
+    """A dataclass field that also carries its documentation and constraints."""
+    metadata = {
+        "doc": doc,
+        "minimum": minimum,
+        "maximum": maximum,
+        "enum": tuple(enum) if enum else None,
+        "pattern": pattern,
+        "max_length": max_length,
+    }
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def camel(name: str) -> str:
+    """The CRD key of a snake_case attribute (node_selector → nodeSelector)."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+# --------------------------------------------------------------------------- parts
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one pod gets; for workers it is also what Slurm schedules on that node."""
+
+    cpu: Quantity = spec_field(
+        "CPU request and limit. Workers need whole CPUs: Slurm counts CPUs in integers.",
+        Quantity("1"),
+    )
+    memory: Quantity = spec_field("Memory request and limit.", Quantity("1Gi"))
+    gpus: int = spec_field("GPUs per pod (workers only); 0 for CPU-only nodes.", 0, minimum=0, maximum=64)
+    gpu_resource_name: str = spec_field(
+        "Kubernetes extended resource that provides the GPUs.", "nvidia.com/gpu"
+    )
+
+
+@dataclass(frozen=True)
+class VolumeClaim:
+    """A PersistentVolumeClaim the product creates."""
+
+    size: Quantity = spec_field("Requested size.", Quantity("1Gi"))
+    storage_class_name: Optional[str] = spec_field(
+        "Storage class; the cluster's default when unset.", None
+    )
+
+
+@dataclass(frozen=True)
+class Images:
+    """Container images, built by images/build.sh (no registry is needed)."""
+
+    controller: str = spec_field("slurmctld image.", "slurmkube/controller:latest")
+    worker: str = spec_field("slurmd image.", "slurmkube/worker:latest")
+    login: str = spec_field("sshd image.", "slurmkube/login:latest")
+    jail: str = spec_field("Root filesystem users see; copied into the jail volume.", "slurmkube/jail:latest")
+    pull_policy: str = spec_field(
+        "imagePullPolicy of every pod.", "IfNotPresent", enum=("Always", "IfNotPresent", "Never")
+    )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where pods may run."""
+
+    node_selector: Dict[str, str] = spec_field("Kubernetes node selector.", factory=dict)
+    tolerations: List[FreeForm] = spec_field("Kubernetes tolerations.", factory=list)
+
+
+@dataclass(frozen=True)
+class Controller:
+    """slurmctld: one pod, state kept on a persistent volume."""
+
+    resources: Resources = spec_field("Resources of the slurmctld pod.", factory=Resources)
+    state_volume: VolumeClaim = spec_field("Volume for StateSaveLocation.", factory=VolumeClaim)
+    placement: Placement = spec_field("Where the controller runs.", factory=Placement)
+
+
+@dataclass(frozen=True)
+class Login:
+    """sshd pods where users log in; sessions are chrooted into the jail."""
+
+    replicas: int = spec_field("Number of login pods.", 1, minimum=0, maximum=100)
+    service_type: str = spec_field(
+        "How the login Service is exposed.", "NodePort", enum=("NodePort", "LoadBalancer", "ClusterIP")
+    )
+    node_port: Optional[int] = spec_field(
+        "Fixed node port for ssh (NodePort only); Kubernetes picks one when unset.",
+        None,
+        minimum=NODE_PORT_RANGE[0],
+        maximum=NODE_PORT_RANGE[1],
+    )
+    resources: Resources = spec_field("Resources of each login pod.", factory=Resources)
+    placement: Placement = spec_field("Where login pods run.", factory=Placement)
+
+
+@dataclass(frozen=True)
+class Munge:
+    """The munge key shared by every Slurm daemon."""
+
+    secret_name: Optional[str] = spec_field(
+        "Secret holding the key under 'munge.key'; '<cluster>-munge-key' when unset.",
+        None,
+        pattern=DNS1123_LABEL,
+    )
+
+
+@dataclass(frozen=True)
+class Nfs:
+    """An NFS export that holds the jail."""
+
+    server: str = spec_field("NFS server address.")
+    path: str = spec_field("Exported path.", pattern=r"^/")
+
+
+@dataclass(frozen=True)
+class SubMount:
+    """Node-local storage mounted at a path inside the jail (fast scratch, say)."""
+
+    name: str = spec_field("Volume name.", pattern=DNS1123_LABEL, max_length=40)
+    mount_path: str = spec_field("Path inside the jail.", pattern=r"^/[^\0]*$")
+    host_path: Optional[str] = spec_field(
+        "Node directory to use; an emptyDir when unset.", None, pattern=r"^/"
+    )
+    medium: str = spec_field("emptyDir medium when host_path is unset.", "", enum=("", "Memory"))
+    size_limit: Optional[Quantity] = spec_field("emptyDir size limit.", None)
+
+
+@dataclass(frozen=True)
+class Jail:
+    """The shared root filesystem every login session and job sees as '/'."""
+
+    size: Quantity = spec_field("Size of the jail volume.", Quantity("10Gi"))
+    storage_class_name: Optional[str] = spec_field(
+        "ReadWriteMany storage class for a new claim; the default class when unset.", None
+    )
+    existing_claim: Optional[str] = spec_field(
+        "Use this ReadWriteMany claim instead of creating one.", None, pattern=DNS1123_LABEL
+    )
+    nfs: Optional[Nfs] = spec_field("Use this NFS export instead of a claim.", None)
+    sub_mounts: List[SubMount] = spec_field("Node-local mounts inside the jail.", factory=list)
+    user_paths: List[str] = spec_field(
+        "User-writable jail paths that slurmd must also see at the same path, because "
+        "slurmstepd opens job output and working directories before entering the jail.",
+        factory=lambda: ["/home"],
+    )
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A Slurm partition over node sets."""
+
+    name: str = spec_field("Partition name.", pattern=SLURM_NAME, max_length=64)
+    node_sets: List[str] = spec_field(
+        "Node sets in this partition; empty means every node set with catchAll true.", factory=list
+    )
+    default: bool = spec_field("The partition jobs go to when they name none.", False)
+    config: Dict[str, SlurmValue] = spec_field(
+        "Extra PartitionName options (MaxTime, OverSubscribe, ...).", factory=dict
+    )
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One line of topology.conf."""
+
+    name: str = spec_field("Switch name.", pattern=SLURM_NAME)
+    nodes: Optional[str] = spec_field("Slurm hostlist of nodes on this switch (leaf).", None)
+    switches: List[str] = spec_field("Child switches (spine).", factory=list)
+
+
+@dataclass(frozen=True)
+class Slurm:
+    """Slurm settings beyond what the product derives."""
+
+    config: Dict[str, SlurmValue] = spec_field(
+        "slurm.conf overrides, merged last; null deletes a key; list values are merged "
+        "into comma-list keys.",
+        factory=dict,
+    )
+    cgroup_config: Dict[str, SlurmValue] = spec_field("cgroup.conf overrides.", factory=dict)
+    max_node_count: int = spec_field(
+        "MaxNodeCount: dynamic nodes the controller accepts; changing it restarts slurmctld.",
+        1024,
+        minimum=1,
+        maximum=65000,
+    )
+    topology: List[Switch] = spec_field("topology.conf switches (topology/tree).", factory=list)
+
+
+@dataclass(frozen=True)
+class LongChecks:
+    """Long health checks submitted as Slurm jobs on a schedule."""
+
+    enabled: bool = spec_field("Run the long checks.", False)
+    schedule: str = spec_field("Cron schedule of the CronJob.", "0 */6 * * *")
+
+
+@dataclass(frozen=True)
+class HealthChecks:
+    """Checks that drain bad nodes (reason prefixed 'slurmkube:')."""
+
+    enabled: bool = spec_field("Run fast checks as Slurm's HealthCheckProgram.", True)
+    interval: int = spec_field("HealthCheckInterval in seconds.", 60, minimum=10, maximum=86400)
+    node_state: str = spec_field(
+        "HealthCheckNodeState: which nodes are checked.",
+        "ANY",
+        enum=("ANY", "IDLE", "ALLOC", "MIXED", "NONDRAINED_IDLE"),
+    )
+    long_checks: LongChecks = spec_field("Scheduled long checks.", factory=LongChecks)
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Slurm accounting through slurmdbd."""
+
+    enabled: bool = spec_field("Store accounting in slurmdbd.", False)
+    host: Optional[str] = spec_field(
+        "slurmdbd host; '<cluster>-slurmdbd' in the same namespace when unset.", None
+    )
+    port: int = spec_field("slurmdbd port.", 6819, minimum=1, maximum=65535)
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """Prometheus exporter of Slurm state."""
+
+    enabled: bool = spec_field("Run the exporter.", False)
+    port: int = spec_field("Metrics port.", 9341, minimum=1, maximum=65535)
+
+
+@dataclass(frozen=True)
+class SlurmClusterSpec:
+    """spec of a SlurmCluster."""
+
+    images: Images = spec_field("Container images.", factory=Images)
+    controller: Controller = spec_field("The controller (slurmctld).", factory=Controller)
+    login: Login = spec_field("Login nodes (sshd).", factory=Login)
+    munge: Munge = spec_field("The munge key.", factory=Munge)
+    jail: Jail = spec_field("The shared root filesystem.", factory=Jail)
+    partitions: List[Partition] = spec_field(
+        "Slurm partitions; one default partition 'main' over every node set when empty.",
+        factory=list,
+    )
+    slurm: Slurm = spec_field("Slurm settings.", factory=Slurm)
+    health_checks: HealthChecks = spec_field("Node health checks.", factory=HealthChecks)
+    accounting: Accounting = spec_field("Accounting.", factory=Accounting)
+    exporter: Exporter = spec_field("Metrics exporter.", factory=Exporter)
+    network_policy: bool = spec_field(
+        "Render a NetworkPolicy that admits only the cluster's own pods (and ssh to login).", True
+    )
+
+
+@dataclass(frozen=True)
+class NodeSetSpec:
+    """spec of a NodeSet: a group of identical Slurm worker nodes (one pod each)."""
+
+    cluster_name: str = spec_field("The SlurmCluster (same namespace) this node set belongs to.", pattern=DNS1123_LABEL)
+    replicas: int = spec_field("Number of nodes.", 1, minimum=0, maximum=10000)
+    resources: Resources = spec_field("Resources of each node.", factory=Resources)
+    gpu_type: Optional[str] = spec_field("GRES type of the GPUs (h100, a100, ...).", None, pattern=SLURM_NAME)
+    features: List[str] = spec_field("Extra Slurm features of the nodes.", factory=list)
+    gres: List[str] = spec_field("Extra GRES beyond GPUs, as 'name[:type]:count'.", factory=list)
+    placement: Placement = spec_field("Where the node pods run.", factory=Placement)
+    drain_timeout_seconds: int = spec_field(
+        "On scale-down, how long to wait for jobs on a draining node before requeueing them.",
+        3600,
+        minimum=0,
+    )
+    catch_all: bool = spec_field("Join partitions that list no node sets.", True)
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """A SlurmCluster object: identity plus validated spec."""
+
+    name: str
+    namespace: str
+    spec: SlurmClusterSpec
+
+
+@dataclass(frozen=True)
+class NodeSet:
+    """A NodeSet object: identity plus validated spec."""
+
+    name: str
+    namespace: str
+    spec: NodeSetSpec
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class SpecError(ValueError):
+    """A spec is invalid; ``problems`` holds every (path, message) found."""
+
+    def __init__(self, problems: Sequence[Tuple[str, str]]):
+        self.problems = list(problems)
+        super().__init__("; ".join("%s: %s" % p for p in self.problems))
+
+
+def describe(value: Any) -> str:
+    """How a bad value is quoted in an error message."""
+    return repr(value)
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", str(hint))
+
+
+def optional_inner(hint: Any) -> Optional[Any]:
+    """X for Optional[X], else None."""
+    args = getattr(hint, "__args__", ())
+    if getattr(hint, "__origin__", None) is not None and type(None) in args and len(args) == 2:
+        return args[0] if args[1] is type(None) else args[1]
+    return None
+
+
+class _Parser:
+    """Turns nested dicts into the frozen dataclasses, collecting every problem."""
+
+    def __init__(self) -> None:
+        self.problems: List[Tuple[str, str]] = []
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append((path, message))
+
+    def parse(self, cls: Any, data: Any, path: str) -> Any:
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            self.problem(path, "must be a mapping, got %s" % describe(data))
+            return cls()
+        hints = model_hints(cls)
+        known = {camel(f.name): f for f in dataclasses.fields(cls)}
+        for key in data:
+            if key not in known:
+                self.problem(
+                    "%s.%s" % (path, key),
+                    "unknown field; known fields are %s" % ", ".join(sorted(known)),
+                )
+        values = {}
+        for key, fld in known.items():
+            sub = "%s.%s" % (path, key)
+            if key in data:
+                values[fld.name] = self.value(hints[fld.name], data[key], sub, fld.metadata)
+            elif fld.default is dataclasses.MISSING and fld.default_factory is dataclasses.MISSING:
+                self.problem(sub, "is required")
+                values[fld.name] = ""
+        try:
+            return cls(**values)
+        except TypeError as exc:  # only reachable through a problem already recorded
+            self.problem(path, str(exc))
+            return None
+
+    def value(self, hint: Any, data: Any, path: str, meta: Mapping[str, Any]) -> Any:
+        inner = optional_inner(hint)
+        if inner is not None:
+            return None if data is None else self.value(inner, data, path, meta)
+        origin = getattr(hint, "__origin__", None)
+        if origin in (list, List):
+            return self.list_value(hint.__args__[0], data, path, meta)
+        if origin in (dict, Dict):
+            return self.dict_value(hint.__args__[1], data, path)
+        if dataclasses.is_dataclass(hint):
+            return self.parse(hint, data, path)
+        return self.scalar(hint, data, path, meta)
+
+    def list_value(self, item: Any, data: Any, path: str, meta: Mapping[str, Any]) -> List[Any]:
+        if not isinstance(data, (list, tuple)):
+            self.problem(path, "must be a list, got %s" % describe(data))
+            return []
+        item_meta = meta if not dataclasses.is_dataclass(item) else {}
+        return [self.value(item, v, "%s[%d]" % (path, i), item_meta) for i, v in enumerate(data)]
+
+    def dict_value(self, item: Any, data: Any, path: str) -> Dict[str, Any]:
+        if not isinstance(data, Mapping):
+            self.problem(path, "must be a mapping, got %s" % describe(data))
+            return {}
+        return {str(k): self.value(item, v, "%s.%s" % (path, k), {}) for k, v in data.items()}
+
+    def scalar(self, hint: Any, data: Any, path: str, meta: Mapping[str, Any]) -> Any:
+        if hint is Quantity:
+            return self.quantity(data, path)
+        if hint is FreeForm:
+            if not isinstance(data, Mapping):
+                self.problem(path, "must be a mapping, got %s" % describe(data))
+            return dict(data) if isinstance(data, Mapping) else {}
+        if hint is SlurmValue:
+            return self.slurm_value(data, path)
+        if hint is bool:
+            if not isinstance(data, bool):
+                self.problem(path, "must be true or false, got %s" % describe(data))
+            return bool(data)
+        if hint is int:
+            if isinstance(data, bool) or not isinstance(data, int):
+                self.problem(path, "must be an integer, got %s" % describe(data))
+                return 0
+            self.check_range(data, path, meta)
+            return data
+        if hint is str:
+            if not isinstance(data, str):
+                self.problem(path, "must be a string, got %s" % describe(data))
+                return ""
+            self.check_text(data, path, meta)
+            return data
+        raise TypeError("model field of unsupported type %s at %s" % (_type_name(hint), path))
+
+    def quantity(self, data: Any, path: str) -> Quantity:
+        try:
+            parse_quantity(data)
+        except QuantityError:
+            self.problem(path, "must be a Kubernetes quantity such as '4', '500m' or '16Gi', got %s" % describe(data))
+            return Quantity("0")
+        return Quantity(str(data))
+
+    def slurm_value(self, data: Any, path: str) -> Any:
+        if data is None or isinstance(data, (str, int, bool)):
+            return data
+        if isinstance(data, (list, tuple)) and all(isinstance(v, (str, int)) for v in data):
+            return [str(v) for v in data]
+        self.problem(path, "must be text, a number, true/false, a list or null, got %s" % describe(data))
+        return None
+
+    def check_range(self, data: int, path: str, meta: Mapping[str, Any]) -> None:
+        low, high = meta.get("minimum"), meta.get("maximum")
+        if low is not None and data < low:
+            self.problem(path, "must be at least %d, got %d" % (low, data))
+        if high is not None and data > high:
+            self.problem(path, "must be at most %d, got %d" % (high, data))
+
+    def check_text(self, data: str, path: str, meta: Mapping[str, Any]) -> None:
+        enum, pattern, max_length = meta.get("enum"), meta.get("pattern"), meta.get("max_length")
+        if enum and data not in enum:
+            self.problem(path, "must be one of %s, got %s" % (", ".join(repr(e) for e in enum), describe(data)))
+        if pattern and not re.match(pattern, data):
+            self.problem(path, "must match %s, got %s" % (pattern, describe(data)))
+        if max_length is not None and len(data) > max_length:
+            self.problem(path, "must be at most %d characters, got %s" % (max_length, describe(data)))
+
+
+_HINTS_CACHE: Dict[Any, Dict[str, Any]] = {}
+
+
+def model_hints(cls: Any) -> Dict[str, Any]:
+    """Resolved field types of a model dataclass (its annotations are strings)."""
+    if cls not in _HINTS_CACHE:
+        _HINTS_CACHE[cls] = typing.get_type_hints(cls, globals())
+    return _HINTS_CACHE[cls]
+
+
+def _identity(resource: Mapping[str, Any], problems: List[Tuple[str, str]]) -> Tuple[str, str]:
+    meta = resource.get("metadata") or {}
+    name = meta.get("name")
+    namespace = meta.get("namespace") or "default"
+    if not isinstance(name, str) or not re.match(DNS1123_LABEL, name) or len(name) > 63:
+        problems.append(("metadata.name", "must be a DNS-1123 label, got %s" % describe(name)))
+        name = str(name)
+    if not isinstance(namespace, str) or not re.match(DNS1123_LABEL, namespace):
+        problems.append(("metadata.namespace", "must be a DNS-1123 label, got %s" % describe(namespace)))
+    return name, namespace
+
+
+def parse_cluster(resource: Mapping[str, Any]) -> SlurmCluster:
+    """Validate a SlurmCluster resource ({metadata, spec}) and return its model."""
+    parser = _Parser()
+    name, namespace = _identity(resource, parser.problems)
+    spec = parser.parse(SlurmClusterSpec, resource.get("spec"), "spec")
+    if not parser.problems:
+        parser.problems.extend(_cluster_rules(name, spec))
+    if parser.problems:
+        raise SpecError(parser.problems)
+    return SlurmCluster(name=name, namespace=namespace, spec=spec)
+
+
+def parse_nodeset(resource: Mapping[str, Any]) -> NodeSet:
+    """Validate a NodeSet resource ({metadata, spec}) and return its model."""
+    parser = _Parser()
+    name, namespace = _identity(resource, parser.problems)
+    spec = parser.parse(NodeSetSpec, resource.get("spec"), "spec")
+    if not parser.problems:
+        parser.problems.extend(_nodeset_rules(name, spec))
+    if parser.problems:
+        raise SpecError(parser.problems)
+    return NodeSet(name=name, namespace=namespace, spec=spec)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
+    problems: List[Tuple[str, str]] = []
+    longest_suffix = max(len("-controller"), len("-login"), len("-munge-key"))
+    if len(name) + longest_suffix > STATEFULSET_NAME_MAX:
+        problems.append(
+            ("metadata.name", "must be at most %d characters so derived object names stay valid, got %s"
+             % (STATEFULSET_NAME_MAX - longest_suffix, describe(name)))
+        )
+    jail = spec.jail
+    if jail.existing_claim and jail.nfs:
+        problems.append(("spec.jail", "set at most one of existingClaim and nfs"))
+    problems.extend(_sub_mount_rules(jail.sub_mounts))
+    for i, path in enumerate(jail.user_paths):
+        if not path.startswith("/") or path == "/":
+            problems.append(("spec.jail.userPaths[%d]" % i, "must be an absolute path below /, got %s" % describe(path)))
+    problems.extend(_partition_rules(spec.partitions))
+    problems.extend(_slurm_config_rules(spec.slurm.config, "spec.slurm.config"))
+    if spec.login.node_port is not None and spec.login.service_type != "NodePort":
+        problems.append(("spec.login.nodePort", "is only valid with serviceType NodePort, got serviceType %s"
+                         % describe(spec.login.service_type)))
+    problems.extend(_topology_rules(spec.slurm.topology))
+    for where, res in (("spec.controller.resources", spec.controller.resources),
+                       ("spec.login.resources", spec.login.resources)):
+        problems.extend(_positive_resources(where, res))
+    return problems
+
+
+def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:
+    problems = []
+    seen_names, seen_paths = set(), set()
+    for i, sub in enumerate(sub_mounts):
+        where = "spec.jail.subMounts[%d]" % i
+        if sub.name in seen_names:
+            problems.append((where + ".name", "is used twice: %s" % describe(sub.name)))
+        if sub.mount_path in seen_paths:
+            problems.append((where + ".mountPath", "is used twice: %s" % describe(sub.mount_path)))
+        if sub.mount_path == "/" or "/../" in sub.mount_path + "/":
+            problems.append((where + ".mountPath", "must be a normalized path below /, got %s" % describe(sub.mount_path)))
+        if sub.host_path and (sub.medium or sub.size_limit):
+            problems.append((where, "medium and sizeLimit apply to emptyDir only, not with hostPath"))
+        seen_names.add(sub.name)
+        seen_paths.add(sub.mount_path)
+    return problems
+
+
+def _partition_rules(partitions: Sequence[Partition]) -> List[Tuple[str, str]]:
+    problems = []
+    names = [p.name for p in partitions]
+    for i, part in enumerate(partitions):
+        if names.count(part.name) > 1 and names.index(part.name) != i:
+            problems.append(("spec.partitions[%d].name" % i, "is used twice: %s" % describe(part.name)))
+        problems.extend(_slurm_config_rules(part.config, "spec.partitions[%d].config" % i, partition=True))
+    if sum(1 for p in partitions if p.default) > 1:
+        problems.append(("spec.partitions", "at most one partition may be default, got %s"
+                         % ", ".join(p.name for p in partitions if p.default)))
+    return problems
+
+
+def _slurm_config_rules(config: Mapping[str, Any], where: str, partition: bool = False) -> List[Tuple[str, str]]:
+    problems = []
+    for key in config:
+        if not re.match(SLURM_KEY, key):
+            problems.append(("%s.%s" % (where, key), "is not a Slurm option name"))
+        elif not partition and key.lower() in MANAGED_SLURM_KEYS:
+            problems.append(("%s.%s" % (where, key), "is set by slurmkube and cannot be overridden"))
+        elif partition and key.lower() in ("nodes", "partitionname", "default"):
+            problems.append(("%s.%s" % (where, key), "is derived from the partition's fields; set those instead"))
+    return problems
+
+
+def _topology_rules(switches: Sequence[Switch]) -> List[Tuple[str, str]]:
+    problems = []
+    names = {s.name for s in switches}
+    for i, sw in enumerate(switches):
+        if bool(sw.nodes) == bool(sw.switches):
+            problems.append(("spec.slurm.topology[%d]" % i, "set exactly one of nodes and switches"))
+        for child in sw.switches:
+            if child not in names:
+                problems.append(("spec.slurm.topology[%d].switches" % i, "unknown switch %s" % describe(child)))
+    return problems
+
+
+def _positive_resources(where: str, res: Resources) -> List[Tuple[str, str]]:
+    problems = []
+    if parse_quantity(res.cpu) <= 0:
+        problems.append((where + ".cpu", "must be more than 0, got %s" % describe(res.cpu)))
+    if parse_quantity(res.memory) < 64 * 2**20:
+        problems.append((where + ".memory", "must be at least 64Mi, got %s" % describe(res.memory)))
+    return problems
+
+
+def _nodeset_rules(name: str, spec: NodeSetSpec) -> List[Tuple[str, str]]:
+    problems = _positive_resources("spec.resources", spec.resources)
+    if parse_quantity(spec.resources.memory) < WORKER_MEMORY_MIN_MIB * 2**20:
+        problems.append(("spec.resources.memory", "must be at least %dMi: slurmd and munged need %dMi of it, got %s"
+                         % (WORKER_MEMORY_MIN_MIB, WORKER_DAEMON_RESERVE_MIB, describe(spec.resources.memory))))
+    cpu = parse_quantity(spec.resources.cpu)
+    if cpu > 0 and cpu.denominator != 1:
+        problems.append(("spec.resources.cpu", "must be a whole number of CPUs (Slurm counts whole CPUs), got %s"
+                         % describe(spec.resources.cpu)))
+    if len(spec.cluster_name) + 1 + len(name) > STATEFULSET_NAME_MAX:
+        problems.append(("metadata.name", "'<clusterName>-<name>' must be at most %d characters, got %s"
+                         % (STATEFULSET_NAME_MAX, describe(spec.cluster_name + "-" + name))))
+    if spec.gpu_type and not spec.resources.gpus:
+        problems.append(("spec.gpuType", "needs resources.gpus > 0, got gpuType %s with no GPUs" % describe(spec.gpu_type)))
+    for i, feature in enumerate(spec.features):
+        if not re.match(SLURM_NAME, feature):
+            problems.append(("spec.features[%d]" % i, "must match %s, got %s" % (SLURM_NAME, describe(feature))))
+    for i, gres in enumerate(spec.gres):
+        if not re.match(r"^[A-Za-z][A-Za-z0-9_]*(:[A-Za-z0-9_.-]+)?:[0-9]+$", gres):
+            problems.append(("spec.gres[%d]" % i, "must look like 'name[:type]:count', got %s" % describe(gres)))
+        elif gres.split(":")[0] == "gpu":
+            problems.append(("spec.gres[%d]" % i, "GPUs come from resources.gpus and gpuType, got %s" % describe(gres)))
+    return problems
+
+
+def check_references(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> None:
+    """Raise SpecError when the cluster and its node sets do not fit together."""
+    problems: List[Tuple[str, str]] = []
+    names = {ns.name for ns in nodesets}
+    for ns in nodesets:
+        if ns.spec.cluster_name != cluster.name or ns.namespace != cluster.namespace:
+            problems.append(("NodeSet %s" % ns.name, "belongs to cluster %s/%s, not %s/%s"
+                             % (ns.namespace, ns.spec.cluster_name, cluster.namespace, cluster.name)))
+    for i, part in enumerate(cluster.spec.partitions):
+        for ref in part.node_sets:
+            if ref not in names:
+                problems.append(("spec.partitions[%d].nodeSets" % i, "unknown node set %s; known: %s"
+                                 % (describe(ref), ", ".join(sorted(names)) or "none")))
+    total = sum(ns.spec.replicas for ns in nodesets)
+    if total > cluster.spec.slurm.max_node_count:
+        problems.append(("spec.slurm.maxNodeCount", "is %d but the node sets ask for %d nodes"
+                         % (cluster.spec.slurm.max_node_count, total)))
+    if problems:
+        raise SpecError(problems)
+
+
+# --------------------------------------------------------------------------- derived names
+
+
+def munge_secret_name(cluster: SlurmCluster) -> str:
+    """Name of the Secret holding the munge key."""
+    return cluster.spec.munge.secret_name or cluster.name + "-munge-key"
+
+
+def object_name(cluster: SlurmCluster, component: str) -> str:
+    """Name of a cluster-wide object of a component (demo-controller, demo-login, ...)."""
+    return "%s-%s" % (cluster.name, component)
+
+
+def nodeset_object_name(nodeset: NodeSet) -> str:
+    """Name of a node set's StatefulSet and headless Service; its pods are '<this>-<n>'."""
+    return "%s-%s" % (nodeset.spec.cluster_name, nodeset.name)
+
+
+def slurm_node_names(nodeset: NodeSet) -> List[str]:
+    """The Slurm node names of a node set: its pods' names."""
+    base = nodeset_object_name(nodeset)
+    return ["%s-%d" % (base, i) for i in range(nodeset.spec.replicas)]
+
+
+def slurm_cpus(nodeset: NodeSet) -> int:
+    """CPUs= of the node set's Slurm nodes (validated to be whole)."""
+    return int(parse_quantity(nodeset.spec.resources.cpu))
+
+
+def slurm_real_memory_mib(nodeset: NodeSet) -> int:
+    """RealMemory= of the node set's Slurm nodes: the pod's memory minus the daemons' reserve."""
+    total = quantity_to_mebibytes(nodeset.spec.resources.memory)
+    return total - max(WORKER_DAEMON_RESERVE_MIB, total // 20)
+
+
+def partitions_of(cluster: SlurmCluster) -> List[Partition]:
+    """The partitions to render: the spec's, or one default 'main' over every node set."""
+    return list(cluster.spec.partitions) or [Partition(name="main", default=True)]
+
+
+def nodesets_in_partition(partition: Partition, nodesets: Sequence[NodeSet]) -> List[NodeSet]:
+    """Node sets a partition covers, in name order."""
+    if partition.node_sets:
+        chosen = [ns for ns in nodesets if ns.name in partition.node_sets]
+    else:
+        chosen = [ns for ns in nodesets if ns.spec.catch_all]
+    return sorted(chosen, key=lambda ns: ns.name)

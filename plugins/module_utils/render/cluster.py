@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""Every object of one Slurm cluster, in the order they should be applied."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from ansible_collections.slurmkube.core.plugins.module_utils.model import NodeSet, SlurmCluster, check_references
+from ansible_collections.slurmkube.core.plugins.module_utils.render import controller, jail, login, policy, worker
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import Manifest
+from ansible_collections.slurmkube.core.plugins.module_utils.render.healthcheck import render_healthcheck_cronjob
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_map
+
+
+def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> List[Manifest]:
+    """All manifests of a cluster and its node sets (the munge and host-key Secrets excluded:
+    they hold generated secrets, made by the munge_key module and the operator)."""
+    check_references(cluster, nodesets)
+    ordered = sorted(nodesets, key=lambda ns: ns.name)
+    maybe: List[Optional[Manifest]] = [
+        policy.render_service_account(cluster),
+        render_config_map(cluster, ordered),
+        login.render_sshd_config_map(cluster),
+        jail.render_jail_claim(cluster),
+        jail.render_jail_populate_job(cluster),
+        controller.render_controller_service(cluster),
+        controller.render_controller_statefulset(cluster, ordered),
+    ]
+    for ns in ordered:
+        maybe += [
+            worker.render_worker_service(cluster, ns),
+            worker.render_worker_statefulset(cluster, ns, ordered),
+            policy.render_worker_pdb(cluster, ns),
+        ]
+    maybe += [
+        login.render_login_service(cluster),
+        login.render_login_statefulset(cluster),
+        policy.render_login_pdb(cluster),
+        render_healthcheck_cronjob(cluster),
+    ]
+    maybe += policy.render_network_policies(cluster)
+    return [m for m in maybe if m is not None]

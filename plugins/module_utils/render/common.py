@@ -1,0 +1,155 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""Pieces every component renderer shares: labels, metadata, volumes, hashes."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Dict, Iterable, List, Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+    Placement,
+    Resources,
+    SlurmCluster,
+    munge_secret_name,
+    object_name,
+)
+
+
+Manifest = Dict[str, Any]
+
+CONFIG_VOLUME = "slurm-config"
+MUNGE_VOLUME = "munge-key"
+JAIL_VOLUME = "jail"
+SUBMOUNT_HOST_DIR = "/mnt/slurmkube/submounts"
+
+
+def selector_labels(cluster: SlurmCluster, component: str, nodeset: Optional[str] = None) -> Dict[str, str]:
+    """Labels that select a component's pods; they never change over an object's life."""
+    labels = {C.LABEL_CLUSTER: cluster.name, C.LABEL_COMPONENT: component}
+    if nodeset is not None:
+        labels[C.LABEL_NODESET] = nodeset
+    return labels
+
+
+def labels(cluster: SlurmCluster, component: str, nodeset: Optional[str] = None) -> Dict[str, str]:
+    """Every label we put on objects of a component."""
+    out = {
+        C.LABEL_NAME: "slurm",
+        C.LABEL_INSTANCE: cluster.name,
+        C.LABEL_PART_OF: C.MANAGED_BY,
+        C.LABEL_MANAGED_BY: C.MANAGED_BY,
+    }
+    out.update(selector_labels(cluster, component, nodeset))
+    return out
+
+
+def metadata(cluster: SlurmCluster, name: str, component: str, nodeset: Optional[str] = None) -> Dict[str, Any]:
+    """Object metadata; owner references are left to the caller (operator or module)."""
+    return {"name": name, "namespace": cluster.namespace, "labels": labels(cluster, component, nodeset)}
+
+
+def content_hash(parts: Iterable[str]) -> str:
+    """A short, stable digest of config text: the pod-template annotation that rolls pods."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def controller_service_fqdn(cluster: SlurmCluster) -> str:
+    """The controller Service's DNS name: the address that survives pod IP changes."""
+    return "%s.%s.svc.cluster.local" % (object_name(cluster, C.COMPONENT_CONTROLLER), cluster.namespace)
+
+
+def config_map_name(cluster: SlurmCluster) -> str:
+    """The ConfigMap with slurm.conf and its companions."""
+    return object_name(cluster, "slurm-config")
+
+
+def service_account_name(cluster: SlurmCluster) -> str:
+    """The ServiceAccount the cluster's pods run as (it has no token and no rights)."""
+    return object_name(cluster, "slurm")
+
+
+def jail_claim_name(cluster: SlurmCluster) -> str:
+    """The PersistentVolumeClaim of the jail (the user's own claim when given)."""
+    return cluster.spec.jail.existing_claim or object_name(cluster, C.COMPONENT_JAIL)
+
+
+def jail_volume(cluster: SlurmCluster) -> Dict[str, Any]:
+    """The pod volume that holds the jail: an NFS export or a ReadWriteMany claim."""
+    nfs = cluster.spec.jail.nfs
+    if nfs is not None:
+        return {"name": JAIL_VOLUME, "nfs": {"server": nfs.server, "path": nfs.path}}
+    return {"name": JAIL_VOLUME, "persistentVolumeClaim": {"claimName": jail_claim_name(cluster)}}
+
+
+def config_volume(cluster: SlurmCluster) -> Dict[str, Any]:
+    """slurm.conf and friends; mounted as a directory so ConfigMap updates reach the files."""
+    return {"name": CONFIG_VOLUME, "configMap": {"name": config_map_name(cluster)}}
+
+
+def munge_volume(cluster: SlurmCluster) -> Dict[str, Any]:
+    """The munge key Secret; entrypoints copy it (munged refuses symlinks and wrong owners)."""
+    return {"name": MUNGE_VOLUME, "secret": {"secretName": munge_secret_name(cluster), "defaultMode": 0o400}}
+
+
+def common_mounts() -> List[Dict[str, Any]]:
+    """Mounts every Slurm daemon container needs."""
+    return [
+        {"name": CONFIG_VOLUME, "mountPath": C.SLURM_CONFIG_DIR, "readOnly": True},
+        {"name": MUNGE_VOLUME, "mountPath": C.MUNGE_KEY_MOUNT_DIR, "readOnly": True},
+    ]
+
+
+def env(cluster: SlurmCluster, role: str) -> List[Dict[str, Any]]:
+    """Environment shared by every slurmkube container; SLURMKUBE_NODE_NAME is the pod's name."""
+    return [
+        {"name": C.ENV_ROLE, "value": role},
+        {"name": C.ENV_CLUSTER, "value": cluster.name},
+        {"name": C.ENV_CONTROLLER_HOST, "value": controller_service_fqdn(cluster)},
+        {"name": C.ENV_JAIL_PATH, "value": C.JAIL_MOUNT_PATH},
+        {"name": C.ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+
+
+def resources(res: Resources, gpus: bool = False) -> Dict[str, Any]:
+    """Requests equal to limits: Slurm schedules on what the pod is guaranteed."""
+    amounts: Dict[str, Any] = {"cpu": str(res.cpu), "memory": str(res.memory)}
+    if gpus and res.gpus:
+        amounts[res.gpu_resource_name] = str(res.gpus)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def placement(spec: Placement) -> Dict[str, Any]:
+    """nodeSelector and tolerations of a pod spec (only the ones that are set)."""
+    out: Dict[str, Any] = {}
+    if spec.node_selector:
+        out["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        out["tolerations"] = [dict(t) for t in spec.tolerations]
+    return out
+
+
+def tcp_probe(port: int, period: int = 10) -> Dict[str, Any]:
+    """A TCP readiness probe; `scontrol ping` would go through the not-yet-ready Service."""
+    return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": 3}
+
+
+def wait_for_controller(cluster: SlurmCluster, image: str, pull_policy: str) -> Dict[str, Any]:
+    """Init container that holds slurmd until slurmctld accepts TCP (slurmd's own retry backs off to minutes)."""
+    host = controller_service_fqdn(cluster)
+    script = "until timeout 2 bash -c '</dev/tcp/%s/%d'; do echo waiting for %s; sleep 2; done" % (
+        host, C.SLURMCTLD_PORT, host)
+    return {
+        "name": "wait-for-controller",
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": ["bash", "-c", script],
+    }
+
+

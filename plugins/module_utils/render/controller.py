@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""slurmctld: a one-pod StatefulSet with its state on a volume, and the Service in front."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import NodeSet, SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import restart_settings
+
+STATE_VOLUME = "state"
+
+
+def controller_name(cluster: SlurmCluster) -> str:
+    """Name of the controller StatefulSet and Service; the pod is '<this>-0'."""
+    return object_name(cluster, C.COMPONENT_CONTROLLER)
+
+
+def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
+    """ClusterIP Service on 6817: the stable address in SlurmctldHost."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(cluster, controller_name(cluster), C.COMPONENT_CONTROLLER),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": common.selector_labels(cluster, C.COMPONENT_CONTROLLER),
+            "ports": [{"name": "slurmctld", "port": C.SLURMCTLD_PORT, "targetPort": C.SLURMCTLD_PORT,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
+    images = cluster.spec.images
+    mounts: List[Dict[str, Any]] = common.common_mounts() + [
+        {"name": STATE_VOLUME, "mountPath": C.SLURMCTLD_STATE_DIR},
+        # Users and groups live in the jail; slurmctld must resolve the job's user.
+        {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True},
+    ]
+    return {
+        "name": "slurmctld",
+        "image": images.controller,
+        "imagePullPolicy": images.pull_policy,
+        "env": common.env(cluster, C.ROLE_CONTROLLER),
+        "ports": [{"name": "slurmctld", "containerPort": C.SLURMCTLD_PORT, "protocol": "TCP"}],
+        "readinessProbe": common.tcp_probe(C.SLURMCTLD_PORT, period=5),
+        "resources": common.resources(cluster.spec.controller.resources),
+        "volumeMounts": mounts,
+    }
+
+
+def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> common.Manifest:
+    """The slurmctld StatefulSet; it restarts only for settings `scontrol reconfigure` cannot apply."""
+    spec = cluster.spec.controller
+    selector = common.selector_labels(cluster, C.COMPONENT_CONTROLLER)
+    claim: Dict[str, Any] = {
+        "metadata": {"name": STATE_VOLUME, "labels": common.labels(cluster, C.COMPONENT_CONTROLLER)},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(spec.state_volume.size)}}},
+    }
+    if spec.state_volume.storage_class_name:
+        claim["spec"]["storageClassName"] = spec.state_volume.storage_class_name
+    pod_spec: Dict[str, Any] = {
+        "serviceAccountName": common.service_account_name(cluster),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        # A force-deleted pod could leave two slurmctld on one state dir: give it time to stop.
+        "terminationGracePeriodSeconds": 60,
+        "containers": [_controller_container(cluster)],
+        "volumes": [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster)],
+    }
+    pod_spec.update(common.placement(spec.placement))
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": common.metadata(cluster, controller_name(cluster), C.COMPONENT_CONTROLLER),
+        "spec": {
+            "replicas": 1,
+            "serviceName": controller_name(cluster),
+            "selector": {"matchLabels": selector},
+            "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "template": {
+                "metadata": {
+                    "labels": common.labels(cluster, C.COMPONENT_CONTROLLER),
+                    "annotations": {C.ANNOTATION_CONFIG_HASH: common.content_hash([restart_settings(cluster, nodesets)])},
+                },
+                "spec": pod_spec,
+            },
+            "volumeClaimTemplates": [claim],
+        },
+    }

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""Long health checks: a CronJob that submits them as ordinary Slurm jobs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+
+ROLE_LONG_CHECKS = "long-checks"
+
+
+def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    """The CronJob, or None when long checks are off.
+
+    It runs in the login image (Slurm clients + munge) and only submits jobs, so it needs
+    no Kubernetes API rights.
+    """
+    checks = cluster.spec.health_checks
+    if not checks.long_checks.enabled:
+        return None
+    images = cluster.spec.images
+    container = {
+        "name": "submit",
+        "image": images.login,
+        "imagePullPolicy": images.pull_policy,
+        "command": [C.ENTRYPOINT_PROGRAM],
+        "env": common.env(cluster, ROLE_LONG_CHECKS),
+        "volumeMounts": common.common_mounts(),
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": common.metadata(cluster, object_name(cluster, C.COMPONENT_HEALTHCHECK), C.COMPONENT_HEALTHCHECK),
+        "spec": {
+            "schedule": checks.long_checks.schedule,
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 1, "template": {
+                "metadata": {"labels": common.labels(cluster, C.COMPONENT_HEALTHCHECK)},
+                "spec": {
+                    "serviceAccountName": common.service_account_name(cluster),
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                    "volumes": [common.config_volume(cluster), common.munge_volume(cluster)],
+                },
+            }}},
+        },
+    }

@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""Login nodes: sshd pods whose sessions are chrooted into the jail, and their Service."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+
+SSHD_VOLUME = "sshd-config"
+HOST_KEYS_VOLUME = "ssh-host-keys"
+HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+
+
+def login_name(cluster: SlurmCluster) -> str:
+    """Name of the login StatefulSet and Service."""
+    return object_name(cluster, C.COMPONENT_LOGIN)
+
+
+def sshd_config_map_name(cluster: SlurmCluster) -> str:
+    """ConfigMap holding sshd_config."""
+    return object_name(cluster, "sshd-config")
+
+
+def host_keys_secret_name(cluster: SlurmCluster) -> str:
+    """Secret with the ssh host keys, so they survive pod restarts."""
+    return object_name(cluster, "ssh-host-keys")
+
+
+def render_sshd_config(cluster: SlurmCluster) -> str:
+    """sshd_config of the login pods.
+
+    sshd reads authorized_keys before the chroot, so the path points into the jail as the
+    pod sees it; the session itself then lands in the jail.
+    """
+    settings: List[str] = [
+        "Port %d" % C.SSH_PORT,
+        "PidFile /run/sshd.pid",
+    ]
+    settings += ["HostKey /etc/ssh/ssh_host_%s_key" % kind for kind in HOST_KEY_TYPES]
+    settings += [
+        "ChrootDirectory %s" % C.JAIL_MOUNT_PATH,
+        "AuthorizedKeysFile %s/home/%%u/.ssh/authorized_keys" % C.JAIL_MOUNT_PATH,
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin no",
+        "UsePAM no",
+        "X11Forwarding no",
+        "AllowTcpForwarding yes",
+        "PrintMotd no",
+        "ClientAliveInterval 60",
+        "LogLevel INFO",
+        "Subsystem sftp internal-sftp",
+    ]
+    header = "# sshd_config for Slurm cluster %s/%s.\n# Managed by slurmkube: changes made here are overwritten.\n" % (
+        cluster.namespace, cluster.name)
+    return header + "\n".join(settings) + "\n"
+
+
+def render_sshd_config_map(cluster: SlurmCluster) -> common.Manifest:
+    """The sshd_config ConfigMap."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": common.metadata(cluster, sshd_config_map_name(cluster), C.COMPONENT_LOGIN),
+        "data": {C.SSHD_CONFIG_FILE: render_sshd_config(cluster)},
+    }
+
+
+def render_login_service(cluster: SlurmCluster) -> common.Manifest:
+    """Where users ssh to: NodePort, LoadBalancer or ClusterIP."""
+    login = cluster.spec.login
+    port: Dict[str, Any] = {"name": "ssh", "port": C.SSH_PORT, "targetPort": C.SSH_PORT, "protocol": "TCP"}
+    if login.node_port is not None:
+        port["nodePort"] = login.node_port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(cluster, login_name(cluster), C.COMPONENT_LOGIN),
+        "spec": {
+            "type": login.service_type,
+            "selector": common.selector_labels(cluster, C.COMPONENT_LOGIN),
+            "ports": [port],
+        },
+    }
+
+
+def _login_container(cluster: SlurmCluster) -> Dict[str, Any]:
+    images = cluster.spec.images
+    return {
+        "name": "sshd",
+        "image": images.login,
+        "imagePullPolicy": images.pull_policy,
+        "env": common.env(cluster, C.ROLE_LOGIN),
+        "ports": [{"name": "ssh", "containerPort": C.SSH_PORT, "protocol": "TCP"}],
+        "readinessProbe": common.tcp_probe(C.SSH_PORT),
+        "resources": common.resources(cluster.spec.login.resources),
+        # Bind /proc, /dev and Slurm's sockets into the jail for the sessions.
+        "securityContext": {"capabilities": {"add": ["SYS_ADMIN", "SYS_CHROOT"]},
+                            "appArmorProfile": {"type": "Unconfined"}},
+        "volumeMounts": common.common_mounts() + [
+            {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH},
+            {"name": SSHD_VOLUME, "mountPath": C.SSHD_CONFIG_MOUNT_DIR, "readOnly": True},
+            {"name": HOST_KEYS_VOLUME, "mountPath": C.SSH_HOST_KEYS_MOUNT_DIR, "readOnly": True},
+        ],
+    }
+
+
+def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
+    """The login StatefulSet; it rolls when sshd_config changes (sshd reads it at start)."""
+    login = cluster.spec.login
+    pod_spec: Dict[str, Any] = {
+        "serviceAccountName": common.service_account_name(cluster),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [_login_container(cluster)],
+        "volumes": [
+            common.config_volume(cluster),
+            common.munge_volume(cluster),
+            common.jail_volume(cluster),
+            {"name": SSHD_VOLUME, "configMap": {"name": sshd_config_map_name(cluster)}},
+            {"name": HOST_KEYS_VOLUME, "secret": {"secretName": host_keys_secret_name(cluster), "defaultMode": 0o400}},
+        ],
+    }
+    pod_spec.update(common.placement(login.placement))
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": common.metadata(cluster, login_name(cluster), C.COMPONENT_LOGIN),
+        "spec": {
+            "replicas": login.replicas,
+            "serviceName": login_name(cluster),
+            "selector": {"matchLabels": common.selector_labels(cluster, C.COMPONENT_LOGIN)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {
+                    "labels": common.labels(cluster, C.COMPONENT_LOGIN),
+                    "annotations": {C.ANNOTATION_CONFIG_HASH: common.content_hash([render_sshd_config(cluster)])},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }

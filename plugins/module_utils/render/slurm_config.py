@@ -1,0 +1,283 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""slurm.conf, cgroup.conf, gres.conf, plugstack.conf and topology.conf, and their ConfigMap.
+
+Every file follows one pattern: product defaults, then the user's overrides merged last
+(null deletes a key, list values merge into comma-list keys), keys sorted, booleans as
+YES/NO, under a "managed by" header. slurm.conf grows with the number of node sets, not
+nodes: workers are dynamic nodes (``slurmd -Z``) that carry ``Feature=<nodeset>``, and
+partitions name node sets through ``NodeSet=`` lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+    NodeSet,
+    SlurmCluster,
+    SubMount,
+    nodeset_object_name,
+    nodesets_in_partition,
+    object_name,
+    partitions_of,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import (
+    Manifest,
+    SUBMOUNT_HOST_DIR,
+    config_map_name,
+    controller_service_fqdn,
+    metadata,
+)
+
+SLURM_CONF = "slurm.conf"
+CGROUP_CONF = "cgroup.conf"
+GRES_CONF = "gres.conf"
+PLUGSTACK_CONF = "plugstack.conf"
+TOPOLOGY_CONF = "topology.conf"
+
+# Keys whose value is a comma list: a user's list is merged into ours, not put in its place.
+LIST_KEYS = frozenset(
+    k.lower()
+    for k in (
+        "SlurmctldParameters", "SchedulerParameters", "SlurmdParameters", "LaunchParameters",
+        "CommunicationParameters", "PrologFlags", "DebugFlags", "GresTypes", "PrivateData",
+        "TaskPluginParam", "AccountingStorageTRES", "AccountingStorageEnforce",
+    )
+)
+
+# scontrol(1): slurmctld and every slurmd must restart when these change; any other
+# slurm.conf change is applied by `scontrol reconfigure`.
+RESTART_KEYS = ("AuthType", "SlurmctldHost", "SlurmctldPort", "SlurmdPort", "StateSaveLocation", "PluginDir")
+
+
+def header(cluster: SlurmCluster, what: str) -> str:
+    """First lines of every file: who writes it, so nobody edits it by hand."""
+    return "# %s for Slurm cluster %s/%s.\n# Managed by slurmkube: changes made here are overwritten.\n" % (
+        what, cluster.namespace, cluster.name)
+
+
+def format_value(value: Any) -> str:
+    """A Slurm value as text: YES/NO for booleans, comma lists for lists."""
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def merge_settings(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> Dict[str, Any]:
+    """defaults ⊕ overrides: keys match case-insensitively, null deletes, lists merge."""
+    merged: Dict[str, Any] = dict(defaults)
+    spelled = {k.lower(): k for k in merged}
+    for key, value in overrides.items():
+        existing = spelled.get(key.lower())
+        if value is None:
+            if existing is not None:
+                del merged[existing]
+            continue
+        if existing is not None and key.lower() in LIST_KEYS and isinstance(value, (list, tuple)):
+            current = [v for v in format_value(merged[existing]).split(",") if v]
+            merged[existing] = current + [str(v) for v in value if str(v) not in current]
+            continue
+        if existing is not None:
+            del merged[existing]
+        merged[key] = value
+        spelled[key.lower()] = key
+    return merged
+
+
+def key_value_lines(settings: Mapping[str, Any]) -> List[str]:
+    """Key=Value lines, sorted by key (case-insensitive) so diffs stay small."""
+    return ["%s=%s" % (k, format_value(settings[k])) for k in sorted(settings, key=str.lower)]
+
+
+def gres_types(nodesets: Sequence[NodeSet]) -> List[str]:
+    """Every GRES name any node set offers."""
+    names = set()
+    for ns in nodesets:
+        if ns.spec.resources.gpus:
+            names.add("gpu")
+        names.update(g.split(":")[0] for g in ns.spec.gres)
+    return sorted(names)
+
+
+def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[str, Any]:
+    """The slurm.conf settings the product chooses before the user's overrides."""
+    spec = cluster.spec
+    settings: Dict[str, Any] = {
+        "ClusterName": cluster.name,
+        "SlurmctldHost": "%s-0(%s)" % (object_name(cluster, C.COMPONENT_CONTROLLER), controller_service_fqdn(cluster)),
+        "SlurmctldPort": C.SLURMCTLD_PORT,
+        "SlurmdPort": C.SLURMD_PORT,
+        "AuthType": "auth/munge",
+        "CredType": "cred/munge",
+        "SlurmUser": "slurm",
+        "SlurmdUser": "root",
+        "StateSaveLocation": C.SLURMCTLD_STATE_DIR,
+        "SlurmdSpoolDir": C.SLURMD_SPOOL_DIR,
+        "SlurmctldPidFile": "/run/slurmctld.pid",
+        "SlurmdPidFile": "/run/slurmd.pid",
+        "PlugStackConfig": "%s/%s" % (C.SLURM_CONFIG_DIR, PLUGSTACK_CONF),
+        # Containers get no systemd and often cgroup v1: plugins that need neither.
+        "ProctrackType": "proctrack/linuxproc",
+        "TaskPlugin": "task/none",
+        "SelectType": "select/cons_tres",
+        "SelectTypeParameters": "CR_Core_Memory",
+        "SchedulerType": "sched/backfill",
+        "ReturnToService": 2,
+        "MaxNodeCount": spec.slurm.max_node_count,
+        # Nodes are pods: slurmctld reaches each one directly, addresses change on restart.
+        "TreeWidth": 65533,
+        "CommunicationParameters": ["NoAddrCache"],
+        "SrunPortRange": "%d-%d" % C.SRUN_PORT_RANGE,
+        "SlurmdTimeout": 120,
+        "SlurmctldTimeout": 60,
+        "InactiveLimit": 0,
+        "KillWait": 30,
+        "MinJobAge": 300,
+        "MailProg": "/bin/true",
+        "SlurmctldDebug": "info",
+        "SlurmdDebug": "info",
+        "JobAcctGatherType": "jobacct_gather/none",
+        "AccountingStorageType": "accounting_storage/none",
+    }
+    types = gres_types(nodesets)
+    if types:
+        settings["GresTypes"] = types
+    if spec.health_checks.enabled:
+        settings["HealthCheckProgram"] = C.HEALTHCHECK_PROGRAM
+        settings["HealthCheckInterval"] = spec.health_checks.interval
+        settings["HealthCheckNodeState"] = spec.health_checks.node_state
+    if spec.accounting.enabled:
+        settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
+        settings["AccountingStorageHost"] = spec.accounting.host or object_name(cluster, "slurmdbd")
+        settings["AccountingStoragePort"] = spec.accounting.port
+        settings["JobAcctGatherType"] = "jobacct_gather/linux"
+        settings["JobAcctGatherFrequency"] = 30
+    if spec.slurm.topology:
+        settings["TopologyPlugin"] = "topology/tree"
+    return settings
+
+
+def nodeset_line(nodeset: NodeSet) -> str:
+    """A NodeSet= line: the node set's dynamic nodes register with this feature."""
+    return "NodeSet=%s Feature=%s" % (nodeset.name, nodeset.name)
+
+
+def partition_line(cluster: SlurmCluster, index: int, nodesets: Sequence[NodeSet]) -> str:
+    """A PartitionName= line over the node sets it covers."""
+    part = partitions_of(cluster)[index]
+    settings: Dict[str, Any] = {"State": "UP", "MaxTime": "INFINITE"}
+    members = nodesets_in_partition(part, nodesets)
+    if members:
+        settings["Nodes"] = [ns.name for ns in members]
+    if part.default:
+        settings["Default"] = True
+    settings = merge_settings(settings, part.config)
+    return " ".join(["PartitionName=%s" % part.name] + key_value_lines(settings))
+
+
+def render_slurm_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
+    """The whole slurm.conf text."""
+    settings = merge_settings(slurm_defaults(cluster, nodesets), cluster.spec.slurm.config)
+    ordered = sorted(nodesets, key=lambda ns: ns.name)
+    lines = [header(cluster, "slurm.conf")]
+    lines.extend(key_value_lines(settings))
+    lines.append("")
+    lines.append("# One line per node set; its nodes are pods that register dynamically.")
+    lines.extend(nodeset_line(ns) for ns in ordered)
+    lines.append("")
+    lines.extend(partition_line(cluster, i, ordered) for i in range(len(partitions_of(cluster))))
+    return "\n".join(lines) + "\n"
+
+
+def render_cgroup_conf(cluster: SlurmCluster) -> str:
+    """cgroup.conf: Slurm must not look for systemd, which pods do not run."""
+    defaults = {"CgroupPlugin": "autodetect", "IgnoreSystemd": True}
+    settings = merge_settings(defaults, cluster.spec.slurm.cgroup_config)
+    return header(cluster, "cgroup.conf") + "\n".join(key_value_lines(settings)) + "\n"
+
+
+def gres_lines(nodeset: NodeSet, max_nodes: int) -> List[str]:
+    """gres.conf lines of one node set's GPUs.
+
+    They cover every node name the set can ever have (MaxNodeCount bounds it), so scaling
+    never edits the file and never rolls a pod.
+    """
+    gpus = nodeset.spec.resources.gpus
+    if not gpus:
+        return []
+    nodes = "%s-[0-%d]" % (nodeset_object_name(nodeset), max_nodes - 1)
+    files = "/dev/nvidia0" if gpus == 1 else "/dev/nvidia[0-%d]" % (gpus - 1)
+    kind = " Type=%s" % nodeset.spec.gpu_type if nodeset.spec.gpu_type else ""
+    return ["NodeName=%s Name=gpu%s File=%s" % (nodes, kind, files)]
+
+
+def render_gres_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
+    """gres.conf: GPU device files per node set (other GRES are counts from slurmd --conf)."""
+    lines = [header(cluster, "gres.conf")]
+    for ns in sorted(nodesets, key=lambda n: n.name):
+        lines.extend(gres_lines(ns, cluster.spec.slurm.max_node_count))
+    return "\n".join(lines) + "\n"
+
+
+def submount_argument(sub: SubMount) -> str:
+    """host-path:jail-path of one sub-mount, as the plugin's submounts= option takes it."""
+    return "%s/%s:%s" % (SUBMOUNT_HOST_DIR, sub.name, sub.mount_path)
+
+
+def render_plugstack_conf(cluster: SlurmCluster) -> str:
+    """plugstack.conf: the jail plugin, required, so no job can start outside the jail."""
+    jail = cluster.spec.jail
+    args = ["jail=%s" % C.JAIL_MOUNT_PATH]
+    if jail.sub_mounts:
+        args.append("submounts=%s" % ",".join(submount_argument(s) for s in jail.sub_mounts))
+    line = " ".join(["required", C.SPANK_PLUGIN_PATH] + args)
+    return header(cluster, "plugstack.conf") + line + "\n"
+
+
+def render_topology_conf(cluster: SlurmCluster) -> Optional[str]:
+    """topology.conf when the spec gives switches, else None."""
+    switches = cluster.spec.slurm.topology
+    if not switches:
+        return None
+    lines = [header(cluster, "topology.conf")]
+    for sw in switches:
+        member = "Nodes=%s" % sw.nodes if sw.nodes else "Switches=%s" % ",".join(sw.switches)
+        lines.append("SwitchName=%s %s" % (sw.name, member))
+    return "\n".join(lines) + "\n"
+
+
+def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[str, str]:
+    """Every Slurm config file by name."""
+    files = {
+        SLURM_CONF: render_slurm_conf(cluster, nodesets),
+        CGROUP_CONF: render_cgroup_conf(cluster),
+        GRES_CONF: render_gres_conf(cluster, nodesets),
+        PLUGSTACK_CONF: render_plugstack_conf(cluster),
+    }
+    topology = render_topology_conf(cluster)
+    if topology is not None:
+        files[TOPOLOGY_CONF] = topology
+    return files
+
+
+def restart_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
+    """The slurm.conf values whose change needs daemons restarted, as text to hash."""
+    settings = merge_settings(slurm_defaults(cluster, nodesets), cluster.spec.slurm.config)
+    spelled = {k.lower(): k for k in settings}
+    wanted = [spelled[k.lower()] for k in RESTART_KEYS if k.lower() in spelled]
+    return "\n".join(key_value_lines({k: settings[k] for k in wanted}))
+
+
+def render_config_map(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Manifest:
+    """The ConfigMap mounted at /etc/slurm in every Slurm pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(cluster, config_map_name(cluster), C.COMPONENT_CONFIG),
+        "data": render_config_files(cluster, nodesets),
+    }

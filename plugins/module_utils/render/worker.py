@@ -1,0 +1,171 @@
+# -*- coding: utf-8 -*-
+# Copyright: slurmkube contributors
+# Apache License 2.0 (see LICENSE)
+"""Workers: one StatefulSet and one headless Service per NodeSet; each pod is a Slurm node."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+    NodeSet,
+    SlurmCluster,
+    nodeset_object_name,
+    slurm_cpus,
+    slurm_real_memory_mib,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
+    render_cgroup_conf,
+    render_gres_conf,
+    restart_settings,
+)
+
+SPOOL_VOLUME = "spool"
+SHM_VOLUME = "shm"
+
+
+def node_conf(nodeset: NodeSet) -> str:
+    """The Feature= and Gres= words of `slurmd -Z --conf` for this node set."""
+    features = [nodeset.name] + [f for f in nodeset.spec.features if f != nodeset.name]
+    words = ["Feature=%s" % ",".join(features)]
+    gres: List[str] = []
+    gpus = nodeset.spec.resources.gpus
+    if gpus:
+        gres.append("gpu:%s:%d" % (nodeset.spec.gpu_type, gpus) if nodeset.spec.gpu_type else "gpu:%d" % gpus)
+    gres.extend(nodeset.spec.gres)
+    if gres:
+        words.append("Gres=%s" % ",".join(gres))
+    return " ".join(words)
+
+
+def render_worker_service(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifest:
+    """Headless Service: <pod>.<service>.<ns>.svc resolves to each node's pod IP."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(cluster, nodeset_object_name(nodeset), C.COMPONENT_WORKER, nodeset.name),
+        "spec": {
+            "clusterIP": "None",
+            # slurmctld must reach a node before it is Ready (registration makes it Ready).
+            "publishNotReadyAddresses": True,
+            "selector": common.selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name),
+            "ports": [{"name": "slurmd", "port": C.SLURMD_PORT, "targetPort": C.SLURMD_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def _worker_env(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, Any]]:
+    return common.env(cluster, C.ROLE_WORKER) + [
+        {"name": C.ENV_NODESET, "value": nodeset.name},
+        {"name": C.ENV_CPUS, "value": str(slurm_cpus(nodeset))},
+        {"name": C.ENV_MEMORY_MB, "value": str(slurm_real_memory_mib(nodeset))},
+        {"name": C.ENV_NODE_CONF, "value": node_conf(nodeset)},
+    ]
+
+
+def _worker_mounts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    mounts = common.common_mounts() + [
+        {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH},
+        {"name": SPOOL_VOLUME, "mountPath": C.SLURMD_SPOOL_DIR},
+        {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
+    ]
+    # slurmstepd opens the job's output files and cwd before the plugin enters the jail.
+    for path in cluster.spec.jail.user_paths:
+        mounts.append({"name": common.JAIL_VOLUME, "mountPath": path, "subPath": path.strip("/")})
+    for sub in cluster.spec.jail.sub_mounts:
+        mounts.append({"name": "sub-" + sub.name, "mountPath": "%s/%s" % (common.SUBMOUNT_HOST_DIR, sub.name)})
+    return mounts
+
+
+def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    volumes = [
+        common.config_volume(cluster),
+        common.munge_volume(cluster),
+        common.jail_volume(cluster),
+        {"name": SPOOL_VOLUME, "emptyDir": {}},
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}},
+    ]
+    for sub in cluster.spec.jail.sub_mounts:
+        if sub.host_path:
+            volumes.append({"name": "sub-" + sub.name, "hostPath": {"path": sub.host_path, "type": "DirectoryOrCreate"}})
+            continue
+        empty: Dict[str, Any] = {}
+        if sub.medium:
+            empty["medium"] = sub.medium
+        if sub.size_limit:
+            empty["sizeLimit"] = str(sub.size_limit)
+        volumes.append({"name": "sub-" + sub.name, "emptyDir": empty})
+    return volumes
+
+
+def worker_security_context() -> Dict[str, Any]:
+    """What the jail plugin needs: mounts (SYS_ADMIN) and pivot_root (not in RuntimeDefault seccomp)."""
+    return {
+        "capabilities": {"add": ["SYS_ADMIN"]},
+        "seccompProfile": {"type": "Unconfined"},
+        "appArmorProfile": {"type": "Unconfined"},
+    }
+
+
+def _slurmd_container(cluster: SlurmCluster, nodeset: NodeSet) -> Dict[str, Any]:
+    images = cluster.spec.images
+    return {
+        "name": "slurmd",
+        "image": images.worker,
+        "imagePullPolicy": images.pull_policy,
+        "env": _worker_env(cluster, nodeset),
+        "ports": [{"name": "slurmd", "containerPort": C.SLURMD_PORT, "protocol": "TCP"}],
+        "readinessProbe": common.tcp_probe(C.SLURMD_PORT),
+        "resources": common.resources(nodeset.spec.resources, gpus=True),
+        "securityContext": worker_security_context(),
+        "volumeMounts": _worker_mounts(cluster),
+    }
+
+
+def worker_config_hash(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
+    """Digest of what slurmd reads only at start; other changes go by `scontrol reconfigure`."""
+    return common.content_hash([
+        restart_settings(cluster, nodesets),
+        render_cgroup_conf(cluster),
+        render_gres_conf(cluster, nodesets),
+    ])
+
+
+def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets: Sequence[NodeSet]) -> common.Manifest:
+    """A node set's StatefulSet.
+
+    updateStrategy OnDelete: Kubernetes never restarts a node under a running job; the
+    operator drains a node, waits until it is idle, then deletes its pod.
+    """
+    images = cluster.spec.images
+    pod_spec: Dict[str, Any] = {
+        "serviceAccountName": common.service_account_name(cluster),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 60,
+        "initContainers": [common.wait_for_controller(cluster, images.worker, images.pull_policy)],
+        "containers": [_slurmd_container(cluster, nodeset)],
+        "volumes": _worker_volumes(cluster),
+    }
+    pod_spec.update(common.placement(nodeset.spec.placement))
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": common.metadata(cluster, nodeset_object_name(nodeset), C.COMPONENT_WORKER, nodeset.name),
+        "spec": {
+            "replicas": nodeset.spec.replicas,
+            "serviceName": nodeset_object_name(nodeset),
+            "selector": {"matchLabels": common.selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {
+                    "labels": common.labels(cluster, C.COMPONENT_WORKER, nodeset.name),
+                    "annotations": {C.ANNOTATION_CONFIG_HASH: worker_config_hash(cluster, nodesets)},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }

@@ -1,0 +1,163 @@
+"""The model accepts good specs with the documented defaults and rejects bad ones by name."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+    SpecError,
+    check_references,
+    munge_secret_name,
+    parse_cluster,
+    parse_nodeset,
+    slurm_cpus,
+    slurm_node_names,
+    slurm_real_memory_mib,
+)
+from examples import EXAMPLES, example
+
+
+def cluster(spec=None, name="demo", namespace="hpc"):
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": spec or {}}
+
+
+def nodeset(spec=None, name="cpu", namespace="hpc"):
+    full = {"clusterName": "demo"}
+    full.update(spec or {})
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": full}
+
+
+def problems_of(parse, resource):
+    with pytest.raises(SpecError) as info:
+        parse(resource)
+    return dict(info.value.problems), str(info.value)
+
+
+def test_empty_cluster_spec_gets_defaults():
+    model = parse_cluster(cluster())
+    assert model.spec.login.replicas == 1
+    assert model.spec.login.service_type == "NodePort"
+    assert model.spec.jail.user_paths == ["/home"]
+    assert model.spec.slurm.max_node_count == 1024
+    assert model.spec.health_checks.enabled is True
+    assert munge_secret_name(model) == "demo-munge-key"
+
+
+def test_missing_namespace_means_default():
+    assert parse_cluster({"metadata": {"name": "demo"}, "spec": {}}).namespace == "default"
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_are_valid(name):
+    cl, sets = example(name)
+    check_references(cl, sets)
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "fragment"),
+    [
+        ({"replicas": -1}, "spec.replicas", "must be at least 0, got -1"),
+        ({"replicas": "3"}, "spec.replicas", "must be an integer, got '3'"),
+        ({"resources": {"cpu": "500m"}}, "spec.resources.cpu", "whole number of CPUs"),
+        ({"resources": {"cpu": "0"}}, "spec.resources.cpu", "must be more than 0, got '0'"),
+        ({"resources": {"memory": "lots"}}, "spec.resources.memory", "Kubernetes quantity"),
+        ({"resources": {"memory": "256Mi"}}, "spec.resources.memory", "at least 512Mi"),
+        ({"resources": {"gpus": -2}}, "spec.resources.gpus", "at least 0"),
+        ({"gpuType": "h100"}, "spec.gpuType", "needs resources.gpus > 0"),
+        ({"gres": ["gpu:4"]}, "spec.gres[0]", "GPUs come from resources.gpus"),
+        ({"gres": ["nic 4"]}, "spec.gres[0]", "name[:type]:count"),
+        ({"features": ["has space"]}, "spec.features[0]", "has space"),
+        ({"replica": 3}, "spec.replica", "unknown field; known fields are"),
+        ({"drainTimeoutSeconds": True}, "spec.drainTimeoutSeconds", "must be an integer, got True"),
+        ({"clusterName": "Bad_Name"}, "spec.clusterName", "must match"),
+    ],
+)
+def test_bad_nodeset_specs_name_field_and_value(spec, path, fragment):
+    problems, message = problems_of(parse_nodeset, nodeset(spec))
+    assert path in problems, message
+    assert fragment in problems[path]
+
+
+def test_nodeset_without_cluster_name_is_rejected():
+    problems, _ = problems_of(parse_nodeset, {"metadata": {"name": "cpu"}, "spec": {}})
+    assert problems["spec.clusterName"] == "is required"
+
+
+def test_every_problem_is_reported_at_once():
+    problems, message = problems_of(parse_nodeset, nodeset({"replicas": -1, "resources": {"memory": "x"}}))
+    assert set(problems) == {"spec.replicas", "spec.resources.memory"}
+    assert "spec.replicas: must be at least 0, got -1" in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "fragment"),
+    [
+        ({"login": {"serviceType": "Ingress"}}, "spec.login.serviceType", "must be one of"),
+        ({"login": {"nodePort": 80}}, "spec.login.nodePort", "at least 30000"),
+        ({"login": {"serviceType": "ClusterIP", "nodePort": 30022}}, "spec.login.nodePort", "only valid with"),
+        ({"slurm": {"config": {"SlurmctldHost": "x"}}}, "spec.slurm.config.SlurmctldHost", "set by slurmkube"),
+        ({"slurm": {"config": {"bad key": 1}}}, "spec.slurm.config.bad key", "not a Slurm option"),
+        ({"slurm": {"config": {"Foo": {"a": 1}}}}, "spec.slurm.config.Foo", "must be text"),
+        ({"slurm": {"maxNodeCount": 0}}, "spec.slurm.maxNodeCount", "at least 1"),
+        ({"jail": {"size": "10 GB"}}, "spec.jail.size", "Kubernetes quantity"),
+        ({"jail": {"existingClaim": "x", "nfs": {"server": "s", "path": "/p"}}}, "spec.jail", "at most one"),
+        ({"jail": {"nfs": {"server": "s", "path": "relative"}}}, "spec.jail.nfs.path", "must match"),
+        ({"jail": {"userPaths": ["home"]}}, "spec.jail.userPaths[0]", "absolute path"),
+        ({"jail": {"subMounts": [{"name": "a", "mountPath": "/x"}, {"name": "a", "mountPath": "/y"}]}},
+         "spec.jail.subMounts[1].name", "used twice"),
+        ({"jail": {"subMounts": [{"name": "a", "mountPath": "/x/../etc"}]}},
+         "spec.jail.subMounts[0].mountPath", "normalized"),
+        ({"partitions": [{"name": "a", "default": True}, {"name": "b", "default": True}]},
+         "spec.partitions", "at most one partition may be default"),
+        ({"partitions": [{"name": "a"}, {"name": "a"}]}, "spec.partitions[1].name", "used twice"),
+        ({"partitions": [{"name": "a", "config": {"Nodes": "x"}}]}, "spec.partitions[0].config.Nodes", "derived"),
+        ({"slurm": {"topology": [{"name": "s", "switches": ["nope"]}]}}, "spec.slurm.topology[0].switches",
+         "unknown switch 'nope'"),
+        ({"controller": {"resources": {"memory": "1Mi"}}}, "spec.controller.resources.memory", "at least 64Mi"),
+        ({"healthChecks": {"nodeState": "SOMETIMES"}}, "spec.healthChecks.nodeState", "must be one of"),
+    ],
+)
+def test_bad_cluster_specs_name_field_and_value(spec, path, fragment):
+    problems, message = problems_of(parse_cluster, cluster(spec))
+    assert path in problems, message
+    assert fragment in problems[path]
+
+
+@pytest.mark.parametrize("name", ["Demo", "demo_1", "-demo", "a" * 64])
+def test_bad_cluster_names(name):
+    problems, _ = problems_of(parse_cluster, cluster(name=name))
+    assert "metadata.name" in problems
+
+
+def test_cluster_name_leaves_room_for_derived_names():
+    problems, _ = problems_of(parse_cluster, cluster(name="a" * 45))
+    assert "derived object names" in problems["metadata.name"]
+
+
+def test_unknown_nodeset_in_partition_is_reported():
+    cl = parse_cluster(cluster({"partitions": [{"name": "p", "nodeSets": ["gpu"]}]}))
+    with pytest.raises(SpecError) as info:
+        check_references(cl, [parse_nodeset(nodeset())])
+    assert "unknown node set 'gpu'; known: cpu" in str(info.value)
+
+
+def test_nodeset_of_another_cluster_is_reported():
+    cl = parse_cluster(cluster())
+    other = parse_nodeset(nodeset({"clusterName": "other"}))
+    with pytest.raises(SpecError, match="belongs to cluster hpc/other"):
+        check_references(cl, [other])
+
+
+def test_more_nodes_than_max_node_count_is_reported():
+    cl = parse_cluster(cluster({"slurm": {"maxNodeCount": 4}}))
+    with pytest.raises(SpecError, match="maxNodeCount: is 4 but the node sets ask for 5 nodes"):
+        check_references(cl, [parse_nodeset(nodeset({"replicas": 5}))])
+
+
+def test_derived_node_values():
+    ns = parse_nodeset(nodeset({"replicas": 3, "resources": {"cpu": "8", "memory": "32Gi"}}))
+    assert slurm_node_names(ns) == ["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"]
+    assert slurm_cpus(ns) == 8
+    # 32 GiB = 32768 MiB; 5 % of it (1638) is more than the 256 MiB floor.
+    assert slurm_real_memory_mib(ns) == 32768 - 1638
+    small = parse_nodeset(nodeset({"resources": {"memory": "1Gi"}}))
+    assert slurm_real_memory_mib(small) == 1024 - 256

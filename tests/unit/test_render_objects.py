@@ -1,0 +1,136 @@
+"""What the component renderers promise, checked on the example clusters."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
+from examples import EXAMPLES, example, example_resources
+
+
+def by_kind_and_name(objects):
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def containers(statefulset):
+    return statefulset["spec"]["template"]["spec"]["containers"]
+
+
+def env_of(container):
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_cpu_cluster_objects():
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")))
+    assert set(objects) == {
+        ("ServiceAccount", "cpu-slurm"), ("ConfigMap", "cpu-slurm-config"), ("ConfigMap", "cpu-sshd-config"),
+        ("PersistentVolumeClaim", "cpu-jail"), ("Service", "cpu-controller"), ("StatefulSet", "cpu-controller"),
+        ("Service", "cpu-compute"), ("StatefulSet", "cpu-compute"), ("PodDisruptionBudget", "cpu-compute"),
+        ("Service", "cpu-login"), ("StatefulSet", "cpu-login"), ("NetworkPolicy", "cpu-internal"),
+        ("NetworkPolicy", "cpu-login-ssh"),
+    } | {k for k in objects if k[0] == "Job"}
+    workers = objects[("StatefulSet", "cpu-compute")]
+    assert workers["spec"]["replicas"] == 4
+    assert workers["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    env = env_of(containers(workers)[0])
+    assert env[C.ENV_CPUS] == "4"
+    assert env[C.ENV_MEMORY_MB] == str(8192 - 409)
+    assert env[C.ENV_NODE_CONF] == "Feature=compute"
+    assert env[C.ENV_CONTROLLER_HOST] == "cpu-controller.research.svc.cluster.local"
+    assert objects[("Service", "cpu-compute")]["spec"]["clusterIP"] == "None"
+    assert objects[("PersistentVolumeClaim", "cpu-jail")]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_gpu_workers_request_gpus_and_declare_gres():
+    objects = by_kind_and_name(render_cluster(*example("gpu")))
+    h100 = containers(objects[("StatefulSet", "gpu-h100")])[0]
+    assert h100["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert h100["resources"]["requests"] == h100["resources"]["limits"]
+    assert env_of(h100)[C.ENV_NODE_CONF] == "Feature=h100,ib,hopper Gres=gpu:h100:8,nic:ib:8"
+    pod = objects[("StatefulSet", "gpu-h100")]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert "nvidia.com/gpu" not in containers(objects[("StatefulSet", "gpu-prep")])[0]["resources"]["limits"]
+
+
+def test_sub_mounts_reach_worker_pods_and_the_plugin():
+    objects = by_kind_and_name(render_cluster(*example("gpu")))
+    pod = objects[("StatefulSet", "gpu-h100")]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["sub-scratch"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
+    assert volumes["sub-nvme"]["hostPath"]["path"] == "/mnt/nvme"
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/mnt/slurmkube/submounts/scratch"]["name"] == "sub-scratch"
+    plugstack = objects[("ConfigMap", "gpu-slurm-config")]["data"]["plugstack.conf"]
+    assert "/mnt/slurmkube/submounts/scratch:/scratch" in plugstack
+
+
+def test_user_paths_are_mounted_from_the_jail_in_workers():
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")))
+    mounts = containers(objects[("StatefulSet", "cpu-compute")])[0]["volumeMounts"]
+    assert {"name": "jail", "mountPath": "/home", "subPath": "home"} in mounts
+
+
+def test_jail_claim_kept_out_when_nfs_is_used():
+    raw = example_resources("cpu-only")
+    raw["cluster"]["spec"] = {"jail": {"nfs": {"server": "10.0.0.5", "path": "/export/jail"}}}
+    objects = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+    assert not [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    controller = by_kind_and_name(objects)[("StatefulSet", "cpu-controller")]
+    volumes = {v["name"]: v for v in controller["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["jail"] == {"name": "jail", "nfs": {"server": "10.0.0.5", "path": "/export/jail"}}
+
+
+def test_login_service_type_and_pdb():
+    objects = by_kind_and_name(render_cluster(*example("gpu")))
+    assert objects[("Service", "gpu-login")]["spec"]["type"] == "LoadBalancer"
+    assert objects[("PodDisruptionBudget", "gpu-login")]["spec"]["minAvailable"] == 1
+    cpu = by_kind_and_name(render_cluster(*example("cpu-only")))
+    assert ("PodDisruptionBudget", "cpu-login") not in cpu
+
+
+def test_long_checks_cronjob_only_when_enabled():
+    assert ("CronJob", "gpu-healthcheck") in by_kind_and_name(render_cluster(*example("gpu")))
+    assert not [o for o in render_cluster(*example("cpu-only")) if o["kind"] == "CronJob"]
+
+
+def test_slurm_setting_change_does_not_roll_pods_but_restart_setting_does():
+    raw = example_resources("cpu-only")
+
+    def hashes(config):
+        raw["cluster"]["spec"] = {"slurm": {"config": config}}
+        objects = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+        return {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["annotations"][C.ANNOTATION_CONFIG_HASH]
+                for o in objects if o["kind"] == "StatefulSet"}
+
+    base = hashes({})
+    assert hashes({"SchedulerParameters": ["bf_continue"], "MinJobAge": 600}) == base
+    changed = hashes({"PluginDir": "/opt/slurm/lib"})
+    assert all(changed[name] != base[name] for name in ("cpu-controller", "cpu-compute"))
+    assert changed["cpu-login"] == base["cpu-login"]
+
+
+def test_scaling_changes_only_replicas():
+    raw = example_resources("cpu-only")
+    before = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+    raw["nodesets"][0]["spec"]["replicas"] = 40
+    after = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+    changed = [(b["kind"], b["metadata"]["name"]) for b, a in zip(before, after) if a != b]
+    assert changed == [("StatefulSet", "cpu-compute")]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_pod_runs_as_the_tokenless_service_account(name):
+    for obj in render_cluster(*example(name)):
+        template = obj.get("spec", {}).get("template") or obj.get("spec", {}).get("jobTemplate", {}).get(
+            "spec", {}).get("template")
+        if template:
+            assert template["spec"]["automountServiceAccountToken"] is False
+            assert template["spec"]["serviceAccountName"] == "%s-slurm" % obj["metadata"]["labels"][C.LABEL_CLUSTER]
+
+
+def test_node_conf_without_gpu_type():
+    ns = parse_nodeset({"metadata": {"name": "g"}, "spec": {"clusterName": "c", "resources": {"gpus": 2}}})
+    assert node_conf(ns) == "Feature=g Gres=gpu:2"
