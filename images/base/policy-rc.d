@@ -1,0 +1,3 @@
+#!/bin/sh
+# No init system in images: package scripts must not start services.
+exit 101

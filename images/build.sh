@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Build every slurmkube image without a registry, in one command:
+#
+#   images/build.sh                 build what changed, print the tag manifest (JSON) on stdout
+#   images/build.sh worker jail     build only these images (and what they are built from)
+#   images/build.sh --print-tags    print the manifest the current sources would give; build nothing
+#
+# The chain: a Debian trixie root made by debootstrap is `docker import`ed as
+# slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base;
+# worker and jail copy the SPANK plugin out of the `spank-build` image.
+# Every tag is a hash of what the image is made of (its staged build context, the tags of
+# the images it is built from, its build arguments), so an unchanged image is never
+# rebuilt and a tag names one content. The manifest of the last build is also written to
+# $SLURMKUBE_CACHE/images.json.
+#
+# Environment:
+#   SLURMKUBE_CACHE          cache outside the repository (default /var/cache/slurmkube)
+#   SLURMKUBE_IMAGE_PREFIX   image name prefix (default slurmkube)
+#   SLURMKUBE_DEBIAN_MIRROR  Debian mirror; default: the Debian entry of /etc/apt/sources.list*
+set -euo pipefail
+
+readonly SUITE=trixie
+readonly ALL_IMAGES=(base spank-build controller worker login jail)
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
+prefix="${SLURMKUBE_IMAGE_PREFIX:-slurmkube}"
+dry_run=0
+# Docker's classic builder is everywhere (the BuildKit client plugin is not); our Dockerfiles
+# need nothing newer.
+export DOCKER_BUILDKIT="${DOCKER_BUILDKIT:-0}"
+
+declare -A REF=()      # image name -> name:tag
+declare -A BUILT=()    # image name -> 1 once handled in this run
+
+log() { printf '[build.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+# Parents of each image, in build order.
+parents_of() {
+  case "$1" in
+    base) echo rootfs ;;
+    spank-build | controller | login) echo base ;;
+    worker | jail) echo "base spank-build" ;;
+    *) die "unknown image: $1 (known: ${ALL_IMAGES[*]})" ;;
+  esac
+}
+
+# The Debian entry of the host's apt sources (deb822 or one-line format), never the
+# Node.js/Google ones: its path ends in /debian.
+debian_mirror() {
+  if [[ -n "${SLURMKUBE_DEBIAN_MIRROR:-}" ]]; then
+    echo "${SLURMKUBE_DEBIAN_MIRROR%/}"
+    return
+  fi
+  local f uri
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list; do
+    [[ -f "$f" ]] || continue
+    while read -r uri; do
+      case "$uri" in
+        */debian | */debian/)
+          echo "${uri%/}"
+          return
+          ;;
+      esac
+    done < <(awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }
+                  /^deb[ \t]/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z+]+:\/\//) { print $i; break } }' "$f")
+  done
+  die "no Debian mirror in /etc/apt/sources.list*; set SLURMKUBE_DEBIAN_MIRROR"
+}
+
+image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+# Hash of a directory's files: relative path, executable bit and content (or link target).
+hash_dir() {
+  local dir="$1"
+  (
+    cd "$dir"
+    find . \( -type f -o -type l \) -print0 | LC_ALL=C sort -z |
+      while IFS= read -r -d '' p; do
+        if [[ -L "$p" ]]; then
+          printf 'L %s %s\n' "$p" "$(readlink "$p")"
+        else
+          printf 'F %s %s %s\n' "$p" "$([[ -x "$p" ]] && echo x || echo -)" "$(sha256sum <"$p" | cut -c1-64)"
+        fi
+      done
+  ) | sha256sum | cut -c1-64
+}
+
+# The debootstrap root, cached as a tarball keyed by suite, mirror and the date of the
+# mirror's Release file, imported as $prefix/rootfs:<suite>-<key>.
+ensure_rootfs() {
+  local mirror release_date key tarball ref tmp
+  mirror="$(debian_mirror)"
+  release_date="$(curl -fsSL --max-time 30 "$mirror/dists/$SUITE/Release" 2>/dev/null |
+    sed -n 's/^Date: //p' | head -n1 || true)"
+  if [[ -z "$release_date" ]]; then
+    # Offline: the newest cached root of this suite and mirror still builds.
+    tarball="$(find "$cache/rootfs" -name "$SUITE-*.tar" -printf '%T@ %p\n' 2>/dev/null |
+      sort -rn | head -n1 | cut -d' ' -f2- || true)"
+    [[ -n "$tarball" ]] || die "cannot read $mirror/dists/$SUITE/Release and no cached root"
+    log "mirror unreachable; using cached root $tarball"
+    key="$(basename "$tarball" .tar)"
+    key="${key#"$SUITE"-}"
+  else
+    key="$(printf '%s|%s|%s' "$SUITE" "$mirror" "$release_date" | sha256sum | cut -c1-12)"
+    tarball="$cache/rootfs/$SUITE-$key.tar"
+  fi
+  ref="$prefix/rootfs:$SUITE-$key"
+  REF[rootfs]="$ref"
+  MIRROR="$mirror"
+  ((dry_run)) && return 0
+  if [[ ! -f "$tarball" ]]; then
+    [[ "$(id -u)" == 0 ]] || die "debootstrap needs root"
+    command -v debootstrap >/dev/null || {
+      log "installing debootstrap"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    }
+    mkdir -p "$cache/rootfs"
+    tmp="$(mktemp -d "$cache/rootfs/debootstrap.XXXXXX")"
+    log "debootstrap $SUITE from $mirror (Release of $release_date)"
+    nice debootstrap --variant=minbase "$SUITE" "$tmp" "$mirror" >"$tmp.log" 2>&1 ||
+      { tail -n 20 "$tmp.log" >&2; die "debootstrap failed; log: $tmp.log"; }
+    chmod 0755 "$tmp" # mktemp made it 0700; it becomes the image's /
+    tar -C "$tmp" --numeric-owner -cf "$tarball.partial" .
+    mv "$tarball.partial" "$tarball"
+    rm -rf "$tmp" "$tmp.log"
+  fi
+  if ! image_exists "$ref"; then
+    log "docker import $tarball -> $ref"
+    docker import "$tarball" "$ref" >/dev/null
+  fi
+}
+
+# Shell twin of plugins/module_utils/constants.py (scalars only), so the entrypoints read
+# paths, ports and variable names from the same single place as the renderers.
+write_constants_sh() {
+  python3 - "$repo/plugins/module_utils/constants.py" <<'EOF'
+import runpy, shlex, sys
+values = runpy.run_path(sys.argv[1])
+print("# Generated by images/build.sh from plugins/module_utils/constants.py; do not edit.")
+for name in sorted(values):
+    value = values[name]
+    if name.isupper() and isinstance(value, (str, int)) and not isinstance(value, bool):
+        print("%s=%s" % (name, shlex.quote(str(value))))
+EOF
+}
+
+# Copy what one image is built from into $cache/contexts/<name>: its folder, plus the shared
+# scripts (images/common + constants.sh) or the SPANK sources.
+stage_context() {
+  local name="$1" ctx="$cache/contexts/$1"
+  rm -rf "$ctx"
+  mkdir -p "$ctx"
+  cp -a "$here/$name/." "$ctx/"
+  case "$name" in
+    controller | worker | login | jail)
+      cp -a "$here/common" "$ctx/common"
+      write_constants_sh >"$ctx/common/constants.sh"
+      ;;
+    spank-build)
+      mkdir -p "$ctx/src"
+      if [[ -f "$repo/spank/Makefile" ]]; then
+        tar -C "$repo/spank" --exclude=./build -cf - . | tar -C "$ctx/src" -xf -
+      else
+        log "spank/Makefile does not exist yet: worker and jail get no SPANK plugin"
+      fi
+      touch "$ctx/src/.staged"
+      ;;
+  esac
+  echo "$ctx"
+}
+
+build_image() {
+  local name="$1" parent ctx tag ref
+  [[ -n "${BUILT[$name]:-}" ]] && return 0
+  local -a args=()
+  for parent in $(parents_of "$name"); do
+    if [[ "$parent" == rootfs ]]; then
+      [[ -n "${REF[rootfs]:-}" ]] || ensure_rootfs
+      args+=(--build-arg "ROOTFS_IMAGE=${REF[rootfs]}" --build-arg "DEBIAN_MIRROR=$MIRROR")
+    else
+      build_image "$parent"
+      args+=(--build-arg "$(echo "$parent" | tr 'a-z-' 'A-Z_')_IMAGE=${REF[$parent]}")
+    fi
+  done
+  ctx="$(stage_context "$name")"
+  tag="$(printf '%s\n' "$(hash_dir "$ctx")" "${args[@]}" | sha256sum | cut -c1-12)"
+  ref="$prefix/$name:$tag"
+  REF[$name]="$ref"
+  BUILT[$name]=1
+  ((dry_run)) && return 0
+  if image_exists "$ref"; then
+    log "$ref is up to date"
+    return 0
+  fi
+  [[ "$name" == jail ]] && args+=(--build-arg "SLURMKUBE_IMAGE_TAG=$tag")
+  log "building $ref"
+  local start=$SECONDS
+  if ! nice docker build -t "$ref" --label "io.slurmkube.image=$name" \
+    --label "io.slurmkube.content-hash=$tag" "${args[@]}" "$ctx" >"$cache/build-$name.log" 2>&1; then
+    tail -n 30 "$cache/build-$name.log" >&2
+    die "docker build of $name failed; full log: $cache/build-$name.log"
+  fi
+  log "built $ref in $((SECONDS - start)) s"
+}
+
+manifest_json() {
+  local name first=1
+  printf '{'
+  for name in rootfs "${ALL_IMAGES[@]}"; do
+    [[ -n "${REF[$name]:-}" ]] || continue
+    ((first)) || printf ','
+    first=0
+    printf '\n  "%s": "%s"' "$name" "${REF[$name]}"
+  done
+  printf '\n}\n'
+}
+
+main() {
+  local -a wanted=()
+  while (($#)); do
+    case "$1" in
+      --print-tags) dry_run=1 ;;
+      -h | --help)
+        usage
+        return 0
+        ;;
+      -*) die "unknown option $1" ;;
+      *) wanted+=("$1") ;;
+    esac
+    shift
+  done
+  ((${#wanted[@]})) || wanted=("${ALL_IMAGES[@]}")
+  mkdir -p "$cache"
+  if ((!dry_run)); then
+    bash "$here/ensure-docker.sh"
+  fi
+  local name start=$SECONDS
+  for name in "${wanted[@]}"; do
+    build_image "$name"
+  done
+  # The manifest file always describes a complete set: written after full builds only.
+  if ((!dry_run)) && [[ "${#wanted[@]}" == "${#ALL_IMAGES[@]}" ]]; then
+    manifest_json >"$cache/images.json.partial"
+    mv "$cache/images.json.partial" "$cache/images.json"
+    log "done in $((SECONDS - start)) s; manifest: $cache/images.json"
+  fi
+  manifest_json
+}
+
+main "$@"
