@@ -1,0 +1,78 @@
+"""Helpers for tests against localkube (tools/localkube/localkube.sh): run it, call kubectl."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+LOCALKUBE = REPO / "tools" / "localkube" / "localkube.sh"
+
+
+def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(LOCALKUBE), *args], check=check, timeout=timeout, text=True, capture_output=True
+    )
+
+
+def localkube_env() -> dict:
+    """KUBECONFIG and PATH (with our kubectl first), from `localkube.sh env`."""
+    env = dict(os.environ)
+    for line in localkube("env").stdout.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        if key == "PATH":
+            value = shlex.split(value.removesuffix(':"$PATH"'))[0] + os.pathsep + os.environ["PATH"]
+        else:
+            value = shlex.split(value)[0]
+        env[key] = value
+    return env
+
+
+@dataclass
+class Cluster:
+    env: dict
+    namespace: str
+
+    def kubectl(
+        self, *args: str, input: Optional[str] = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            ["kubectl", *args], env=self.env, input=input, text=True, capture_output=True, timeout=timeout
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+    def apply(self, manifest: str) -> None:
+        self.kubectl("-n", self.namespace, "apply", "-f", "-", input=manifest)
+
+    def get_json(self, *args: str) -> dict:
+        return json.loads(self.kubectl("-n", self.namespace, "get", *args, "-o", "json").stdout)
+
+    def exec(self, pod: str, *command: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.kubectl("-n", self.namespace, "exec", pod, "--", *command, check=check)
+
+    def wait_pod_ready(self, pod: str, timeout: int = 120) -> None:
+        self.kubectl(
+            "-n", self.namespace, "wait", "--for=condition=Ready", f"pod/{pod}", f"--timeout={timeout}s",
+            timeout=timeout + 10,
+        )
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float = 1) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(interval)
+
+

@@ -1,0 +1,132 @@
+# shellcheck shell=bash
+# `down`: stop exactly what `up` started and remove what it made. Every step finds its
+# targets by something only we own: recorded PIDs, our cache path in a command line, our
+# cgroup root, mounts under our state dir, our bridge, rules with our comment or subnet.
+
+# PIDs of processes that run one of our binaries with our state dir on the command line:
+# containerd's shims (`containerd-shim-runc-v2 -address $LK_RUN/containerd/...`) are
+# re-parented to init, so no PID file of ours holds them.
+lk_stray_pids() {
+  local f pid exe
+  for f in /proc/[0-9]*/cmdline; do
+    pid=${f#/proc/}
+    pid=${pid%/cmdline}
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+    [[ $exe == "$LK_CACHE"/* ]] || continue
+    tr '\0' ' ' <"$f" 2>/dev/null | grep -qF -- "$LK_RUN/" && echo "$pid"
+  done
+  return 0
+}
+
+# PIDs of every process in our pods' cgroups (cgroup v1: any one hierarchy holds them all).
+lk_pod_pids() {
+  local h
+  for h in /sys/fs/cgroup/pids /sys/fs/cgroup/memory /sys/fs/cgroup/unified /sys/fs/cgroup; do
+    if [[ -d $h$LK_CGROUP_ROOT ]]; then
+      find "$h$LK_CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u
+      return 0
+    fi
+  done
+}
+
+lk_kill_pods() {
+  local pids _
+  for _ in 1 2 3 4 5; do
+    pids=$(lk_pod_pids)
+    [[ -z $pids ]] && return 0
+    # shellcheck disable=SC2086 # one PID per word
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.5
+  done
+}
+
+lk_kill_shims() {
+  local pids
+  pids=$(lk_stray_pids)
+  [[ -z $pids ]] && return 0
+  # shellcheck disable=SC2086 # one PID per word
+  kill -KILL $pids 2>/dev/null || true
+}
+
+lk_unmount_ours() {
+  local _ mp
+  for _ in 1 2 3; do
+    # Deepest first; mountinfo escapes spaces as \040.
+    mapfile -t mps < <(awk -v run="$LK_RUN/" 'index($5, run) == 1 {print $5}' /proc/self/mountinfo | sort -r)
+    ((${#mps[@]} == 0)) && return 0
+    for mp in "${mps[@]}"; do
+      umount "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+    done
+  done
+}
+
+lk_remove_cgroups() {
+  local h
+  for h in /sys/fs/cgroup/*; do
+    [[ -d $h$LK_CGROUP_ROOT ]] || continue
+    find "$h$LK_CGROUP_ROOT" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
+
+# Delete iptables rules that are ours: our comment, our bridge, our pod subnet, or the CNI
+# network name; then every CNI-* chain left empty and unreferenced.
+lk_iptables_cleanup() {
+  local table line chain changed
+  local subnet_prefix=${LK_POD_CIDR%.*}.
+  for table in filter nat mangle; do
+    local pattern
+    pattern="--comment \"?$LK_IPT_COMMENT\"? |[-]i $LK_BRIDGE |[-]o $LK_BRIDGE |name: \\\\\"localkube\\\\\"|${subnet_prefix//./\\.}"
+    iptables-save -t "$table" 2>/dev/null | { grep '^-A ' | grep -E -- "$pattern" || true; } |
+      while IFS= read -r line; do
+        eval "iptables -w -t $table -D ${line#-A }" 2>/dev/null || true
+      done
+    changed=1
+    while ((changed)); do
+      changed=0
+      while IFS= read -r chain; do
+        # Empty, and no rule jumps to it.
+        if ! iptables-save -t "$table" | grep -qE "^-A $chain( |$)" &&
+          ! iptables-save -t "$table" | grep -qE -- "-j $chain( |$)"; then
+          iptables -w -t "$table" -X "$chain" 2>/dev/null && changed=1
+        fi
+      done < <(iptables-save -t "$table" | sed -n 's/^:\(CNI-[^ ]*\) .*/\1/p')
+    done
+    # The firewall plugin's CNI-FORWARD keeps only its jump to CNI-ADMIN once our pods'
+    # rules are gone; when CNI-ADMIN is empty too, the pair is ours alone: remove it.
+    if iptables-save -t "$table" | grep -q '^:CNI-FORWARD ' &&
+      [[ $(iptables-save -t "$table" | grep -c '^-A CNI-FORWARD ') -le 1 ]] &&
+      [[ $(iptables-save -t "$table" | grep -c '^-A CNI-ADMIN ') -eq 0 ]]; then
+      iptables -w -t "$table" -D FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD 2>/dev/null || true
+      iptables -w -t "$table" -F CNI-FORWARD 2>/dev/null || true
+      iptables -w -t "$table" -X CNI-FORWARD 2>/dev/null || true
+      iptables -w -t "$table" -X CNI-ADMIN 2>/dev/null || true
+    fi
+  done
+}
+
+lk_down() {
+  lk_stop provisioner
+  lk_stop kubelet
+  lk_stop kube-proxy
+  lk_stop kube-scheduler
+  lk_stop kube-controller-manager
+  lk_kill_pods
+  lk_stop containerd
+  lk_kill_shims
+  lk_stop kube-apiserver
+  lk_stop etcd
+  lk_unmount_ours
+  lk_remove_cgroups
+  if [[ -x $LK_BIN/kube-proxy ]]; then
+    "$LK_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  fi
+  lk_iptables_cleanup
+  if ip link show "$LK_BRIDGE" >/dev/null 2>&1; then
+    ip link delete "$LK_BRIDGE"
+  fi
+  if [[ -d $LK_RUN ]]; then
+    rm -rf --one-file-system "$LK_RUN" || lk_log "could not remove all of $LK_RUN"
+  fi
+  rm -f "$LK_KUBECONFIG"
+  lk_log "down: nothing of localkube is left running"
+}
