@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Time images/build.sh: cold (new cache dir, new image prefix: nothing reused, debootstrap
+# included), warm with nothing changed, and warm after an entrypoint edit (every image that
+# carries it is rebuilt; Docker's layer cache keeps the apt layers). No assertions: the
+# numbers are recorded in tests/bench/images.json and printed.
+#
+#   tests/bench/bench_images.sh            # ~10 min of CPU on 2 cores; run under nice
+#
+# The benchmark's images and cache are removed afterwards.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="$repo/tests/bench/images.json"
+work="$(mktemp -d /tmp/slurmkube-bench.XXXXXX)"
+prefix="slurmkube-bench-$(basename "$work" | tr 'A-Z.' 'a-z-')"
+export SLURMKUBE_CACHE="$work/cache" SLURMKUBE_IMAGE_PREFIX="$prefix"
+
+cleanup() {
+  docker images --format '{{.Repository}}:{{.Tag}}' | grep "^$prefix/" | xargs -r docker rmi -f >/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A private copy of what build.sh reads, so the entrypoint edit never touches the checkout.
+mkdir -p "$work/repo/plugins/module_utils"
+cp -a "$repo/images" "$repo/spank" "$work/repo/"
+cp "$repo/plugins/module_utils/constants.py" "$work/repo/plugins/module_utils/"
+
+timed_build() {
+  local start end
+  start=$(date +%s%N)
+  "$work/repo/images/build.sh" >"$work/manifest.json" 2>>"$work/build.log"
+  end=$(date +%s%N)
+  awk -v ns="$((end - start))" 'BEGIN { printf "%.1f", ns / 1e9 }'
+}
+
+echo "cold build..." >&2
+cold=$(timed_build)
+echo "warm build, nothing changed..." >&2
+warm=$(timed_build)
+echo "warm build after an entrypoint edit..." >&2
+echo "# bench edit" >>"$work/repo/images/common/slurmkube-entrypoint"
+edit=$(timed_build)
+
+sizes="$(jq -r 'to_entries[] | .value' "$work/manifest.json" |
+  while read -r ref; do
+    printf '"%s": %s\n' "${ref%%:*}" "$(docker image inspect -f '{{.Size}}' "$ref")"
+  done | sed "s|\"$prefix/|\"|" | paste -sd, -)"
+
+cat >"$out" <<JSON
+{
+  "measured_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+  "machine": "$(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB, $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release | tr -d '"')",
+  "cold_s": $cold,
+  "warm_noop_s": $warm,
+  "warm_entrypoint_edit_s": $edit,
+  "image_bytes": {$sizes}
+}
+JSON
+cat "$out"

@@ -1,0 +1,368 @@
+"""Smoke tests of the images with real daemons in docker (no Kubernetes).
+
+The images come from ``images/build.sh`` (content-tagged: a no-op when nothing changed).
+The cluster below is a controller and two workers on a docker network, named the way the
+pods are (``demo-controller-0`` behind the Service name
+``demo-controller.hpc.svc.cluster.local``, workers ``demo-cpu-0``/``demo-cpu-1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "images" / "build.sh"
+
+CLUSTER = "demo"
+NAMESPACE = "hpc"
+CONTROLLER_POD = "%s-controller-0" % CLUSTER
+CONTROLLER_SERVICE = "%s-controller.%s.svc.cluster.local" % (CLUSTER, NAMESPACE)
+WORKERS = ("%s-cpu-0" % CLUSTER, "%s-cpu-1" % CLUSTER)
+LOGIN_POD = "%s-login-0" % CLUSTER
+JAIL_USER = "alice:x:2000:2000:Alice:/home/alice:/bin/bash"
+NODESET = "cpu"
+
+
+def run(*args: str, check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(args, check=check, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run("docker", *args, check=check, timeout=timeout)
+
+
+def wait_for(what: str, predicate, timeout: float = 120, interval: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def remove_as_root(path: Path) -> None:
+    """Files written by containers belong to root: remove them from a container."""
+    if path.exists():
+        docker("run", "--rm", "--entrypoint", "rm", "-v", "%s:/victim" % path.parent,
+               IMAGES["base"], "-rf", "/victim/" + path.name, check=False)
+
+
+IMAGES: dict = {}
+
+
+@pytest.fixture(scope="session")
+def images() -> dict:
+    """name -> name:tag of every image, built (or found up to date) by images/build.sh."""
+    if not IMAGES:
+        try:
+            out = run("bash", str(BUILD), timeout=3600, cwd=REPO)
+        except subprocess.CalledProcessError as err:
+            pytest.fail("images/build.sh failed:\n%s" % err.stderr[-4000:])
+        IMAGES.update(json.loads(out.stdout))
+    return IMAGES
+
+
+def spank_plugin_expected() -> bool:
+    return (REPO / "spank" / "Makefile").is_file()
+
+
+# ---------------------------------------------------------------------------- single images
+
+
+def test_controller_image_runs_slurmctld(images):
+    out = docker("run", "--rm", images["controller"], "slurmctld", "-V").stdout
+    assert out.startswith("slurm 24.11")
+
+
+def test_login_image_runs_sshd(images):
+    out = docker("run", "--rm", images["login"], "/usr/sbin/sshd", "-V", check=False)
+    assert "OpenSSH_10" in out.stdout + out.stderr
+
+
+def test_worker_image_has_slurmd_healthcheck_and_plugin(images):
+    files = [C.HEALTHCHECK_PROGRAM, C.ENTRYPOINT_PROGRAM]
+    if spank_plugin_expected():
+        files.append(C.SPANK_PLUGIN_PATH)
+    docker("run", "--rm", images["worker"], "sh", "-c",
+           "slurmd -V && " + " && ".join("test -s %s" % f for f in files))
+
+
+def test_jail_image_has_what_hpc_users_expect(images):
+    tools = ["srun", "sbatch", "squeue", "mpirun", "mpicc", "python3", "gcc", "g++", "gfortran", "make",
+             "vim", "less", "git", "curl", "ssh", "tmux"]
+    docker("run", "--rm", images["jail"], "sh", "-c", " && ".join("command -v %s >/dev/null" % t for t in tools))
+    if spank_plugin_expected():
+        docker("run", "--rm", images["jail"], "test", "-s", C.SPANK_PLUGIN_PATH)
+
+
+def test_no_image_ships_a_munge_key_or_ssh_host_keys(images):
+    for name in ("controller", "worker", "login", "jail"):
+        docker("run", "--rm", images[name], "sh", "-c",
+               "test ! -e /etc/munge/munge.key && ! ls /etc/ssh/ssh_host_*_key 2>/dev/null")
+
+
+# ---------------------------------------------------------------------------- jail population
+
+
+def populate(images: dict, jail: Path, version: str) -> str:
+    out = docker("run", "--rm", "-v", "%s:%s" % (jail, C.JAIL_MOUNT_PATH),
+                 "-e", "%s=%s" % (C.ENV_JAIL_VERSION, version), images["jail"], timeout=900)
+    return out.stdout
+
+
+@pytest.fixture
+def jail_dir(tmp_path):
+    jail = tmp_path / "jail"
+    jail.mkdir()
+    yield jail
+    remove_as_root(jail)
+
+
+def test_jail_populate_once_then_noop_and_user_data_survives_upgrade(images, jail_dir):
+    log = populate(images, jail_dir, "v1")
+    marker = jail_dir / C.JAIL_MARKER_FILE
+    assert marker.read_text() == "v1\n"
+    assert (jail_dir / "usr/bin/srun").exists()
+    assert (jail_dir / "usr/bin/mpirun").exists()
+    assert (jail_dir / "etc/hosts").exists()  # an empty bind target, not the container's
+    assert not (jail_dir / ".dockerenv").exists()
+    assert not any((jail_dir / C.JAIL_MOUNT_PATH.lstrip("/")).glob("*"))
+    assert oct((jail_dir).stat().st_mode & 0o7777) == "0o755"  # sshd's ChrootDirectory checks
+
+    user_file = jail_dir / "home/alice/results.txt"
+    user_file.parent.mkdir(parents=True)
+    user_file.write_text("precious\n")
+    with open(jail_dir / "etc/passwd", "a") as passwd:
+        passwd.write("alice:x:2000:2000::/home/alice:/bin/bash\n")
+
+    log = populate(images, jail_dir, "v1")
+    assert "nothing to do" in log
+    assert user_file.read_text() == "precious\n"
+
+    log = populate(images, jail_dir, "v2")
+    assert marker.read_text() == "v2\n"
+    assert user_file.read_text() == "precious\n"
+    assert "alice:x:2000" in (jail_dir / "etc/passwd").read_text()
+
+
+# ---------------------------------------------------------------------------- a real cluster
+
+
+def write_slurm_config(conf_dir: Path) -> None:
+    """The cluster's Slurm config. Hand-written for now; to be replaced by the renderers'."""
+    slurm_conf = """\
+ClusterName={cluster}
+SlurmctldHost={controller}({service})
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+AuthType=auth/munge
+CredType=cred/munge
+SlurmUser=slurm
+SlurmdUser=root
+StateSaveLocation={state}
+SlurmdSpoolDir={spool}
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+ReturnToService=2
+MaxNodeCount=16
+TreeWidth=65533
+CommunicationParameters=NoAddrCache
+MailProg=/bin/true
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+
+NodeSet={nodeset} Feature={nodeset}
+PartitionName=main Nodes={nodeset} Default=YES MaxTime=INFINITE State=UP
+""".format(cluster=CLUSTER, controller=CONTROLLER_POD, service=CONTROLLER_SERVICE, ctld_port=C.SLURMCTLD_PORT,
+           slurmd_port=C.SLURMD_PORT, state=C.SLURMCTLD_STATE_DIR, spool=C.SLURMD_SPOOL_DIR, nodeset=NODESET)
+    (conf_dir / "slurm.conf").write_text(slurm_conf)
+    (conf_dir / "cgroup.conf").write_text("CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
+
+
+class Cluster:
+    def __init__(self, images: dict, root: Path):
+        self.images = images
+        self.suffix = uuid.uuid4().hex[:8]
+        self.network = "slurmkube-test-" + self.suffix
+        self.root = root
+        self.containers: dict = {}
+
+    def name(self, host: str) -> str:
+        return "%s-%s" % (host, self.suffix)
+
+    def prepare(self) -> None:
+        for d in ("munge", "slurm", "jail/etc", "state", "host-keys"):
+            (self.root / d).mkdir(parents=True)
+        key = self.root / "munge" / C.MUNGE_KEY_SECRET_KEY
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        write_slurm_config(self.root / "slurm")
+        # A stand-in jail: the marker and the accounts, which live only in the jail.
+        (self.root / "jail" / C.JAIL_MARKER_FILE).write_text("test\n")
+        (self.root / "jail/etc/passwd").write_text(JAIL_USER + "\n")
+        (self.root / "jail/etc/group").write_text("alice:x:2000:\n")
+        (self.root / "jail/etc/shadow").write_text("alice:*:20000:0:99999:7:::\n")
+        docker("run", "--rm", "--entrypoint", "ssh-keygen", "-v", "%s:/keys" % (self.root / "host-keys"),
+               self.images["login"], "-q", "-t", "ed25519", "-N", "", "-f", "/keys/ssh_host_ed25519_key")
+        docker("network", "create", self.network)
+
+    def common_args(self, host: str) -> list:
+        return ["-d", "--name", self.name(host), "--hostname", host, "--network", self.network,
+                "-v", "%s:%s:ro" % (self.root / "munge", C.MUNGE_KEY_MOUNT_DIR),
+                "-v", "%s:%s:ro" % (self.root / "slurm", C.SLURM_CONFIG_DIR),
+                "-e", "%s=%s" % (C.ENV_CLUSTER, CLUSTER),
+                "-e", "%s=%s" % (C.ENV_CONTROLLER_HOST, CONTROLLER_SERVICE)]
+
+    def start_controller(self) -> None:
+        args = self.common_args(CONTROLLER_POD) + [
+            "--network-alias", CONTROLLER_SERVICE,
+            "-v", "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
+            "-v", "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "-e", "%s=%s" % (C.ENV_ROLE, C.ROLE_CONTROLLER)]
+        docker("run", *args, self.images["controller"])
+        self.containers[CONTROLLER_POD] = self.name(CONTROLLER_POD)
+
+    def start_worker(self, host: str, extra: list) -> None:
+        args = self.common_args(host) + [
+            "-v", "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "-e", "%s=%s" % (C.ENV_ROLE, C.ROLE_WORKER),
+            "-e", "%s=%s" % (C.ENV_NODE_NAME, host),
+            "-e", "%s=%s" % (C.ENV_NODESET, NODESET),
+            "-e", "%s=Feature=%s" % (C.ENV_NODE_CONF, NODESET)] + extra
+        docker("run", *args, self.images["worker"])
+        self.containers[host] = self.name(host)
+
+    def start_login(self) -> None:
+        args = self.common_args(LOGIN_POD) + [
+            "-v", "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "-v", "%s:%s:ro" % (self.root / "host-keys", C.SSH_HOST_KEYS_MOUNT_DIR),
+            "-e", "%s=%s" % (C.ENV_ROLE, C.ROLE_LOGIN)]
+        docker("run", *args, self.images["login"])
+        self.containers[LOGIN_POD] = self.name(LOGIN_POD)
+
+    def exec(self, host: str, *cmd: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        return docker("exec", self.containers[host], *cmd, check=check, timeout=timeout)
+
+    def node(self, node: str) -> dict:
+        out = self.exec(CONTROLLER_POD, "scontrol", "show", "node", node, "--json").stdout
+        return json.loads(out)["nodes"][0]
+
+    def idle_nodes(self) -> set:
+        out = self.exec(CONTROLLER_POD, "sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout
+        return {line.split()[0] for line in out.splitlines() if line.split()[1:] == ["idle"]}
+
+    def logs(self) -> str:
+        parts = []
+        for host, container in self.containers.items():
+            out = docker("logs", "--tail", "40", container, check=False)
+            parts.append("==== %s\n%s%s" % (host, out.stdout, out.stderr))
+        return "\n".join(parts)
+
+    def destroy(self) -> None:
+        for container in self.containers.values():
+            docker("rm", "-f", container, check=False)
+        docker("network", "rm", self.network, check=False)
+        for d in ("state", "jail"):
+            remove_as_root(self.root / d)
+
+
+@pytest.fixture(scope="module")
+def cluster(images, tmp_path_factory):
+    c = Cluster(images, tmp_path_factory.mktemp("cluster"))
+    c.prepare()
+    try:
+        c.start_controller()
+        # demo-cpu-0 is told its size; demo-cpu-1 derives it from its cgroup limits.
+        c.start_worker(WORKERS[0], ["-e", "%s=1" % C.ENV_CPUS, "-e", "%s=500" % C.ENV_MEMORY_MB])
+        c.start_worker(WORKERS[1], ["--cpus", "1", "--memory", "600m"])
+        c.start_login()
+        try:
+            wait_for("both workers idle", lambda: c.idle_nodes() >= set(WORKERS), timeout=120)
+        except AssertionError:
+            pytest.fail("cluster did not come up:\n" + c.logs())
+        yield c
+    finally:
+        c.destroy()
+
+
+def test_srun_runs_on_both_workers(cluster):
+    out = cluster.exec(CONTROLLER_POD, "srun", "-N2", "hostname", timeout=60).stdout
+    assert sorted(out.split()) == sorted(WORKERS)
+
+
+def test_workers_register_with_their_size_and_nodeset(cluster):
+    told = cluster.node(WORKERS[0])
+    assert (told["cpus"], told["real_memory"]) == (1, 500)
+    derived = cluster.node(WORKERS[1])
+    assert (derived["cpus"], derived["real_memory"]) == (1, 600)
+    assert NODESET in told["features"]
+
+
+def test_login_runs_sshd_with_the_mounted_host_key_and_slurm_clients(cluster):
+    wait_for("sshd listening", lambda: "Server listening" in docker("logs", cluster.containers[LOGIN_POD]).stderr
+             + docker("logs", cluster.containers[LOGIN_POD]).stdout, timeout=60)
+    mounted = (cluster.root / "host-keys/ssh_host_ed25519_key.pub").read_text().split()[1]
+    served = cluster.exec(LOGIN_POD, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[1]
+    assert served == mounted
+    out = cluster.exec(LOGIN_POD, "sinfo", "-h", "-N", "-o", "%N").stdout
+    assert set(out.split()) == set(WORKERS)
+
+
+@pytest.mark.parametrize("host", [CONTROLLER_POD, LOGIN_POD])
+def test_jail_accounts_resolve_on_controller_and_login(cluster, host):
+    assert cluster.exec(host, "getent", "passwd", "alice").stdout.strip() == JAIL_USER
+    assert cluster.exec(host, "getent", "passwd", "slurm").returncode == 0  # the image's own users stay
+
+
+def test_healthcheck_drains_on_failure_and_resumes_only_its_own_drain(cluster):
+    worker = WORKERS[0]
+    marker = cluster.root / "jail" / C.JAIL_MARKER_FILE
+    assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 0
+
+    marker.rename(marker.with_suffix(".away"))
+    try:
+        assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 1
+        node = cluster.node(worker)
+        assert "DRAIN" in node["state"]
+        assert node["reason"].startswith(C.DRAIN_REASON_PREFIX + " jail not readable")
+    finally:
+        marker.with_suffix(".away").rename(marker)
+
+    assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 0
+    assert "DRAIN" not in cluster.node(worker)["state"]
+
+    cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=drain", "reason=admin: bad disk")
+    try:
+        assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 0
+        node = cluster.node(worker)
+        assert "DRAIN" in node["state"] and node["reason"] == "admin: bad disk"
+    finally:
+        cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume")
+
+
+def test_worker_stops_cleanly_on_sigterm(cluster):
+    container = cluster.containers[WORKERS[1]]
+    start = time.monotonic()
+    docker("stop", "-t", "30", container, timeout=60)
+    assert time.monotonic() - start < 25
+    state = json.loads(docker("inspect", container).stdout)[0]["State"]
+    logs = docker("logs", container).stdout
+    assert state["ExitCode"] == 0, logs[-2000:]
+    assert "received SIGTERM" in logs and "munged stopped" in logs
