@@ -1,0 +1,335 @@
+#include "jail_enter.h"
+
+#include "jail_path.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* The path through which mount(2) reaches an already-opened file. */
+static void fd_path(int fd, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/*
+ * The marker lives only on the shared volume; an empty /mnt/jail (volume not
+ * mounted) lacks it, and running the job there would run it on the node.
+ */
+static int check_jail_marker(const struct jail_config *cfg, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return fail(err, errlen, "jail %s is not a directory: %s; refusing to run the job "
+			    "outside the jail", cfg->jail, strerror(errno));
+	if (fstatat(fd, cfg->marker, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fail(err, errlen, "jail %s is not mounted (marker file %s missing); refusing "
+			    "to run the job outside the jail", cfg->jail, cfg->marker);
+	}
+	close(fd);
+	return 0;
+}
+
+/* A mount namespace of our own whose mounts never propagate back to the node. */
+static int make_private_namespace(char *err, size_t errlen)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		return fail(err, errlen, "unshare(CLONE_NEWNS): %s (the worker needs CAP_SYS_ADMIN)",
+			    strerror(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail(err, errlen, "making / private: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * pivot_root needs the new root to be a mount point; the jail may be a plain
+ * directory on the node's disk. Returns a descriptor of the bind (opened after
+ * mounting, so later mounts land in the bind and not beneath it).
+ */
+static int bind_jail_onto_itself(const struct jail_config *cfg, char *err, size_t errlen)
+{
+	int fd;
+
+	if (mount(cfg->jail, cfg->jail, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return fail(err, errlen, "binding jail %s onto itself: %s", cfg->jail,
+			    strerror(errno));
+	fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, errlen, "opening jail %s: %s", cfg->jail, strerror(errno));
+	return fd;
+}
+
+/* Mount flags a bind remount must keep, or the kernel refuses to drop them. */
+static unsigned long locked_flags(int fd)
+{
+	struct statvfs sv;
+	unsigned long flags = 0;
+
+	if (fstatvfs(fd, &sv) < 0)
+		return 0;
+	if (sv.f_flag & ST_NOSUID)
+		flags |= MS_NOSUID;
+	if (sv.f_flag & ST_NODEV)
+		flags |= MS_NODEV;
+	if (sv.f_flag & ST_NOEXEC)
+		flags |= MS_NOEXEC;
+	if (sv.f_flag & ST_NOATIME)
+		flags |= MS_NOATIME;
+	if (sv.f_flag & ST_NODIRATIME)
+		flags |= MS_NODIRATIME;
+	if (sv.f_flag & ST_RELATIME)
+		flags |= MS_RELATIME;
+	return flags;
+}
+
+/*
+ * Remount a finished bind read-only. The mount point is opened again by
+ * walking the jail: a descriptor taken before the mount names the directory
+ * beneath the bind, not the bind.
+ */
+static int remount_readonly(int jail_fd, const struct jail_bind *b, enum jail_node_kind kind,
+			    char *err, size_t errlen)
+{
+	char path[64];
+	int fd = jail_open_mount_point(jail_fd, b->dst, kind);
+	int rc;
+
+	if (fd < 0)
+		return fail(err, errlen, "reopening %s in the jail: %s", b->dst, strerror(errno));
+	fd_path(fd, path, sizeof(path));
+	rc = mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(fd), NULL);
+	close(fd);
+	if (rc < 0)
+		return fail(err, errlen, "remounting %s read-only: %s", b->dst, strerror(errno));
+	return 0;
+}
+
+/* Open a bind's source on the node; 1 means "optional and absent, skip it". */
+static int open_bind_source(const struct jail_bind *b, int *fd, char *err, size_t errlen)
+{
+	int flags = O_PATH | O_CLOEXEC;
+
+	if (b->flags & JAIL_BIND_SRC_NOFOLLOW)
+		flags |= O_NOFOLLOW;
+	*fd = open(b->src, flags);
+	if (*fd >= 0)
+		return 0;
+	if (errno == ENOENT && (b->flags & JAIL_BIND_OPTIONAL)) {
+		slurm_debug("spank_jail: optional bind source %s is absent, skipped", b->src);
+		return 1;
+	}
+	return fail(err, errlen, "bind source %s: %s", b->src, strerror(errno));
+}
+
+/* An empty tmpfs private to this task, e.g. over the spool dir, so nothing lands on the volume. */
+static int mount_tmpfs_in_jail(int jail_fd, const struct jail_bind *b, char *err, size_t errlen)
+{
+	char dst_path[64];
+	int dst_fd = jail_open_mount_point(jail_fd, b->dst, JAIL_NODE_DIR);
+	int rc;
+
+	if (dst_fd < 0)
+		return fail(err, errlen, "mount point %s in the jail: %s", b->dst,
+			    errno == ELOOP ? "a symlink, which could lead out of the jail"
+					   : strerror(errno));
+	fd_path(dst_fd, dst_path, sizeof(dst_path));
+	rc = mount("tmpfs", dst_path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k");
+	close(dst_fd);
+	if (rc < 0)
+		return fail(err, errlen, "tmpfs on %s in the jail: %s", b->dst, strerror(errno));
+	return 0;
+}
+
+/*
+ * Bind one node path into the jail. The target is created and opened without
+ * following symlinks and the mount goes through the descriptors, so nothing
+ * root in the jail plants can redirect it onto the node's own filesystem.
+ */
+static int bind_into_jail(int jail_fd, const struct jail_bind *b, char *err, size_t errlen)
+{
+	char src_path[64], dst_path[64];
+	enum jail_node_kind kind;
+	struct stat st;
+	int src_fd, dst_fd, rc;
+
+	rc = open_bind_source(b, &src_fd, err, errlen);
+	if (rc != 0)
+		return rc > 0 ? 0 : -1;
+	if (fstat(src_fd, &st) < 0) {
+		close(src_fd);
+		return fail(err, errlen, "bind source %s: %s", b->src, strerror(errno));
+	}
+	kind = S_ISDIR(st.st_mode) ? JAIL_NODE_DIR : JAIL_NODE_FILE;
+	dst_fd = jail_open_mount_point(jail_fd, b->dst, kind);
+	if (dst_fd < 0) {
+		rc = errno;
+		close(src_fd);
+		if (rc == ELOOP)
+			return fail(err, errlen, "refusing to bind %s: %s in the jail goes through a "
+				    "symlink, which could lead out of the jail", b->src, b->dst);
+		return fail(err, errlen, "mount point %s in the jail: %s", b->dst, strerror(rc));
+	}
+	fd_path(src_fd, src_path, sizeof(src_path));
+	fd_path(dst_fd, dst_path, sizeof(dst_path));
+	rc = mount(src_path, dst_path, NULL, MS_BIND | MS_REC, NULL);
+	if (rc < 0)
+		rc = fail(err, errlen, "binding %s to %s in the jail: %s", b->src, b->dst,
+			  strerror(errno));
+	close(src_fd);
+	close(dst_fd);
+	if (rc == 0 && (b->flags & JAIL_BIND_RO))
+		rc = remount_readonly(jail_fd, b, kind, err, errlen);
+	if (rc == 0)
+		slurm_debug("spank_jail: bound %s to %s%s", b->src, b->dst,
+			    (b->flags & JAIL_BIND_RO) ? " (read-only)" : "");
+	return rc;
+}
+
+/*
+ * Make the jail "/". pivot_root is preferred: the node's root is then not in
+ * this namespace at all. Docker's default seccomp profile denies pivot_root
+ * (EPERM), and it fails with EINVAL when our root is not a mount point (slurmd
+ * itself chrooted); only then chroot is used, which leaves the node's root
+ * reachable for a process holding CAP_SYS_CHROOT -- the caller drops it.
+ */
+static int switch_root(const struct jail_config *cfg, bool *used_chroot, char *err, size_t errlen)
+{
+	*used_chroot = false;
+	if (chdir(cfg->jail) < 0)
+		return fail(err, errlen, "chdir(%s): %s", cfg->jail, strerror(errno));
+	if (syscall(SYS_pivot_root, ".", ".") == 0) {
+		if (umount2(".", MNT_DETACH) < 0)
+			return fail(err, errlen, "detaching the node's root: %s", strerror(errno));
+		if (chdir("/") < 0)
+			return fail(err, errlen, "chdir(/) in the jail: %s", strerror(errno));
+		return 0;
+	}
+	if ((errno != EPERM && errno != EINVAL) || !cfg->chroot_fallback)
+		return fail(err, errlen, "pivot_root into %s: %s%s", cfg->jail, strerror(errno),
+			    cfg->chroot_fallback ? "" : " (chroot_fallback=no)");
+	slurm_info("spank_jail: pivot_root into %s refused (%s), falling back to chroot; allow "
+		   "pivot_root in the worker's seccomp profile for full isolation",
+		   cfg->jail, strerror(errno));
+	if (chroot(".") < 0)
+		return fail(err, errlen, "chroot(%s): %s", cfg->jail, strerror(errno));
+	if (chdir("/") < 0)
+		return fail(err, errlen, "chdir(/) in the jail: %s", strerror(errno));
+	*used_chroot = true;
+	return 0;
+}
+
+/* Clear caps from the inheritable set, through which a root exec would regain them. */
+static int clear_inheritable(uint64_t caps, char *err, size_t errlen)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return fail(err, errlen, "capget: %s", strerror(errno));
+	data[0].inheritable &= ~(uint32_t) caps;
+	data[1].inheritable &= ~(uint32_t) (caps >> 32);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return fail(err, errlen, "capset: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * Drop caps from the bounding set: the effective set is left alone (slurmstepd
+ * still needs it until it execs the task), but the exec'd job -- root
+ * included -- can never hold them again.
+ */
+static int drop_capabilities(uint64_t caps, char *err, size_t errlen)
+{
+	int cap;
+
+	for (cap = 0; cap < 64; cap++) {
+		if (!(caps & (UINT64_C(1) << cap)))
+			continue;
+		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
+			continue; /* the running kernel does not know this capability */
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+			return fail(err, errlen, "dropping capability %d: %s", cap, strerror(errno));
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return fail(err, errlen, "clearing ambient capabilities: %s", strerror(errno));
+	return clear_inheritable(caps, err, errlen);
+}
+
+/* Start where the job asked to; slurmstepd chdirs there again after us (Slurm >= 23.02). */
+static void chdir_job_cwd(const struct jail_plan *plan)
+{
+	if (chdir(plan->cwd) == 0)
+		return;
+	slurm_debug("spank_jail: job cwd %s not in the jail (%s), starting in /", plan->cwd,
+		    strerror(errno));
+	if (chdir("/") < 0)
+		slurm_debug("spank_jail: chdir(/): %s", strerror(errno));
+}
+
+static int bind_all(int jail_fd, const struct jail_plan *plan, char *err, size_t errlen)
+{
+	size_t i;
+
+	for (i = 0; i < plan->nbinds; i++) {
+		const struct jail_bind *b = &plan->binds[i];
+		int rc = (b->flags & JAIL_BIND_TMPFS) ? mount_tmpfs_in_jail(jail_fd, b, err, errlen)
+						      : bind_into_jail(jail_fd, b, err, errlen);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char *err,
+	       size_t errlen)
+{
+	uint64_t drop = cfg->drop_caps;
+	bool used_chroot;
+	int jail_fd, rc;
+
+	if (check_jail_marker(cfg, err, errlen) < 0 || make_private_namespace(err, errlen) < 0)
+		return -1;
+	jail_fd = bind_jail_onto_itself(cfg, err, errlen);
+	if (jail_fd < 0)
+		return -1;
+	rc = bind_all(jail_fd, plan, err, errlen);
+	close(jail_fd);
+	if (rc < 0 || switch_root(cfg, &used_chroot, err, errlen) < 0)
+		return -1;
+	if (access(cfg->marker, F_OK) < 0)
+		return fail(err, errlen, "marker %s not visible after entering the jail", cfg->marker);
+	if (used_chroot)
+		drop |= UINT64_C(1) << CAP_SYS_CHROOT; /* chroot again would escape */
+	if (drop_capabilities(drop, err, errlen) < 0)
+		return -1;
+	chdir_job_cwd(plan);
+	return 0;
+}

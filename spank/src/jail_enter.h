@@ -1,0 +1,25 @@
+/*
+ * Moving the calling process into the jail: a private mount namespace, the
+ * node-local binds, pivot_root (or, when the container's seccomp profile
+ * refuses it, chroot), fewer capabilities, and the job's cwd.
+ *
+ * This code needs no Slurm runtime: it only logs through slurm_info() and
+ * slurm_debug(), which slurmstepd provides to plugins and the test harness
+ * stubs, so the real system calls are tested outside Slurm.
+ */
+#ifndef SLURMKUBE_JAIL_ENTER_H
+#define SLURMKUBE_JAIL_ENTER_H
+
+#include "jail_config.h"
+#include "jail_plan.h"
+
+/*
+ * Enter the jail described by cfg with the binds and cwd of plan. Only the
+ * calling process (and its future children) is affected; the node's mount
+ * table is untouched. Returns 0, or -1 with a message in err; after a failure
+ * the process may be half-way in and must not run the job.
+ */
+int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char *err,
+	       size_t errlen);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * What one task needs mounted and where it should start: the configured
+ * binds plus this job's own spool directory, and the job's working directory
+ * translated to its path inside the jail. Pure (no I/O), so unit-tested.
+ */
+#ifndef SLURMKUBE_JAIL_PLAN_H
+#define SLURMKUBE_JAIL_PLAN_H
+
+#include "jail_config.h"
+
+/* Internal flag: the source is Slurm's, not the admin's; never follow a link in it. */
+#define JAIL_BIND_SRC_NOFOLLOW (1u << 8)
+
+struct jail_plan {
+	struct jail_bind binds[JAIL_MAX_BINDS + 2];
+	size_t nbinds;
+	char cwd[PATH_MAX]; /* where the task starts inside the jail */
+};
+
+/*
+ * The directory of this job below the spool dir (e.g. /var/spool/slurmd/job00042)
+ * when argv0 (the batch script slurmstepd will exec) lies in one; that
+ * directory, not the whole spool dir, is bound, because the spool dir also
+ * holds slurmstepd's sockets, which trust uid 0. Returns 1 and fills out,
+ * or 0 when argv0 is not a script in the spool dir.
+ *
+ * jail_plan_build puts a private tmpfs over the spool dir inside the jail
+ * first: the job dir's mount point is then made there, not on the shared
+ * volume (which would collect one empty directory per job, forever).
+ */
+int jail_plan_job_spool_dir(const char *spool, const char *argv0, char *out, size_t outlen);
+
+/*
+ * The task's working directory inside the jail for node path host_cwd: below
+ * the jail mount it is the path relative to the jail; below a bind source it
+ * is the same place under the bind's target (longest source wins); otherwise
+ * the same path, which is then looked up in the jail (the shared root is what
+ * the user saw when submitting). A node directory is never bound just because
+ * it is the cwd: that would let a root job chdir the node's secrets into view.
+ */
+void jail_plan_cwd(const struct jail_bind *binds, size_t nbinds, const char *jail,
+		   const char *host_cwd, char *out, size_t outlen);
+
+/* Build the plan for one task (argv0 and host_cwd may be NULL). */
+void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
+		     struct jail_plan *plan);
+
+#endif

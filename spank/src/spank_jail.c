@@ -1,0 +1,88 @@
+/*
+ * slurmkube's jail SPANK plugin: every task of every job runs with the shared
+ * jail as "/". The glue to Slurm only: the work is in jail_config (arguments),
+ * jail_plan (what to bind, where to start) and jail_enter (system calls).
+ *
+ * Callback choice: slurm_spank_task_init_privileged runs in the forked task,
+ * still root, before slurmstepd drops privileges and execs the job. Entering
+ * the jail there affects only the task; slurmstepd itself stays on the node
+ * with its spool dir, sockets and cgroups. There is deliberately no user
+ * option to skip the jail.
+ *
+ * Failures return -1, not an ESPANK_* code: Slurm stops only on a negative
+ * return, and only for a plugin marked "required" in plugstack.conf.
+ */
+#include "jail_config.h"
+#include "jail_enter.h"
+#include "jail_plan.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+/* Only the symbols Slurm looks up are exported; the rest is -fvisibility=hidden. */
+#pragma GCC visibility push(default)
+
+SPANK_PLUGIN(slurmkube_jail, 1);
+
+/*
+ * Validate the arguments where a mistake should stop the daemon early (slurmd
+ * start) or the step (slurmstepd); clients (srun, sbatch in the jail) load
+ * the same plugstack.conf and are left alone.
+ */
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	static struct jail_config cfg;
+	spank_context_t ctx = spank_context();
+	char err[512];
+
+	(void) sp;
+	if (ctx != S_CTX_REMOTE && ctx != S_CTX_SLURMD)
+		return ESPANK_SUCCESS;
+	jail_config_defaults(&cfg);
+	if (jail_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
+		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
+		return -1;
+	}
+	return ESPANK_SUCCESS;
+}
+
+/* argv[0] of the task: for a batch step, the script in the slurmd spool dir. */
+static const char *task_argv0(spank_t sp)
+{
+	char **argv = NULL;
+	int argc = 0;
+
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv)
+		return NULL;
+	return argv[0];
+}
+
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	/* static: PATH_MAX-sized tables do not belong on slurmstepd's stack */
+	static struct jail_config cfg;
+	static struct jail_plan plan;
+	char cwd[PATH_MAX];
+	char err[1024];
+
+	if (!spank_remote(sp))
+		return ESPANK_SUCCESS;
+	jail_config_defaults(&cfg);
+	if (jail_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
+		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
+		return -1;
+	}
+	if (!getcwd(cwd, sizeof(cwd)))
+		cwd[0] = '\0';
+	jail_plan_build(&cfg, cwd, task_argv0(sp), &plan);
+	if (jail_enter(&cfg, &plan, err, sizeof(err)) < 0) {
+		slurm_error("spank_jail: cannot enter the jail: %s", err);
+		return -1;
+	}
+	slurm_debug("spank_jail: task runs in jail %s", cfg.jail);
+	return ESPANK_SUCCESS;
+}
+
+#pragma GCC visibility pop
