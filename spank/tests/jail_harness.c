@@ -1,0 +1,350 @@
+/*
+ * Runs the real jail plugin the way slurmstepd does, without Slurm: a forked
+ * "task" calls slurm_spank_init and slurm_spank_task_init_privileged with the
+ * given plugstack.conf words, then checks from inside what a job would see.
+ * Needs root (CAP_SYS_ADMIN); driven by tests/spank/test_spank_namespace.py.
+ *
+ *   jail_harness [options] -- PLUGIN-WORDS...
+ *     --cwd DIR              the task's cwd on the node before the plugin runs
+ *     --argv0 PATH           the task's argv[0] (a batch script in the spool dir)
+ *     --context remote|local spank context to play (local: srun in the jail)
+ *     --deny-pivot-root      seccomp-deny pivot_root with EPERM, as Docker does
+ *     --expect-file PATH[=TEXT]  PATH exists (and starts with TEXT)
+ *     --expect-absent PATH   PATH does not exist
+ *     --expect-cwd PATH      getcwd() is PATH
+ *     --expect-proc          /proc belongs to this process's pid namespace
+ *     --expect-readonly DIR  creating a file in DIR fails with EROFS
+ *     --expect-cap NAME / --expect-no-cap NAME   bounding set has / lacks NAME
+ *     --exec PATH ARG...     after the checks pass, exec PATH (inside the jail)
+ *                            with the ARGs up to "--", as slurmstepd execs the job
+ *
+ * Before forking, the harness moves itself into a mount namespace whose "/"
+ * is shared, like a systemd host's; if the plugin forgot to make its
+ * namespace private, its mounts would show up here, and they are compared.
+ * Prints "entered" or "enter failed", one line per check, and
+ * "host mounts unchanged: yes|no". Exit: 0 all good, 1 a check failed,
+ * 2 the plugin refused to enter, 3 the harness's mount table changed, 64 usage.
+ */
+#include "jail_config.h"
+#include "slurm_stubs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_CHECKS 64
+
+enum check_kind { EXPECT_FILE, EXPECT_ABSENT, EXPECT_CWD, EXPECT_PROC, EXPECT_READONLY,
+		  EXPECT_CAP, EXPECT_NO_CAP };
+
+struct check {
+	enum check_kind kind;
+	const char *arg;
+};
+
+struct options {
+	const char *cwd;
+	const char *argv0;
+	bool local_context;
+	bool deny_pivot_root;
+	struct check checks[MAX_CHECKS];
+	int nchecks;
+	int plugin_argc;
+	char **plugin_argv;
+	char **exec_argv; /* NULL-terminated in place of the "--" that ends it */
+};
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: jail_harness [options] -- PLUGIN-WORDS... (see the source)\n");
+	exit(64);
+}
+
+static void add_check(struct options *o, enum check_kind kind, const char *arg)
+{
+	if (o->nchecks >= MAX_CHECKS)
+		usage();
+	o->checks[o->nchecks].kind = kind;
+	o->checks[o->nchecks].arg = arg;
+	o->nchecks++;
+}
+
+static const struct {
+	const char *flag;
+	enum check_kind kind;
+} check_flags[] = {
+	{ "--expect-file", EXPECT_FILE },     { "--expect-absent", EXPECT_ABSENT },
+	{ "--expect-cwd", EXPECT_CWD },       { "--expect-readonly", EXPECT_READONLY },
+	{ "--expect-cap", EXPECT_CAP },       { "--expect-no-cap", EXPECT_NO_CAP },
+};
+
+/* Options that take a value; returns 1 when argv[*i] was one of them. */
+static int parse_valued(struct options *o, int argc, char **argv, int *i)
+{
+	const char *flag = argv[*i];
+	size_t k;
+
+	for (k = 0; k < sizeof(check_flags) / sizeof(check_flags[0]); k++) {
+		if (strcmp(flag, check_flags[k].flag) == 0) {
+			if (++*i >= argc)
+				usage();
+			add_check(o, check_flags[k].kind, argv[*i]);
+			return 1;
+		}
+	}
+	if (strcmp(flag, "--cwd") && strcmp(flag, "--argv0") && strcmp(flag, "--context"))
+		return 0;
+	if (++*i >= argc)
+		usage();
+	if (strcmp(flag, "--cwd") == 0)
+		o->cwd = argv[*i];
+	else if (strcmp(flag, "--argv0") == 0)
+		o->argv0 = argv[*i];
+	else
+		o->local_context = strcmp(argv[*i], "local") == 0;
+	return 1;
+}
+
+static void parse_options(struct options *o, int argc, char **argv)
+{
+	int i;
+
+	memset(o, 0, sizeof(*o));
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			o->plugin_argc = argc - i - 1;
+			o->plugin_argv = argv + i + 1;
+			return;
+		}
+		if (strcmp(argv[i], "--exec") == 0) {
+			o->exec_argv = argv + i + 1;
+			while (i + 1 < argc && strcmp(argv[i + 1], "--") != 0)
+				i++;
+			if (i + 1 >= argc || o->exec_argv == argv + i + 1)
+				usage();
+			argv[i + 1] = NULL; /* the "--" ends exec_argv ... */
+			o->plugin_argc = argc - i - 2;
+			o->plugin_argv = argv + i + 2; /* ... and starts the plugin words */
+			return;
+		}
+		if (strcmp(argv[i], "--deny-pivot-root") == 0)
+			o->deny_pivot_root = true;
+		else if (strcmp(argv[i], "--expect-proc") == 0)
+			add_check(o, EXPECT_PROC, NULL);
+		else if (!parse_valued(o, argc, argv, &i))
+			usage();
+	}
+	usage();
+}
+
+/*
+ * Docker's default seccomp profile answers pivot_root with EPERM; reproduce
+ * exactly that for the chroot fallback test. (No arch check: the harness only
+ * runs native binaries.)
+ */
+static void deny_pivot_root(void)
+{
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pivot_root, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(filter) / sizeof(filter[0]), filter };
+
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0) {
+		perror("seccomp");
+		exit(64);
+	}
+}
+
+static int report(bool ok, const char *what, const char *arg)
+{
+	printf("check %s: %s %s\n", ok ? "ok" : "FAILED", what, arg ? arg : "");
+	return ok ? 0 : 1;
+}
+
+static int check_file(const char *spec)
+{
+	char path[4096], buf[256];
+	const char *eq = strchr(spec, '=');
+	size_t plen = eq ? (size_t) (eq - spec) : strlen(spec);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%.*s", (int) plen, spec);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || !eq) {
+		if (fd >= 0)
+			close(fd);
+		return report(fd >= 0 || (errno == EISDIR), "file exists", path);
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return report(strncmp(buf, eq + 1, strlen(eq + 1)) == 0, "file content", spec);
+}
+
+static int check_proc(void)
+{
+	char link[64], want[32];
+	ssize_t n = readlink("/proc/self", link, sizeof(link) - 1);
+
+	link[n > 0 ? n : 0] = '\0';
+	snprintf(want, sizeof(want), "%d", (int) getpid());
+	return report(strcmp(link, want) == 0, "/proc/self is our pid", want);
+}
+
+static int check_readonly(const char *dir)
+{
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.harness-write-probe", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		close(fd);
+		unlink(path);
+	}
+	return report(fd < 0 && errno == EROFS, "read-only", dir);
+}
+
+static int check_cap(const char *name, bool want)
+{
+	int cap = jail_cap_from_name(name);
+	int has = cap >= 0 ? prctl(PR_CAPBSET_READ, cap, 0, 0, 0) : -1;
+
+	return report(has == (want ? 1 : 0), want ? "bounding set has" : "bounding set lacks", name);
+}
+
+static int run_check(const struct check *c)
+{
+	char cwd[4096];
+	struct stat st;
+
+	switch (c->kind) {
+	case EXPECT_FILE:
+		return check_file(c->arg);
+	case EXPECT_ABSENT:
+		return report(lstat(c->arg, &st) < 0 && errno == ENOENT, "absent", c->arg);
+	case EXPECT_CWD:
+		if (!getcwd(cwd, sizeof(cwd)))
+			snprintf(cwd, sizeof(cwd), "(getcwd: %s)", strerror(errno));
+		printf("cwd: %s\n", cwd);
+		return report(strcmp(cwd, c->arg) == 0, "cwd is", c->arg);
+	case EXPECT_PROC:
+		return check_proc();
+	case EXPECT_READONLY:
+		return check_readonly(c->arg);
+	case EXPECT_CAP:
+		return check_cap(c->arg, true);
+	case EXPECT_NO_CAP:
+		return check_cap(c->arg, false);
+	}
+	return 1;
+}
+
+/* The forked task: what slurmstepd's child does, then the checks. */
+static int run_task(struct options *o)
+{
+	char *default_argv0[] = { "/bin/true", NULL };
+	int failed = 0, i;
+
+	stub_context = o->local_context ? S_CTX_LOCAL : S_CTX_REMOTE;
+	stub_argv = default_argv0;
+	if (o->argv0)
+		stub_argv[0] = (char *) o->argv0;
+	stub_argc = 1;
+	if (o->cwd && chdir(o->cwd) < 0) {
+		perror(o->cwd);
+		return 64;
+	}
+	if (o->deny_pivot_root)
+		deny_pivot_root();
+	if (slurm_spank_init(NULL, o->plugin_argc, o->plugin_argv) < 0
+	    || slurm_spank_task_init_privileged(NULL, o->plugin_argc, o->plugin_argv) < 0) {
+		printf("enter failed\n");
+		return 2;
+	}
+	printf("entered\n");
+	for (i = 0; i < o->nchecks; i++)
+		failed |= run_check(&o->checks[i]);
+	if (failed || !o->exec_argv)
+		return failed;
+	fflush(stdout);
+	execv(o->exec_argv[0], o->exec_argv);
+	printf("exec %s: %s\n", o->exec_argv[0], strerror(errno));
+	return 1;
+}
+
+static char *read_mountinfo(void)
+{
+	static char buf[1 << 20];
+	size_t len = 0;
+	ssize_t n;
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t) n;
+	close(fd);
+	buf[len] = '\0';
+	return strdup(buf);
+}
+
+/* A throwaway namespace with "/" shared, so propagation leaks become visible here. */
+static void enter_shared_test_namespace(void)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0) {
+		perror("harness namespace (needs root with CAP_SYS_ADMIN)");
+		exit(64);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct options o;
+	char *before, *after;
+	int status, rc;
+	pid_t pid;
+
+	parse_options(&o, argc, argv);
+	enter_shared_test_namespace();
+	before = read_mountinfo();
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 64;
+	}
+	if (pid == 0) {
+		rc = run_task(&o);
+		fflush(stdout);
+		_exit(rc);
+	}
+	if (waitpid(pid, &status, 0) < 0) {
+		perror("waitpid");
+		return 64;
+	}
+	rc = WIFEXITED(status) ? WEXITSTATUS(status) : 64;
+	after = read_mountinfo();
+	if (!before || !after || strcmp(before, after) != 0) {
+		printf("host mounts unchanged: no\n");
+		return rc ? rc : 3;
+	}
+	printf("host mounts unchanged: yes\n");
+	return rc;
+}
