@@ -1,0 +1,320 @@
+"""The real plugin, run as slurmstepd would run it (through spank/tests/jail_harness), puts a task
+into a real mount namespace with the jail as "/": the node's files are gone, node-local paths
+are bound where asked, planted symlinks are not followed, and the node's mount table is untouched.
+
+Needs root with CAP_SYS_ADMIN; skipped otherwise. No Slurm daemons are involved."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CAP_SYS_ADMIN = 21
+
+
+def has_cap_sys_admin() -> bool:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    return False
+
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not has_cap_sys_admin(), reason="mount namespaces need root with CAP_SYS_ADMIN"
+)
+
+
+@dataclass
+class Layout:
+    """A jail and the node around it, all below one temporary directory."""
+
+    root: Path
+
+    @property
+    def jail(self) -> Path:
+        return self.root / "jail"
+
+    @property
+    def node(self) -> Path:
+        return self.root / "node"
+
+    @property
+    def spool(self) -> Path:
+        return self.root / "spool"
+
+    @property
+    def outside(self) -> Path:
+        """Where a symlink planted in the jail points: the node's own files."""
+        return self.root / "outside"
+
+    @property
+    def host_only(self) -> Path:
+        return self.root / "host-only.txt"
+
+    def words(self, *extra: str) -> list[str]:
+        """plugstack.conf words; /etc/slurm and /run/munge come from the test's node dirs."""
+        submounts = ",".join(
+            [
+                "%s/etc-slurm:/etc/slurm" % self.node,
+                "%s/munge:/run/munge" % self.node,
+                "%s/scratch:/local/scratch" % self.node,
+            ]
+        )
+        return [
+            "jail=%s" % self.jail,
+            "spool=%s" % self.spool,
+            "submounts=%s" % submounts,
+            "binds=%s/gpu-libs:ro" % self.node,
+            *extra,
+        ]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def layout(tmp_path) -> Layout:
+    lay = Layout(tmp_path)
+    write(lay.jail / ".slurmkube-jail", "")
+    write(lay.jail / "jail-only.txt", "jail\n")
+    (lay.jail / "home" / "alice").mkdir(parents=True)
+    write(lay.host_only, "host\n")
+    write(lay.node / "etc-slurm" / "slurm.conf", "ClusterName=test\n")
+    write(lay.node / "munge" / "munge.socket.2", "")
+    write(lay.node / "scratch" / "hello.txt", "hello from nvme\n")
+    (lay.node / "scratch" / "work").mkdir()
+    write(lay.node / "gpu-libs" / "libcuda.so.1", "ELF\n")
+    write(lay.node / "hosts", "10.0.0.1 worker-0\n")
+    write(lay.spool / "job00042" / "slurm_script", "#!/bin/sh\necho job 42\n")
+    write(lay.spool / "job00043" / "slurm_script", "#!/bin/sh\necho someone else's job\n")
+    lay.outside.mkdir()
+    write(lay.outside / "hosts", "node's own hosts file\n")
+    return lay
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def entered(self) -> bool:
+        return "entered" in self.stdout.splitlines()
+
+
+def mount_table() -> str:
+    return Path("/proc/self/mountinfo").read_text()
+
+
+@pytest.fixture
+def harness(spank_build):
+    """Run jail_harness; every run must leave both the harness's and this process's mounts as they were."""
+    assert spank_build.returncode == 0, spank_build.output
+
+    def run(words: list[str], *options: str, cwd: Path | None = None) -> Run:
+        before = mount_table()
+        args = [str(spank_build.harness)]
+        if cwd is not None:
+            args += ["--cwd", str(cwd)]
+        result = subprocess.run([*args, *options, "--", *words], capture_output=True, text=True, check=False)
+        print(result.stdout, result.stderr)
+        assert result.returncode != 64, "harness usage or setup error:\n" + result.stderr
+        assert "host mounts unchanged: yes" in result.stdout
+        assert mount_table() == before
+        return Run(result.returncode, result.stdout, result.stderr)
+
+    return run
+
+
+def test_root_is_the_jail(layout, harness):
+    run = harness(
+        layout.words(),
+        "--expect-file",
+        "/jail-only.txt=jail",
+        "--expect-absent",
+        str(layout.host_only),
+        "--expect-absent",
+        str(Path(__file__).resolve()),
+    )
+    assert run.entered and run.returncode == 0
+
+
+def test_proc_sys_and_dev_are_the_nodes(layout, harness):
+    run = harness(
+        layout.words(),
+        "--expect-proc",
+        "--expect-file",
+        "/proc/self/status=Name:",
+        "--expect-file",
+        "/dev/null",
+        "--expect-file",
+        "/sys/kernel",
+    )
+    assert run.returncode == 0
+
+
+def test_binds_and_submounts_land_where_asked(layout, harness):
+    run = harness(
+        layout.words(),
+        "--expect-file",
+        "/etc/slurm/slurm.conf=ClusterName=test",
+        "--expect-file",
+        "/run/munge/munge.socket.2",
+        "--expect-file",
+        "/local/scratch/hello.txt=hello from nvme",
+        "--expect-file",
+        "%s/gpu-libs/libcuda.so.1=ELF" % layout.node,
+    )
+    assert run.returncode == 0
+    # mount points were made inside the jail, where asked
+    assert (layout.jail / "local" / "scratch").is_dir()
+
+
+def test_node_config_and_ro_binds_are_read_only(layout, harness):
+    run = harness(
+        layout.words(),
+        "--expect-readonly",
+        "/etc/slurm",
+        "--expect-readonly",
+        "%s/gpu-libs" % layout.node,
+    )
+    assert run.returncode == 0
+    assert not (layout.node / "etc-slurm" / ".harness-write-probe").exists()
+
+
+def test_only_this_jobs_spool_dir_is_visible(layout, harness):
+    job42 = layout.spool / "job00042"
+    run = harness(
+        layout.words(),
+        "--argv0",
+        str(job42 / "slurm_script"),
+        "--expect-file",
+        "%s/slurm_script=#!/bin/sh" % job42,
+        "--expect-absent",
+        str(layout.spool / "job00043"),
+    )
+    assert run.returncode == 0
+    # the job dir's mount point lived on a private tmpfs, not on the shared volume
+    assert not (layout.jail / str(job42).lstrip("/")).exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("node/scratch/work", "/local/scratch/work"),  # below a sub-mount's node path
+        ("jail/home/alice", "/home/alice"),  # the jail seen from the node
+        ("outside", "/"),  # a node dir the jail lacks: never bound, start in /
+    ],
+)
+def test_cwd_is_translated_into_the_jail(layout, harness, where, expected):
+    run = harness(layout.words(), "--expect-cwd", expected, cwd=layout.root / where)
+    assert run.returncode == 0
+
+
+@pytest.mark.parametrize("variant", ["directory", "relative", "file"])
+def test_symlink_planted_in_the_jail_is_not_followed(layout, harness, variant):
+    """Root in the jail plants a link; a bind aimed through it must fail, not land on the node."""
+    before = sorted(p.name for p in layout.outside.iterdir())
+    if variant == "directory":
+        (layout.jail / "evil").symlink_to(layout.outside)
+        words = layout.words("submounts=%s/scratch:/evil/target" % layout.node)
+    elif variant == "relative":
+        (layout.jail / "run").mkdir()
+        (layout.jail / "run" / "munge").symlink_to("../../outside")
+        words = layout.words()
+    else:
+        (layout.jail / "etc").mkdir()
+        (layout.jail / "etc" / "hosts").symlink_to(layout.outside / "hosts")
+        words = layout.words("submounts=%s/hosts:/etc/hosts" % layout.node)
+    run = harness(words)
+    assert run.returncode == 2 and not run.entered
+    assert "symlink, which could lead out of the jail" in run.stderr
+    assert sorted(p.name for p in layout.outside.iterdir()) == before
+    assert (layout.outside / "hosts").read_text() == "node's own hosts file\n"
+
+
+def test_missing_marker_fails_the_job_instead_of_running_on_the_node(layout, harness):
+    (layout.jail / ".slurmkube-jail").unlink()
+    run = harness(layout.words())
+    assert run.returncode == 2 and not run.entered
+    assert "is not mounted (marker file .slurmkube-jail missing); refusing to run the job" in run.stderr
+
+
+def test_pivot_root_is_used_when_allowed(layout, harness):
+    run = harness(layout.words(), "--expect-file", "/jail-only.txt", "--expect-cap", "sys_chroot")
+    assert run.returncode == 0
+    assert "chroot" not in run.stderr
+
+
+def test_chroot_fallback_when_pivot_root_is_denied(layout, harness):
+    """Docker's default seccomp profile answers pivot_root with EPERM."""
+    run = harness(
+        layout.words(),
+        "--deny-pivot-root",
+        "--expect-file",
+        "/jail-only.txt=jail",
+        "--expect-absent",
+        str(layout.host_only),
+        "--expect-proc",
+        "--expect-file",
+        "/local/scratch/hello.txt",
+        # chroot can be escaped by a second chroot: the job must not keep the capability
+        "--expect-no-cap",
+        "sys_chroot",
+    )
+    assert run.returncode == 0
+    assert "slurm_info: spank_jail: pivot_root into %s refused" % layout.jail in run.stderr
+    assert "falling back to chroot" in run.stderr
+
+
+def test_no_chroot_fallback_when_disabled(layout, harness):
+    run = harness(layout.words("chroot_fallback=no"), "--deny-pivot-root")
+    assert run.returncode == 2 and not run.entered
+    assert "pivot_root into %s: Operation not permitted" % layout.jail in run.stderr
+
+
+def test_dangerous_capabilities_are_gone_and_root_keeps_the_rest(layout, harness):
+    run = harness(
+        layout.words(),
+        *("--expect-no-cap", "sys_admin", "--expect-no-cap", "sys_ptrace"),
+        *("--expect-no-cap", "dac_read_search", "--expect-no-cap", "mknod"),
+        *("--expect-cap", "chown", "--expect-cap", "setuid", "--expect-cap", "dac_override"),
+    )
+    assert run.returncode == 0
+
+
+@pytest.mark.parametrize(("extra", "expected"), [((), "denied"), (("drop_caps=none",), "readable")])
+def test_root_job_cannot_reach_the_node_through_proc(layout, harness, spank_build, extra, expected):
+    """/proc is the node's; /proc/<pid>/root of a node process is the node's root. Without the
+    capability drop (the drop_caps=none case) the job really does read the node's file."""
+    shutil.copy(spank_build.probe, layout.jail / "probe")
+    node_process = subprocess.Popen(["sleep", "60"])
+    try:
+        secret = "/proc/%d/root%s" % (node_process.pid, layout.host_only)
+        run = harness(layout.words(*extra), "--exec", "/probe", secret)
+    finally:
+        node_process.kill()
+        node_process.wait()
+    assert run.returncode == 0
+    assert "%s %s" % (expected, secret) in run.stdout
+
+
+def test_clients_in_the_jail_are_left_alone(layout, harness):
+    """srun/sbatch inside the jail load the same plugstack.conf: nothing happens there."""
+    run = harness(layout.words(), "--context", "local", "--expect-file", "%s=host" % layout.host_only)
+    assert run.returncode == 0
+
+
+def test_bad_plugstack_words_fail_the_task(layout, harness):
+    run = harness(layout.words("disable=yes"))
+    assert run.returncode == 2 and not run.entered
+    assert "bad plugstack.conf arguments: unknown option 'disable'" in run.stderr

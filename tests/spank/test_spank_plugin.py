@@ -1,0 +1,99 @@
+"""The jail plugin builds warning-free against Slurm 24.11, passes its C unit tests, and is a
+plugin slurmstepd will load: the right symbols, the right version, the shared constants."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+
+import pytest
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from spank_support import FETCH_HEADERS, SPANK, slurm_version_of
+
+TAP_LINE = re.compile(r"^(ok|not ok) (\d+) - (.*)$", re.MULTILINE)
+
+# Cases whose absence would mean a security property went untested.
+REQUIRED_CASES = [
+    "path: symlinked directory in the jail is not followed",
+    "path: relative symlink escape is not followed",
+    "path: symlinked file in the jail is not followed",
+    "path: normalize refuses relative paths and ..",
+    "config: bad arguments are refused with a clear message",
+    "plan: only the job's own spool dir is bound",
+    "plan: adds the job dir and never binds the cwd",
+]
+
+
+def tap_results(output: str) -> dict[str, bool]:
+    return {name: status == "ok" for status, _, name in TAP_LINE.findall(output)}
+
+
+def test_make_test_builds_and_all_unit_tests_pass(spank_build):
+    print("build+unit tests took %.1f s" % spank_build.seconds)
+    assert spank_build.returncode == 0, spank_build.output
+    results = tap_results(spank_build.output)
+    plan = re.search(r"^1\.\.(\d+)$", spank_build.output, re.MULTILINE)
+    assert plan and int(plan.group(1)) == len(results), "the runner stopped early"
+    assert [name for name, ok in results.items() if not ok] == []
+
+
+@pytest.mark.parametrize("case", REQUIRED_CASES)
+def test_security_unit_case_ran_and_passed(spank_build, case):
+    assert tap_results(spank_build.output).get(case) is True, spank_build.output
+
+
+def test_warnings_are_errors(spank_build):
+    assert "-Wall -Wextra -Werror" in spank_build.output
+
+
+def test_plugin_exports_only_what_slurm_looks_up(spank_build):
+    assert spank_build.returncode == 0, spank_build.output
+    nm = subprocess.run(
+        ["nm", "-D", "--defined-only", str(spank_build.plugin)], capture_output=True, text=True, check=True
+    )
+    exported = {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
+    assert exported == {
+        "plugin_name",
+        "plugin_type",
+        "plugin_version",
+        "spank_plugin_version",
+        "slurm_spank_init",
+        "slurm_spank_task_init_privileged",
+    }
+
+
+def test_plugin_is_a_spank_plugin_for_slurm_24_11(spank_build):
+    """slurmstepd refuses a plugin whose plugin_version has another major.minor."""
+    assert slurm_version_of(spank_build.include) == (24, 11)
+    # RTLD_LAZY: the slurm_* functions come from slurmstepd and are not looked up by this load.
+    lib = ctypes.CDLL(str(spank_build.plugin), mode=ctypes.RTLD_LOCAL | 1)
+    version = ctypes.c_uint.in_dll(lib, "plugin_version").value
+    assert (version >> 16, (version >> 8) & 0xFF) == (24, 11)
+    assert (ctypes.c_char * 6).in_dll(lib, "plugin_type").value == b"spank"
+
+
+def test_c_defaults_are_the_shared_constants():
+    header = (SPANK / "src" / "jail_config.h").read_text()
+    source = (SPANK / "src" / "jail_config.c").read_text()
+    makefile = (SPANK / "Makefile").read_text()
+
+    def define(name):
+        return re.search(r'#define %s "([^"]+)"' % name, header).group(1)
+
+    assert define("JAIL_DEFAULT_PATH") == C.JAIL_MOUNT_PATH
+    assert define("JAIL_DEFAULT_MARKER") == C.JAIL_MARKER_FILE
+    assert define("JAIL_DEFAULT_SPOOL") == C.SLURMD_SPOOL_DIR
+    for path in (C.SLURM_CONFIG_DIR, C.MUNGE_SOCKET_DIR):
+        assert '{ "%s",' % path in source
+    plugin_dir = re.search(r"^PLUGIN_DIR \?= (\S+)$", makefile, re.MULTILINE).group(1)
+    assert "%s/spank_jail.so" % plugin_dir == C.SPANK_PLUGIN_PATH
+
+
+@pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
+def test_scripts_are_shellcheck_clean():
+    scripts = sorted(str(p) for p in (SPANK / "scripts").glob("*.sh"))
+    assert scripts == [str(FETCH_HEADERS)]
+    result = subprocess.run(["shellcheck", *scripts], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
