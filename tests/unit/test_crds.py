@@ -1,0 +1,97 @@
+"""The committed CRDs are the model's; examples pass them, bad specs do not."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from ansible_collections.slurmkube.core.plugins.module_utils.schema import render_crds
+from examples import EXAMPLES, example_resources
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_committed_crds_equal_generated():
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "gen_crds.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_committed_crd_files_parse_as_the_generated_objects():
+    for crd in render_crds():
+        path = REPO / "crds" / ("%s.yaml" % crd["metadata"]["name"])
+        assert yaml.safe_load(path.read_text()) == crd
+
+
+def to_json_schema(node):
+    """OpenAPI v3 → JSON Schema: nullable becomes a type union; x-kubernetes-* are dropped."""
+    if isinstance(node, list):
+        return [to_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: to_json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes") and k != "nullable"}
+    if node.get("nullable"):
+        if "type" in out:
+            out["type"] = [out["type"], "null"]
+        elif "anyOf" in out:
+            out["anyOf"] = [*out["anyOf"], {"type": "null"}]
+    return out
+
+
+def validator(kind):
+    crd = next(c for c in render_crds() if c["spec"]["names"]["kind"] == kind)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return jsonschema.Draft7Validator(to_json_schema(schema))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_pass_the_crd_schemas(name):
+    raw = example_resources(name)
+    validator("SlurmCluster").validate(raw["cluster"])
+    for nodeset in raw["nodesets"]:
+        validator("NodeSet").validate(nodeset)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [(("replicas",), -1), (("resources", "cpu"), "two"), (("resources", "gpus"), -1),
+     (("clusterName",), "Not_A_Name"), (("replicas",), "3")],
+)
+def test_bad_nodeset_values_fail_the_schema(path, value):
+    resource = copy.deepcopy(example_resources("cpu-only")["nodesets"][0])
+    target = resource["spec"]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    assert list(validator("NodeSet").iter_errors(resource))
+
+
+def test_bad_cluster_values_fail_the_schema():
+    resource = copy.deepcopy(example_resources("cpu-only")["cluster"])
+    resource["spec"] = {"login": {"serviceType": "Ingress", "nodePort": 22}}
+    messages = [e.message for e in validator("SlurmCluster").iter_errors(resource)]
+    assert len(messages) == 2
+
+
+def test_nodeset_crd_has_scale_and_status_subresources_and_columns():
+    nodeset = next(c for c in render_crds() if c["spec"]["names"]["kind"] == "NodeSet")
+    version = nodeset["spec"]["versions"][0]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Cluster", "Phase", "Ready", "Desired", "Age"]
+
+
+def test_schema_defaults_are_the_model_defaults():
+    cluster = next(c for c in render_crds() if c["spec"]["names"]["kind"] == "SlurmCluster")
+    spec = cluster["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert spec["login"]["properties"]["replicas"]["default"] == 1
+    assert spec["slurm"]["properties"]["maxNodeCount"]["default"] == 1024
+    assert spec["login"]["properties"]["serviceType"]["enum"] == ["NodePort", "LoadBalancer", "ClusterIP"]
