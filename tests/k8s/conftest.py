@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from localkube_helpers import Cluster, localkube, localkube_env  # noqa: E402
+from localkube_helpers import Cluster, localkube, localkube_env
 
 
 @pytest.fixture(scope="session")

@@ -259,11 +259,12 @@ def leftovers() -> list[str]:
             found.append(f"mount {mount_point}")
     if subprocess.run(["ip", "link", "show", "lkbr0"], capture_output=True).returncode == 0:
         found.append("bridge lkbr0")
-    for table in ("filter", "nat", "mangle"):
-        rules = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True).stdout
-        for line in rules.splitlines():
-            if re.search(r"KUBE-|CNI-|lkbr0|localkube|10\.244\.0\.", line):
-                found.append(f"iptables {table}: {line}")
+    for save in ("iptables-save", "ip6tables-save"):
+        for table in ("filter", "nat", "mangle"):
+            rules = subprocess.run([save, "-t", table], capture_output=True, text=True).stdout
+            for line in rules.splitlines():
+                if re.search(r"KUBE-|CNI-|lkbr0|localkube|10\.244\.0\.", line):
+                    found.append(f"{save} {table}: {line}")
     found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/localkube")]
     if RUN.exists():
         found.append(f"state dir {RUN}")

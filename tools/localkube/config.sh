@@ -82,7 +82,7 @@ EOF
 
 lk_write_kubelet_config() {
   local k="$LK_RUN/kubelet" p="$LK_RUN/pki"
-  mkdir -p "$k/root" "$k/pki"
+  mkdir -p "$k/root" "$k/pki" "$k/volume-plugins" "$k/pod-logs"
   cat >"$k/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -115,6 +115,9 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 200
 registerNode: true
+# Keep the kubelet's files under our state dir (down removes it), not /usr/libexec, /var/log.
+volumePluginDir: $k/volume-plugins
+podLogsDir: $k/pod-logs
 EOF
 }
 

@@ -266,7 +266,23 @@ lk_import_builtin_images() {
   done
 }
 
+# The kubelet refuses a cgroup root that does not exist: make ours in every hierarchy.
+lk_make_cgroup_root() {
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    [[ -e ${h}cgroup.procs ]] || continue
+    mkdir -p "${h%/}$LK_CGROUP_ROOT"
+  done
+  # A new cpuset cgroup is empty: give it the root's CPUs and memory nodes.
+  local c=/sys/fs/cgroup/cpuset
+  if [[ -e $c/cpuset.cpus && -d $c$LK_CGROUP_ROOT ]]; then
+    [[ -n $(cat "$c$LK_CGROUP_ROOT/cpuset.cpus") ]] || cat "$c/cpuset.cpus" >"$c$LK_CGROUP_ROOT/cpuset.cpus"
+    [[ -n $(cat "$c$LK_CGROUP_ROOT/cpuset.mems") ]] || cat "$c/cpuset.mems" >"$c$LK_CGROUP_ROOT/cpuset.mems"
+  fi
+}
+
 lk_start_node() {
+  lk_make_cgroup_root
   lk_start kubelet "$LK_BIN/kubelet" --config "$LK_RUN/kubelet/config.yaml" \
     --kubeconfig "$LK_RUN/kubeconfigs/kubelet.conf" \
     --root-dir "$LK_RUN/kubelet/root" --cert-dir "$LK_RUN/kubelet/pki" \

@@ -60,6 +60,17 @@ lk_unmount_ours() {
   done
 }
 
+# The kubelet links every container log from /var/log/containers (a fixed path) into its
+# pod logs dir, which is under our state dir: remove exactly those links.
+lk_remove_log_links() {
+  local link
+  for link in /var/log/containers/*.log; do
+    [[ -L $link ]] || continue
+    [[ $(readlink "$link") == "$LK_RUN"/* ]] && rm -f "$link"
+  done
+  return 0
+}
+
 lk_remove_cgroups() {
   local h
   for h in /sys/fs/cgroup/*; do
@@ -117,6 +128,7 @@ lk_down() {
   lk_stop etcd
   lk_unmount_ours
   lk_remove_cgroups
+  lk_remove_log_links
   if [[ -x $LK_BIN/kube-proxy ]]; then
     "$LK_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   fi
