@@ -15,6 +15,8 @@
  *     --expect-proc          /proc belongs to this process's pid namespace
  *     --expect-readonly DIR  creating a file in DIR fails with EROFS
  *     --expect-cap NAME / --expect-no-cap NAME   bounding set has / lacks NAME
+ *     --expect-one-root      /proc/self/mountinfo has exactly one mount on "/"
+ *                            (the node's root was detached, not stacked on the jail)
  *     --exec PATH ARG...     after the checks pass, exec PATH (inside the jail)
  *                            with the ARGs up to "--", as slurmstepd execs the job
  *
@@ -47,7 +49,7 @@
 #define MAX_CHECKS 64
 
 enum check_kind { EXPECT_FILE, EXPECT_ABSENT, EXPECT_CWD, EXPECT_PROC, EXPECT_READONLY,
-		  EXPECT_CAP, EXPECT_NO_CAP };
+		  EXPECT_CAP, EXPECT_NO_CAP, EXPECT_ONE_ROOT };
 
 struct check {
 	enum check_kind kind;
@@ -143,6 +145,8 @@ static void parse_options(struct options *o, int argc, char **argv)
 			o->deny_pivot_root = true;
 		else if (strcmp(argv[i], "--expect-proc") == 0)
 			add_check(o, EXPECT_PROC, NULL);
+		else if (strcmp(argv[i], "--expect-one-root") == 0)
+			add_check(o, EXPECT_ONE_ROOT, NULL);
 		else if (!parse_valued(o, argc, argv, &i))
 			usage();
 	}
@@ -229,6 +233,23 @@ static int check_cap(const char *name, bool want)
 	return report(has == (want ? 1 : 0), want ? "bounding set has" : "bounding set lacks", name);
 }
 
+/* Mount entries whose mount point (field 5 of mountinfo) is "/". */
+static int check_one_root(void)
+{
+	char line[4096], point[4096];
+	int roots = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 && strcmp(point, "/") == 0)
+			roots++;
+	}
+	if (f)
+		fclose(f);
+	printf("mounts on /: %d\n", roots);
+	return report(roots == 1, "one mount on /", NULL);
+}
+
 static int run_check(const struct check *c)
 {
 	char cwd[4096];
@@ -252,6 +273,8 @@ static int run_check(const struct check *c)
 		return check_cap(c->arg, true);
 	case EXPECT_NO_CAP:
 		return check_cap(c->arg, false);
+	case EXPECT_ONE_ROOT:
+		return check_one_root();
 	}
 	return 1;
 }

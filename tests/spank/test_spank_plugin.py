@@ -9,8 +9,9 @@ import shutil
 import subprocess
 
 import pytest
+from spank_support import FETCH_HEADERS, SPANK, make, slurm_version_of
+
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from spank_support import FETCH_HEADERS, SPANK, slurm_version_of
 
 TAP_LINE = re.compile(r"^(ok|not ok) (\d+) - (.*)$", re.MULTILINE)
 
@@ -30,22 +31,31 @@ def tap_results(output: str) -> dict[str, bool]:
     return {name: status == "ok" for status, _, name in TAP_LINE.findall(output)}
 
 
-def test_make_test_builds_and_all_unit_tests_pass(spank_build):
-    print("build+unit tests took %.1f s" % spank_build.seconds)
+@pytest.fixture(scope="module")
+def unit_run(spank_build) -> str:
+    """`make -C spank test`: builds the C unit test runner and runs it."""
+    result = make("test", spank_build.include)
+    return result.stdout + result.stderr + "\nmake exit status: %d" % result.returncode
+
+
+def test_plugin_builds_warning_free(spank_build):
+    print("clean build of plugin, harness and probe: %.1f s" % spank_build.seconds)
     assert spank_build.returncode == 0, spank_build.output
-    results = tap_results(spank_build.output)
-    plan = re.search(r"^1\.\.(\d+)$", spank_build.output, re.MULTILINE)
+    assert "-Wall -Wextra -Werror" in spank_build.output
+    assert spank_build.plugin.is_file()
+
+
+def test_make_test_runs_every_unit_test_and_all_pass(unit_run):
+    assert "make exit status: 0" in unit_run, unit_run
+    results = tap_results(unit_run)
+    plan = re.search(r"^1\.\.(\d+)$", unit_run, re.MULTILINE)
     assert plan and int(plan.group(1)) == len(results), "the runner stopped early"
     assert [name for name, ok in results.items() if not ok] == []
 
 
 @pytest.mark.parametrize("case", REQUIRED_CASES)
-def test_security_unit_case_ran_and_passed(spank_build, case):
-    assert tap_results(spank_build.output).get(case) is True, spank_build.output
-
-
-def test_warnings_are_errors(spank_build):
-    assert "-Wall -Wextra -Werror" in spank_build.output
+def test_security_unit_case_ran_and_passed(unit_run, case):
+    assert tap_results(unit_run).get(case) is True, unit_run
 
 
 def test_plugin_exports_only_what_slurm_looks_up(spank_build):
