@@ -7,6 +7,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from collection_path import ensure_importable  # noqa: E402
+from collection_path import ensure_importable
 
 ensure_importable()

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """The cluster model: SlurmCluster and NodeSet, their defaults and their validation.
@@ -373,7 +372,7 @@ class NodeSet:
 class SpecError(ValueError):
     """A spec is invalid; ``problems`` holds every (path, message) found."""
 
-    def __init__(self, problems: Sequence[Tuple[str, str]]):
+    def __init__(self, problems: Sequence[Tuple[str, str]]) -> None:
         self.problems = list(problems)
         super().__init__("; ".join("%s: %s" % p for p in self.problems))
 
@@ -581,7 +580,8 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
     problems.extend(_sub_mount_rules(jail.sub_mounts))
     for i, path in enumerate(jail.user_paths):
         if not path.startswith("/") or path == "/":
-            problems.append(("spec.jail.userPaths[%d]" % i, "must be an absolute path below /, got %s" % describe(path)))
+            problems.append(("spec.jail.userPaths[%d]" % i,
+                             "must be an absolute path below /, got %s" % describe(path)))
     problems.extend(_partition_rules(spec.partitions))
     problems.extend(_slurm_config_rules(spec.slurm.config, "spec.slurm.config"))
     if spec.login.node_port is not None and spec.login.service_type != "NodePort":
@@ -604,7 +604,8 @@ def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:
         if sub.mount_path in seen_paths:
             problems.append((where + ".mountPath", "is used twice: %s" % describe(sub.mount_path)))
         if sub.mount_path == "/" or "/../" in sub.mount_path + "/":
-            problems.append((where + ".mountPath", "must be a normalized path below /, got %s" % describe(sub.mount_path)))
+            problems.append((where + ".mountPath",
+                             "must be a normalized path below /, got %s" % describe(sub.mount_path)))
         if sub.host_path and (sub.medium or sub.size_limit):
             problems.append((where, "medium and sizeLimit apply to emptyDir only, not with hostPath"))
         seen_names.add(sub.name)
@@ -671,7 +672,8 @@ def _nodeset_rules(name: str, spec: NodeSetSpec) -> List[Tuple[str, str]]:
         problems.append(("metadata.name", "'<clusterName>-<name>' must be at most %d characters, got %s"
                          % (STATEFULSET_NAME_MAX, describe(spec.cluster_name + "-" + name))))
     if spec.gpu_type and not spec.resources.gpus:
-        problems.append(("spec.gpuType", "needs resources.gpus > 0, got gpuType %s with no GPUs" % describe(spec.gpu_type)))
+        problems.append(("spec.gpuType",
+                         "needs resources.gpus > 0, got gpuType %s with no GPUs" % describe(spec.gpu_type)))
     for i, feature in enumerate(spec.features):
         if not re.match(SLURM_NAME, feature):
             problems.append(("spec.features[%d]" % i, "must match %s, got %s" % (SLURM_NAME, describe(feature))))

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """Kubernetes resource quantities ("500m", "4", "16Gi"), parsed exactly with Fraction."""

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 
@@ -95,6 +94,7 @@ files:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.slurmkube.core.plugins.module_utils.manifests import (
     ManifestError,
     render_manifest_set,

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import yaml
+
 from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     NodeSet,
     SlurmCluster,

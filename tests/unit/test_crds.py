@@ -10,8 +10,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from ansible_collections.slurmkube.core.plugins.module_utils.schema import render_crds
 from examples import EXAMPLES, example_resources
+
+from ansible_collections.slurmkube.core.plugins.module_utils.schema import render_crds
 
 REPO = Path(__file__).resolve().parents[2]
 

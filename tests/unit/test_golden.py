@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from examples import EXAMPLES, FIXTURES, example
+
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
-from examples import EXAMPLES, FIXTURES, example
 
 GOLDEN = FIXTURES / "golden"
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from examples import EXAMPLES, example
+
 from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     SpecError,
     check_references,
@@ -13,7 +15,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     slurm_node_names,
     slurm_real_memory_mib,
 )
-from examples import EXAMPLES, example
 
 
 def cluster(spec=None, name="demo", namespace="hpc"):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_slurm_conf
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 label = st.from_regex(r"\A[a-z][a-z0-9]{0,7}\Z")

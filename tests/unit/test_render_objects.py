@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from examples import EXAMPLES, example, example_resources
+
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
-from examples import EXAMPLES, example, example_resources
 
 
 def by_kind_and_name(objects):

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """Every object of one Slurm cluster, in the order they should be applied."""

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """Pieces every component renderer shares: labels, metadata, volumes, hashes."""
@@ -16,7 +15,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     munge_secret_name,
     object_name,
 )
-
 
 Manifest = Dict[str, Any]
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """slurmctld: a one-pod StatefulSet with its state on a volume, and the Service in front."""
@@ -88,7 +87,9 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
             "template": {
                 "metadata": {
                     "labels": common.labels(cluster, C.COMPONENT_CONTROLLER),
-                    "annotations": {C.ANNOTATION_CONFIG_HASH: common.content_hash([restart_settings(cluster, nodesets)])},
+                    "annotations": {
+                        C.ANNOTATION_CONFIG_HASH: common.content_hash([restart_settings(cluster, nodesets)]),
+                    },
                 },
                 "spec": pod_spec,
             },

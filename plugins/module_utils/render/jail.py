@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """The jail: its ReadWriteMany claim and the Job that fills it once from the jail image."""

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """Login nodes: sshd pods whose sessions are chrooted into the jail, and their Service."""

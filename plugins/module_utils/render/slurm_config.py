@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """slurm.conf, cgroup.conf, gres.conf, plugstack.conf and topology.conf, and their ConfigMap.
@@ -25,8 +24,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     partitions_of,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import (
-    Manifest,
     SUBMOUNT_HOST_DIR,
+    Manifest,
     config_map_name,
     controller_service_fqdn,
     metadata,

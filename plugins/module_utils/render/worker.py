@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: slurmkube contributors
 # Apache License 2.0 (see LICENSE)
 """Workers: one StatefulSet and one headless Service per NodeSet; each pod is a Slurm node."""
@@ -89,7 +88,8 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
     ]
     for sub in cluster.spec.jail.sub_mounts:
         if sub.host_path:
-            volumes.append({"name": "sub-" + sub.name, "hostPath": {"path": sub.host_path, "type": "DirectoryOrCreate"}})
+            host = {"path": sub.host_path, "type": "DirectoryOrCreate"}
+            volumes.append({"name": "sub-" + sub.name, "hostPath": host})
             continue
         empty: Dict[str, Any] = {}
         if sub.medium:
