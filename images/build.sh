@@ -17,6 +17,7 @@
 #   SLURMKUBE_CACHE          cache outside the repository (default /var/cache/slurmkube)
 #   SLURMKUBE_IMAGE_PREFIX   image name prefix (default slurmkube)
 #   SLURMKUBE_DEBIAN_MIRROR  Debian mirror; default: the Debian entry of /etc/apt/sources.list*
+#   SLURMKUBE_SPANK_SRC      SPANK plugin sources (default: spank/ of this checkout)
 set -euo pipefail
 
 readonly SUITE=trixie
@@ -26,6 +27,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
 prefix="${SLURMKUBE_IMAGE_PREFIX:-slurmkube}"
+spank_src="${SLURMKUBE_SPANK_SRC:-$repo/spank}"
 dry_run=0
 # Docker's classic builder is everywhere (the BuildKit client plugin is not); our Dockerfiles
 # need nothing newer.
@@ -163,10 +165,10 @@ stage_context() {
       ;;
     spank-build)
       mkdir -p "$ctx/src"
-      if [[ -f "$repo/spank/Makefile" ]]; then
-        tar -C "$repo/spank" --exclude=./build -cf - . | tar -C "$ctx/src" -xf -
+      if [[ -f "$spank_src/Makefile" ]]; then
+        tar -C "$spank_src" --exclude=./build -cf - . | tar -C "$ctx/src" -xf -
       else
-        log "spank/Makefile does not exist yet: worker and jail get no SPANK plugin"
+        log "$spank_src/Makefile does not exist: worker and jail get no SPANK plugin"
       fi
       touch "$ctx/src/.staged"
       ;;

@@ -35,7 +35,13 @@ NODESET = "cpu"
 
 
 def run(*args: str, check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(args, check=check, timeout=timeout, capture_output=True, text=True, **kw)
+    result = subprocess.run(args, check=False, timeout=timeout, capture_output=True, text=True, **kw)
+    if check and result.returncode != 0:
+        raise AssertionError(
+            "%s exited with %d\nstdout:\n%s\nstderr:\n%s"
+            % (" ".join(args), result.returncode, result.stdout[-3000:], result.stderr[-3000:])
+        )
+    return result
 
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -56,8 +62,18 @@ def wait_for(what: str, predicate, timeout: float = 120, interval: float = 1.0):
 def remove_as_root(path: Path) -> None:
     """Files written by containers belong to root: remove them from a container."""
     if path.exists():
-        docker("run", "--rm", "--entrypoint", "rm", "-v", "%s:/victim" % path.parent,
-               IMAGES["base"], "-rf", "/victim/" + path.name, check=False)
+        docker(
+            "run",
+            "--rm",
+            "--entrypoint",
+            "rm",
+            "-v",
+            "%s:/victim" % path.parent,
+            IMAGES["base"],
+            "-rf",
+            "/victim/" + path.name,
+            check=False,
+        )
 
 
 IMAGES: dict = {}
@@ -69,8 +85,8 @@ def images() -> dict:
     if not IMAGES:
         try:
             out = run("bash", str(BUILD), timeout=3600, cwd=REPO)
-        except subprocess.CalledProcessError as err:
-            pytest.fail("images/build.sh failed:\n%s" % err.stderr[-4000:])
+        except AssertionError as err:
+            pytest.fail("images/build.sh failed: %s" % err)
         IMAGES.update(json.loads(out.stdout))
     return IMAGES
 
@@ -84,7 +100,7 @@ def spank_plugin_expected() -> bool:
 
 def test_controller_image_runs_slurmctld(images):
     out = docker("run", "--rm", images["controller"], "slurmctld", "-V").stdout
-    assert out.startswith("slurm 24.11")
+    assert " 24.11." in out  # "slurm-wlm 24.11.5" (Debian trixie)
 
 
 def test_login_image_runs_sshd(images):
@@ -96,13 +112,28 @@ def test_worker_image_has_slurmd_healthcheck_and_plugin(images):
     files = [C.HEALTHCHECK_PROGRAM, C.ENTRYPOINT_PROGRAM]
     if spank_plugin_expected():
         files.append(C.SPANK_PLUGIN_PATH)
-    docker("run", "--rm", images["worker"], "sh", "-c",
-           "slurmd -V && " + " && ".join("test -s %s" % f for f in files))
+    docker("run", "--rm", images["worker"], "sh", "-c", "slurmd -V && " + " && ".join("test -s %s" % f for f in files))
 
 
 def test_jail_image_has_what_hpc_users_expect(images):
-    tools = ["srun", "sbatch", "squeue", "mpirun", "mpicc", "python3", "gcc", "g++", "gfortran", "make",
-             "vim", "less", "git", "curl", "ssh", "tmux"]
+    tools = [
+        "srun",
+        "sbatch",
+        "squeue",
+        "mpirun",
+        "mpicc",
+        "python3",
+        "gcc",
+        "g++",
+        "gfortran",
+        "make",
+        "vim",
+        "less",
+        "git",
+        "curl",
+        "ssh",
+        "tmux",
+    ]
     docker("run", "--rm", images["jail"], "sh", "-c", " && ".join("command -v %s >/dev/null" % t for t in tools))
     if spank_plugin_expected():
         docker("run", "--rm", images["jail"], "test", "-s", C.SPANK_PLUGIN_PATH)
@@ -110,16 +141,30 @@ def test_jail_image_has_what_hpc_users_expect(images):
 
 def test_no_image_ships_a_munge_key_or_ssh_host_keys(images):
     for name in ("controller", "worker", "login", "jail"):
-        docker("run", "--rm", images[name], "sh", "-c",
-               "test ! -e /etc/munge/munge.key && ! ls /etc/ssh/ssh_host_*_key 2>/dev/null")
+        docker(
+            "run",
+            "--rm",
+            images[name],
+            "sh",
+            "-c",
+            "test ! -e /etc/munge/munge.key && ! ls /etc/ssh/ssh_host_*_key 2>/dev/null",
+        )
 
 
 # ---------------------------------------------------------------------------- jail population
 
 
 def populate(images: dict, jail: Path, version: str) -> str:
-    out = docker("run", "--rm", "-v", "%s:%s" % (jail, C.JAIL_MOUNT_PATH),
-                 "-e", "%s=%s" % (C.ENV_JAIL_VERSION, version), images["jail"], timeout=900)
+    out = docker(
+        "run",
+        "--rm",
+        "-v",
+        "%s:%s" % (jail, C.JAIL_MOUNT_PATH),
+        "-e",
+        "%s=%s" % (C.ENV_JAIL_VERSION, version),
+        images["jail"],
+        timeout=900,
+    )
     return out.stdout
 
 
@@ -136,7 +181,7 @@ def test_jail_populate_once_then_noop_and_user_data_survives_upgrade(images, jai
     marker = jail_dir / C.JAIL_MARKER_FILE
     assert marker.read_text() == "v1\n"
     assert (jail_dir / "usr/bin/srun").exists()
-    assert (jail_dir / "usr/bin/mpirun").exists()
+    assert os.path.lexists(jail_dir / "usr/bin/mpirun")  # an alternatives link, absolute
     assert (jail_dir / "etc/hosts").exists()  # an empty bind target, not the container's
     assert not (jail_dir / ".dockerenv").exists()
     assert not any((jail_dir / C.JAIL_MOUNT_PATH.lstrip("/")).glob("*"))
@@ -163,17 +208,17 @@ def test_jail_populate_once_then_noop_and_user_data_survives_upgrade(images, jai
 
 def write_slurm_config(conf_dir: Path) -> None:
     """The cluster's Slurm config. Hand-written for now; to be replaced by the renderers'."""
-    slurm_conf = """\
-ClusterName={cluster}
-SlurmctldHost={controller}({service})
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
+    slurm_conf = f"""\
+ClusterName={CLUSTER}
+SlurmctldHost={CONTROLLER_POD}({CONTROLLER_SERVICE})
+SlurmctldPort={C.SLURMCTLD_PORT}
+SlurmdPort={C.SLURMD_PORT}
 AuthType=auth/munge
 CredType=cred/munge
 SlurmUser=slurm
 SlurmdUser=root
-StateSaveLocation={state}
-SlurmdSpoolDir={spool}
+StateSaveLocation={C.SLURMCTLD_STATE_DIR}
+SlurmdSpoolDir={C.SLURMD_SPOOL_DIR}
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
 ProctrackType=proctrack/linuxproc
@@ -188,10 +233,9 @@ MailProg=/bin/true
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 
-NodeSet={nodeset} Feature={nodeset}
-PartitionName=main Nodes={nodeset} Default=YES MaxTime=INFINITE State=UP
-""".format(cluster=CLUSTER, controller=CONTROLLER_POD, service=CONTROLLER_SERVICE, ctld_port=C.SLURMCTLD_PORT,
-           slurmd_port=C.SLURMD_PORT, state=C.SLURMCTLD_STATE_DIR, spool=C.SLURMD_SPOOL_DIR, nodeset=NODESET)
+NodeSet={NODESET} Feature={NODESET}
+PartitionName=main Nodes={NODESET} Default=YES MaxTime=INFINITE State=UP
+"""
     (conf_dir / "slurm.conf").write_text(slurm_conf)
     (conf_dir / "cgroup.conf").write_text("CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
 
@@ -219,41 +263,86 @@ class Cluster:
         (self.root / "jail/etc/passwd").write_text(JAIL_USER + "\n")
         (self.root / "jail/etc/group").write_text("alice:x:2000:\n")
         (self.root / "jail/etc/shadow").write_text("alice:*:20000:0:99999:7:::\n")
-        docker("run", "--rm", "--entrypoint", "ssh-keygen", "-v", "%s:/keys" % (self.root / "host-keys"),
-               self.images["login"], "-q", "-t", "ed25519", "-N", "", "-f", "/keys/ssh_host_ed25519_key")
+        docker(
+            "run",
+            "--rm",
+            "--entrypoint",
+            "ssh-keygen",
+            "-v",
+            "%s:/keys" % (self.root / "host-keys"),
+            self.images["login"],
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            "/keys/ssh_host_ed25519_key",
+        )
         docker("network", "create", self.network)
 
     def common_args(self, host: str) -> list:
-        return ["-d", "--name", self.name(host), "--hostname", host, "--network", self.network,
-                "-v", "%s:%s:ro" % (self.root / "munge", C.MUNGE_KEY_MOUNT_DIR),
-                "-v", "%s:%s:ro" % (self.root / "slurm", C.SLURM_CONFIG_DIR),
-                "-e", "%s=%s" % (C.ENV_CLUSTER, CLUSTER),
-                "-e", "%s=%s" % (C.ENV_CONTROLLER_HOST, CONTROLLER_SERVICE)]
+        return [
+            "-d",
+            "--name",
+            self.name(host),
+            "--hostname",
+            host,
+            "--network",
+            self.network,
+            "-v",
+            "%s:%s:ro" % (self.root / "munge", C.MUNGE_KEY_MOUNT_DIR),
+            "-v",
+            "%s:%s:ro" % (self.root / "slurm", C.SLURM_CONFIG_DIR),
+            "-e",
+            "%s=%s" % (C.ENV_CLUSTER, CLUSTER),
+            "-e",
+            "%s=%s" % (C.ENV_CONTROLLER_HOST, CONTROLLER_SERVICE),
+        ]
 
     def start_controller(self) -> None:
-        args = self.common_args(CONTROLLER_POD) + [
-            "--network-alias", CONTROLLER_SERVICE,
-            "-v", "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
-            "-v", "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
-            "-e", "%s=%s" % (C.ENV_ROLE, C.ROLE_CONTROLLER)]
+        args = [
+            *self.common_args(CONTROLLER_POD),
+            "--network-alias",
+            CONTROLLER_SERVICE,
+            "-v",
+            "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
+            "-v",
+            "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "-e",
+            "%s=%s" % (C.ENV_ROLE, C.ROLE_CONTROLLER),
+        ]
         docker("run", *args, self.images["controller"])
         self.containers[CONTROLLER_POD] = self.name(CONTROLLER_POD)
 
     def start_worker(self, host: str, extra: list) -> None:
-        args = self.common_args(host) + [
-            "-v", "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
-            "-e", "%s=%s" % (C.ENV_ROLE, C.ROLE_WORKER),
-            "-e", "%s=%s" % (C.ENV_NODE_NAME, host),
-            "-e", "%s=%s" % (C.ENV_NODESET, NODESET),
-            "-e", "%s=Feature=%s" % (C.ENV_NODE_CONF, NODESET)] + extra
+        args = [
+            *self.common_args(host),
+            "-v",
+            "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "-e",
+            "%s=%s" % (C.ENV_ROLE, C.ROLE_WORKER),
+            "-e",
+            "%s=%s" % (C.ENV_NODE_NAME, host),
+            "-e",
+            "%s=%s" % (C.ENV_NODESET, NODESET),
+            "-e",
+            "%s=Feature=%s" % (C.ENV_NODE_CONF, NODESET),
+            *extra,
+        ]
         docker("run", *args, self.images["worker"])
         self.containers[host] = self.name(host)
 
     def start_login(self) -> None:
-        args = self.common_args(LOGIN_POD) + [
-            "-v", "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
-            "-v", "%s:%s:ro" % (self.root / "host-keys", C.SSH_HOST_KEYS_MOUNT_DIR),
-            "-e", "%s=%s" % (C.ENV_ROLE, C.ROLE_LOGIN)]
+        args = [
+            *self.common_args(LOGIN_POD),
+            "-v",
+            "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "-v",
+            "%s:%s:ro" % (self.root / "host-keys", C.SSH_HOST_KEYS_MOUNT_DIR),
+            "-e",
+            "%s=%s" % (C.ENV_ROLE, C.ROLE_LOGIN),
+        ]
         docker("run", *args, self.images["login"])
         self.containers[LOGIN_POD] = self.name(LOGIN_POD)
 
@@ -316,8 +405,15 @@ def test_workers_register_with_their_size_and_nodeset(cluster):
 
 
 def test_login_runs_sshd_with_the_mounted_host_key_and_slurm_clients(cluster):
-    wait_for("sshd listening", lambda: "Server listening" in docker("logs", cluster.containers[LOGIN_POD]).stderr
-             + docker("logs", cluster.containers[LOGIN_POD]).stdout, timeout=60)
+    wait_for(
+        "sshd listening",
+        lambda: (
+            "Server listening"
+            in docker("logs", cluster.containers[LOGIN_POD]).stderr
+            + docker("logs", cluster.containers[LOGIN_POD]).stdout
+        ),
+        timeout=60,
+    )
     mounted = (cluster.root / "host-keys/ssh_host_ed25519_key.pub").read_text().split()[1]
     served = cluster.exec(LOGIN_POD, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[1]
     assert served == mounted
