@@ -9,6 +9,8 @@
  *     --argv0 PATH           the task's argv[0] (a batch script in the spool dir)
  *     --context remote|local spank context to play (local: srun in the jail)
  *     --deny-pivot-root      seccomp-deny pivot_root with EPERM, as Docker does
+ *     --no-test-namespace    skip the harness's own shared namespace (for runs
+ *                            without CAP_SYS_ADMIN, where the plugin must fail)
  *     --expect-file PATH[=TEXT]  PATH exists (and starts with TEXT)
  *     --expect-absent PATH   PATH does not exist
  *     --expect-cwd PATH      getcwd() is PATH
@@ -61,6 +63,7 @@ struct options {
 	const char *argv0;
 	bool local_context;
 	bool deny_pivot_root;
+	bool no_test_namespace;
 	struct check checks[MAX_CHECKS];
 	int nchecks;
 	int plugin_argc;
@@ -143,6 +146,8 @@ static void parse_options(struct options *o, int argc, char **argv)
 		}
 		if (strcmp(argv[i], "--deny-pivot-root") == 0)
 			o->deny_pivot_root = true;
+		else if (strcmp(argv[i], "--no-test-namespace") == 0)
+			o->no_test_namespace = true;
 		else if (strcmp(argv[i], "--expect-proc") == 0)
 			add_check(o, EXPECT_PROC, NULL);
 		else if (strcmp(argv[i], "--expect-one-root") == 0)
@@ -345,7 +350,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	parse_options(&o, argc, argv);
-	enter_shared_test_namespace();
+	if (!o.no_test_namespace)
+		enter_shared_test_namespace();
 	before = read_mountinfo();
 	fflush(stdout);
 	pid = fork();

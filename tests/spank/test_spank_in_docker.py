@@ -1,0 +1,92 @@
+"""The plugin as the images build and run it: compiled in the trixie `spank-build` image (gcc 14,
+the distribution's Slurm 24.11 headers, default SLURM_INCLUDE), and entering a jail inside a
+docker container, where the runtime's default seccomp profile refuses pivot_root.
+
+Needs docker and a slurmkube/spank-build image (made by images/build.sh); skipped otherwise."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from spank_support import SPANK
+
+pytestmark = pytest.mark.slurm
+
+SETUP = """
+set -e
+cp -r /src /tmp/spank && rm -rf /tmp/spank/build
+make -s -C /tmp/spank harness >/dev/null
+mkdir -p /srv/t/jail /srv/t/node/slurm /srv/t/node/munge
+touch /srv/t/jail/.slurmkube-jail
+echo jail > /srv/t/jail/jail-only
+echo host > /srv/t/host-only
+"""
+HARNESS = "/tmp/spank/build/tests/jail_harness"
+WORDS = "jail=/srv/t/jail submounts=/srv/t/node/slurm:/etc/slurm,/srv/t/node/munge:/run/munge"
+IN_JAIL = "--expect-file /jail-only=jail --expect-absent /srv/t/host-only --expect-proc"
+
+
+def spank_build_image() -> str | None:
+    if not shutil.which("docker"):
+        return None
+    listed = subprocess.run(
+        ["docker", "images", "slurmkube/spank-build", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    images = listed.stdout.split()
+    return images[0] if listed.returncode == 0 and images else None
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    found = spank_build_image()
+    if not found:
+        pytest.skip("no docker or no slurmkube/spank-build image (run images/build.sh spank-build)")
+    return found
+
+
+def in_container(image: str, script: str, *docker_options: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        ["docker", "run", "--rm", *docker_options, "-v", "%s:/src:ro" % SPANK, image, "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    print(result.stdout, result.stderr)
+    return result
+
+
+def test_builds_in_trixie_with_its_own_headers_and_unit_tests_pass(image):
+    result = in_container(image, "cp -r /src /tmp/s && rm -rf /tmp/s/build && make -C /tmp/s test")
+    assert result.returncode == 0
+    assert "-Wall -Wextra -Werror" in result.stdout
+    assert re.search(r"^# \d+ passed, 0 failed$", result.stdout, re.MULTILINE)
+
+
+def test_docker_default_seccomp_gets_the_chroot_fallback(image):
+    script = SETUP + "%s %s --expect-no-cap sys_chroot -- %s" % (HARNESS, IN_JAIL, WORDS)
+    result = in_container(image, script, "--cap-add", "SYS_ADMIN")
+    assert result.returncode == 0
+    assert "pivot_root into /srv/t/jail refused (Operation not permitted), falling back to chroot" in result.stderr
+
+
+def test_unconfined_seccomp_gets_pivot_root(image):
+    script = SETUP + "%s %s --expect-one-root --expect-cap sys_chroot -- %s" % (HARNESS, IN_JAIL, WORDS)
+    result = in_container(image, script, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined")
+    assert result.returncode == 0
+    assert "chroot" not in result.stderr
+
+
+def test_without_cap_sys_admin_the_task_fails_instead_of_running_on_the_node(image):
+    script = SETUP + "set +e; %s --no-test-namespace %s -- %s; echo harness-exit=$?" % (HARNESS, IN_JAIL, WORDS)
+    result = in_container(image, script)
+    assert "harness-exit=2" in result.stdout
+    assert "entered" not in result.stdout.splitlines()
+    assert "unshare(CLONE_NEWNS): Operation not permitted (the worker needs CAP_SYS_ADMIN)" in result.stderr
