@@ -98,6 +98,12 @@ def spank_plugin_expected() -> bool:
 # ---------------------------------------------------------------------------- single images
 
 
+def test_print_tags_names_the_built_images_without_building(images):
+    out = run("bash", str(BUILD), "--print-tags", cwd=REPO)
+    assert json.loads(out.stdout) == images
+    assert "building" not in out.stderr
+
+
 def test_controller_image_runs_slurmctld(images):
     out = docker("run", "--rm", images["controller"], "slurmctld", "-V").stdout
     assert " 24.11." in out  # "slurm-wlm 24.11.5" (Debian trixie)
