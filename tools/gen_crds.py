@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Write crds/*.yaml from the model (the only way those files are made).
 
 Usage: tools/gen_crds.py [--check]   (--check: exit 1 when the committed files differ)

@@ -1,5 +1,5 @@
 # Copyright: slurmkube contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One place for every name, label, port and path that more than one layer must agree on.
 
 Renderers, the operator, the image entrypoints (through the environment variables named

@@ -1,5 +1,5 @@
 # Copyright: slurmkube contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The cluster model: SlurmCluster and NodeSet, their defaults and their validation.
 
 This is the single source of truth. The dataclasses below are read by
@@ -85,6 +85,7 @@ def spec_field(
         "pattern": pattern,
         "max_length": max_length,
     }
+    # pylint: disable=invalid-field-call  # this is the dataclass field factory of the model
     if factory is not dataclasses.MISSING:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)

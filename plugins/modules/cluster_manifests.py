@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: slurmkube contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ description:
     review); files are only rewritten when their content changes.
   - Talks to no cluster.
 author:
-  - slurmkube maintainers
+  - slurmkube maintainers (@slurmkube)
 options:
   cluster:
     description:

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_committed_crds_equal_generated():
     result = subprocess.run([sys.executable, str(REPO / "tools" / "gen_crds.py"), "--check"],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
 
 

@@ -64,7 +64,7 @@ def test_names_are_dns_labels_and_unique_per_kind(model):
     objects = render_cluster(*model)
     keys = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert len(keys) == len(set(keys))
-    for _, name in keys:
+    for name in (key[1] for key in keys):
         assert DNS1123.match(name) and len(name) <= 63, name
     for obj in objects:
         if obj["kind"] == "StatefulSet":
@@ -123,7 +123,7 @@ def test_slurm_conf_grows_with_nodesets_not_nodes(model):
 @common
 @given(clusters())
 def test_every_object_is_labelled_with_its_cluster(model):
-    cluster, _ = model
+    cluster = model[0]
     for obj in render_cluster(*model):
         assert obj["metadata"]["labels"][C.LABEL_CLUSTER] == cluster.name
         assert obj["metadata"]["namespace"] == cluster.namespace

@@ -1,5 +1,5 @@
 # Copyright: slurmkube contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pieces every component renderer shares: labels, metadata, volumes, hashes."""
 
 from __future__ import annotations
@@ -149,5 +149,3 @@ def wait_for_controller(cluster: SlurmCluster, image: str, pull_policy: str) -> 
         "imagePullPolicy": pull_policy,
         "command": ["bash", "-c", script],
     }
-
-

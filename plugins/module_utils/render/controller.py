@@ -1,5 +1,5 @@
 # Copyright: slurmkube contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """slurmctld: a one-pod StatefulSet with its state on a volume, and the Service in front."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 # Copyright: slurmkube contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Disruption budgets, network policy and the pods' ServiceAccount."""
 
 from __future__ import annotations

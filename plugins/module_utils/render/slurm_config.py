@@ -1,5 +1,5 @@
 # Copyright: slurmkube contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """slurm.conf, cgroup.conf, gres.conf, plugstack.conf and topology.conf, and their ConfigMap.
 
 Every file follows one pattern: product defaults, then the user's overrides merged last
