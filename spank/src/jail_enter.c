@@ -2,12 +2,14 @@
 
 #include "jail_path.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -283,6 +285,40 @@ static int drop_capabilities(uint64_t caps, char *err, size_t errlen)
 	return clear_inheritable(caps, err, errlen);
 }
 
+/*
+ * A directory descriptor that slurmstepd left open without close-on-exec would
+ * survive into the job and lead back to the node's filesystem (openat or
+ * fchdir from it ignores the jail's root). The job needs none, so all are
+ * marked close-on-exec; pipes, sockets and files are left alone.
+ */
+static int seal_directory_fds(char *err, size_t errlen)
+{
+	DIR *fds = opendir("/proc/self/fd");
+	struct dirent *entry;
+
+	if (!fds)
+		return fail(err, errlen, "listing /proc/self/fd: %s", strerror(errno));
+	while ((entry = readdir(fds)) != NULL) {
+		char *end;
+		long fd = strtol(entry->d_name, &end, 10);
+		struct stat st;
+		int flags;
+
+		if (*end != '\0' || end == entry->d_name || fd == dirfd(fds))
+			continue;
+		if (fstat((int) fd, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		flags = fcntl((int) fd, F_GETFD);
+		if (flags < 0 || fcntl((int) fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
+			closedir(fds);
+			return fail(err, errlen, "closing directory fd %ld on exec: %s", fd,
+				    strerror(errno));
+		}
+	}
+	closedir(fds);
+	return 0;
+}
+
 /* Start where the job asked to; slurmstepd chdirs there again after us (Slurm >= 23.02). */
 static void chdir_job_cwd(const struct jail_plan *plan)
 {
@@ -322,7 +358,8 @@ int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char
 		return -1;
 	rc = bind_all(jail_fd, plan, err, errlen);
 	close(jail_fd);
-	if (rc < 0 || switch_root(cfg, &used_chroot, err, errlen) < 0)
+	if (rc < 0 || seal_directory_fds(err, errlen) < 0
+	    || switch_root(cfg, &used_chroot, err, errlen) < 0)
 		return -1;
 	if (access(cfg->marker, F_OK) < 0)
 		return fail(err, errlen, "marker %s not visible after entering the jail", cfg->marker);

@@ -9,6 +9,8 @@
  *     --argv0 PATH           the task's argv[0] (a batch script in the spool dir)
  *     --context remote|local spank context to play (local: srun in the jail)
  *     --deny-pivot-root      seccomp-deny pivot_root with EPERM, as Docker does
+ *     --leak-dir DIR         open DIR as fd 9 without close-on-exec before the
+ *                            plugin runs, as a careless slurmstepd might
  *     --no-test-namespace    skip the harness's own shared namespace (for runs
  *                            without CAP_SYS_ADMIN, where the plugin must fail)
  *     --expect-file PATH[=TEXT]  PATH exists (and starts with TEXT)
@@ -64,6 +66,7 @@ struct options {
 	bool local_context;
 	bool deny_pivot_root;
 	bool no_test_namespace;
+	const char *leak_dir;
 	struct check checks[MAX_CHECKS];
 	int nchecks;
 	int plugin_argc;
@@ -109,11 +112,14 @@ static int parse_valued(struct options *o, int argc, char **argv, int *i)
 			return 1;
 		}
 	}
-	if (strcmp(flag, "--cwd") && strcmp(flag, "--argv0") && strcmp(flag, "--context"))
+	if (strcmp(flag, "--cwd") && strcmp(flag, "--argv0") && strcmp(flag, "--context")
+	    && strcmp(flag, "--leak-dir"))
 		return 0;
 	if (++*i >= argc)
 		usage();
-	if (strcmp(flag, "--cwd") == 0)
+	if (strcmp(flag, "--leak-dir") == 0)
+		o->leak_dir = argv[*i];
+	else if (strcmp(flag, "--cwd") == 0)
 		o->cwd = argv[*i];
 	else if (strcmp(flag, "--argv0") == 0)
 		o->argv0 = argv[*i];
@@ -284,6 +290,20 @@ static int run_check(const struct check *c)
 	return 1;
 }
 
+/* A node directory on fd 9, inheritable across exec. */
+static int leak_directory(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY);
+
+	if (fd < 0 || dup2(fd, 9) < 0) {
+		perror(path);
+		return -1;
+	}
+	if (fd != 9)
+		close(fd);
+	return 0;
+}
+
 /* The forked task: what slurmstepd's child does, then the checks. */
 static int run_task(struct options *o)
 {
@@ -299,6 +319,8 @@ static int run_task(struct options *o)
 		perror(o->cwd);
 		return 64;
 	}
+	if (o->leak_dir && leak_directory(o->leak_dir) < 0)
+		return 64;
 	if (o->deny_pivot_root)
 		deny_pivot_root();
 	if (slurm_spank_init(NULL, o->plugin_argc, o->plugin_argv) < 0

@@ -5,7 +5,8 @@
  * does not.
  *
  *   jail_probe PATH...   for each PATH print "readable PATH" or
- *                        "denied PATH: <error>"; exit 0.
+ *                        "denied PATH: <error>"; exit 0. A PATH written
+ *                        "fd9:NAME" is opened relative to descriptor 9.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +20,15 @@ int main(int argc, char **argv)
 	int i;
 
 	for (i = 1; i < argc; i++) {
-		int fd = open(argv[i], O_RDONLY | O_CLOEXEC);
+		const char *path = argv[i];
+		int dir_fd = AT_FDCWD;
+		int fd;
+
+		if (strncmp(path, "fd9:", 4) == 0) {
+			dir_fd = 9;
+			path += 4;
+		}
+		fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
 
 		if (fd >= 0 && read(fd, buf, sizeof(buf)) >= 0)
 			printf("readable %s\n", argv[i]);

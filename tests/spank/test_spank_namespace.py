@@ -317,6 +317,14 @@ def test_root_job_cannot_reach_the_node_through_proc(layout, harness, spank_buil
     assert "%s %s" % (expected, secret) in run.stdout
 
 
+def test_directory_fd_left_open_by_slurmstepd_does_not_reach_the_job(layout, harness, spank_build):
+    """An inherited directory descriptor would let the job openat() past the jail's root."""
+    shutil.copy(spank_build.probe, layout.jail / "probe")
+    run = harness(layout.words(), "--leak-dir", str(layout.root), "--exec", "/probe", "fd9:host-only.txt")
+    assert run.returncode == 0
+    assert "denied fd9:host-only.txt: Bad file descriptor" in run.stdout
+
+
 def test_clients_in_the_jail_are_left_alone(layout, harness):
     """srun/sbatch inside the jail load the same plugstack.conf: nothing happens there."""
     run = harness(layout.words(), "--context", "local", "--expect-file", "%s=host" % layout.host_only)
