@@ -29,6 +29,7 @@ cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
 prefix="${SLURMKUBE_IMAGE_PREFIX:-slurmkube}"
 spank_src="${SLURMKUBE_SPANK_SRC:-$repo/spank}"
 dry_run=0
+staging="" # this run's build contexts, removed at exit
 # Docker's classic builder is everywhere (the BuildKit client plugin is not); our Dockerfiles
 # need nothing newer.
 export DOCKER_BUILDKIT="${DOCKER_BUILDKIT:-0}"
@@ -127,8 +128,8 @@ ensure_rootfs() {
     nice debootstrap --variant=minbase "$SUITE" "$tmp" "$mirror" >"$tmp.log" 2>&1 ||
       { tail -n 20 "$tmp.log" >&2; die "debootstrap failed; log: $tmp.log"; }
     chmod 0755 "$tmp" # mktemp made it 0700; it becomes the image's /
-    tar -C "$tmp" --numeric-owner -cf "$tarball.partial" .
-    mv "$tarball.partial" "$tarball"
+    tar -C "$tmp" --numeric-owner -cf "$tmp.tar" .
+    mv "$tmp.tar" "$tarball"
     rm -rf "$tmp" "$tmp.log"
   fi
   if ! image_exists "$ref"; then
@@ -151,11 +152,10 @@ for name in sorted(values):
 EOF
 }
 
-# Copy what one image is built from into $cache/contexts/<name>: its folder, plus the shared
-# scripts (images/common + constants.sh) or the SPANK sources.
+# Copy what one image is built from into this run's staging dir: its folder, plus the
+# shared scripts (images/common + constants.sh) or the SPANK sources.
 stage_context() {
-  local name="$1" ctx="$cache/contexts/$1"
-  rm -rf "$ctx"
+  local name="$1" ctx="$staging/$1"
   mkdir -p "$ctx"
   cp -a "$here/$name/." "$ctx/"
   case "$name" in
@@ -201,12 +201,14 @@ build_image() {
   fi
   [[ "$name" == jail ]] && args+=(--build-arg "SLURMKUBE_IMAGE_TAG=$tag")
   log "building $ref"
-  local start=$SECONDS
+  local start=$SECONDS buildlog="$cache/logs/build-$name-$tag.$$.log"
+  mkdir -p "$cache/logs"
   if ! nice docker build -t "$ref" --label "io.slurmkube.image=$name" \
-    --label "io.slurmkube.content-hash=$tag" "${args[@]}" "$ctx" >"$cache/build-$name.log" 2>&1; then
-    tail -n 30 "$cache/build-$name.log" >&2
-    die "docker build of $name failed; full log: $cache/build-$name.log"
+    --label "io.slurmkube.content-hash=$tag" "${args[@]}" "$ctx" >"$buildlog" 2>&1; then
+    tail -n 30 "$buildlog" >&2
+    die "docker build of $name failed; full log: $buildlog"
   fi
+  rm -f "$buildlog"
   log "built $ref in $((SECONDS - start)) s"
 }
 
@@ -237,7 +239,10 @@ main() {
     shift
   done
   ((${#wanted[@]})) || wanted=("${ALL_IMAGES[@]}")
-  mkdir -p "$cache"
+  mkdir -p "$cache/contexts"
+  # Per run, so that concurrent builds (tests, engineers) never share a build context.
+  staging="$(mktemp -d "$cache/contexts/run.XXXXXX")"
+  trap 'rm -rf "$staging"' EXIT
   if ((!dry_run)); then
     bash "$here/ensure-docker.sh"
   fi
@@ -247,8 +252,8 @@ main() {
   done
   # The manifest file always describes a complete set: written after full builds only.
   if ((!dry_run)) && [[ "${#wanted[@]}" == "${#ALL_IMAGES[@]}" ]]; then
-    manifest_json >"$cache/images.json.partial"
-    mv "$cache/images.json.partial" "$cache/images.json"
+    manifest_json >"$staging/images.json"
+    mv "$staging/images.json" "$cache/images.json"
     log "done in $((SECONDS - start)) s; manifest: $cache/images.json"
   fi
   manifest_json

@@ -30,7 +30,8 @@ CONTROLLER_POD = "%s-controller-0" % CLUSTER
 CONTROLLER_SERVICE = "%s-controller.%s.svc.cluster.local" % (CLUSTER, NAMESPACE)
 WORKERS = ("%s-cpu-0" % CLUSTER, "%s-cpu-1" % CLUSTER)
 LOGIN_POD = "%s-login-0" % CLUSTER
-JAIL_USER = "alice:x:2000:2000:Alice:/home/alice:/bin/bash"
+JAIL_USER = "alice"
+JAIL_UID = 2000
 NODESET = "cpu"
 
 
@@ -246,6 +247,22 @@ PartitionName=main Nodes={NODESET} Default=YES MaxTime=INFINITE State=UP
     (conf_dir / "cgroup.conf").write_text("CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
 
 
+def write_sshd_config(config_dir: Path) -> None:
+    """The login pods' sshd_config. Hand-written for now; to be replaced by the renderer's."""
+    lines = [
+        "Port %d" % C.SSH_PORT,
+        "HostKey /etc/ssh/ssh_host_ed25519_key",
+        "ChrootDirectory %s" % C.JAIL_MOUNT_PATH,
+        "AuthorizedKeysFile %s/home/%%u/.ssh/authorized_keys" % C.JAIL_MOUNT_PATH,
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin no",
+        "UsePAM no",
+    ]
+    (config_dir / C.SSHD_CONFIG_FILE).write_text("\n".join(lines) + "\n")
+
+
 class Cluster:
     def __init__(self, images: dict, root: Path):
         self.images = images
@@ -258,17 +275,15 @@ class Cluster:
         return "%s-%s" % (host, self.suffix)
 
     def prepare(self) -> None:
-        for d in ("munge", "slurm", "jail/etc", "state", "host-keys"):
+        for d in ("munge", "slurm", "sshd", "jail", "state", "host-keys", "client"):
             (self.root / d).mkdir(parents=True)
         key = self.root / "munge" / C.MUNGE_KEY_SECRET_KEY
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
         write_slurm_config(self.root / "slurm")
-        # A stand-in jail: the marker and the accounts, which live only in the jail.
-        (self.root / "jail" / C.JAIL_MARKER_FILE).write_text("test\n")
-        (self.root / "jail/etc/passwd").write_text(JAIL_USER + "\n")
-        (self.root / "jail/etc/group").write_text("alice:x:2000:\n")
-        (self.root / "jail/etc/shadow").write_text("alice:*:20000:0:99999:7:::\n")
+        write_sshd_config(self.root / "sshd")
+        # A real jail, with a user that exists only there and logs in with a key.
+        populate(self.images, self.root / "jail", "test")
         docker(
             "run",
             "--rm",
@@ -285,6 +300,42 @@ class Cluster:
             "-f",
             "/keys/ssh_host_ed25519_key",
         )
+        docker(
+            "run",
+            "--rm",
+            "--entrypoint",
+            "ssh-keygen",
+            "-v",
+            "%s:/keys" % (self.root / "client"),
+            self.images["login"],
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            "/keys/id_ed25519",
+        )
+        add_user = (
+            f"useradd -m -u {JAIL_UID} -s /bin/bash {JAIL_USER} && usermod -p '*' {JAIL_USER}"
+            f" && install -d -o {JAIL_UID} -g {JAIL_UID} -m 0700 /home/{JAIL_USER}/.ssh"
+            f" && install -o {JAIL_UID} -g {JAIL_UID} -m 0600 /tmp/authorized_keys /home/{JAIL_USER}/.ssh/"
+            " && rm /tmp/authorized_keys"
+        )
+        (self.root / "jail/tmp/authorized_keys").write_text((self.root / "client/id_ed25519.pub").read_text())
+        docker(
+            "run",
+            "--rm",
+            "--entrypoint",
+            "chroot",
+            "-v",
+            "%s:/jail" % (self.root / "jail"),
+            self.images["jail"],
+            "/jail",
+            "sh",
+            "-c",
+            add_user,
+        )
         docker("network", "create", self.network)
 
     def common_args(self, host: str) -> list:
@@ -296,6 +347,8 @@ class Cluster:
             host,
             "--network",
             self.network,
+            "--network-alias",
+            host,
             "-v",
             "%s:%s:ro" % (self.root / "munge", C.MUNGE_KEY_MOUNT_DIR),
             "-v",
@@ -346,6 +399,10 @@ class Cluster:
             "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
             "-v",
             "%s:%s:ro" % (self.root / "host-keys", C.SSH_HOST_KEYS_MOUNT_DIR),
+            "-v",
+            "%s:%s:ro" % (self.root / "sshd", C.SSHD_CONFIG_MOUNT_DIR),
+            "--cap-add",
+            "SYS_ADMIN",  # binds /proc, /dev, Slurm's config and munge's socket into the jail
             "-e",
             "%s=%s" % (C.ENV_ROLE, C.ROLE_LOGIN),
         ]
@@ -429,8 +486,38 @@ def test_login_runs_sshd_with_the_mounted_host_key_and_slurm_clients(cluster):
 
 @pytest.mark.parametrize("host", [CONTROLLER_POD, LOGIN_POD])
 def test_jail_accounts_resolve_on_controller_and_login(cluster, host):
-    assert cluster.exec(host, "getent", "passwd", "alice").stdout.strip() == JAIL_USER
+    entry = cluster.exec(host, "getent", "passwd", JAIL_USER).stdout
+    assert entry.startswith("%s:x:%d:%d:" % (JAIL_USER, JAIL_UID, JAIL_UID))
     assert cluster.exec(host, "getent", "passwd", "slurm").returncode == 0  # the image's own users stay
+
+
+def test_ssh_login_lands_in_the_jail_with_slurm_commands(cluster):
+    session = "cat /%s; test -e /usr/sbin/sshd || echo no-sshd-here; sinfo -h -N -o %%N" % C.JAIL_MARKER_FILE
+    out = docker(
+        "run",
+        "--rm",
+        "--network",
+        cluster.network,
+        "-v",
+        "%s:/keys:ro" % (cluster.root / "client"),
+        "--entrypoint",
+        "ssh",
+        cluster.images["jail"],
+        "-i",
+        "/keys/id_ed25519",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "%s@%s" % (JAIL_USER, LOGIN_POD),
+        session,
+        timeout=60,
+    ).stdout.split()
+    assert out[0] == "test"  # the jail's marker is the session's /
+    assert out[1] == "no-sshd-here"  # the login container's own files are not visible
+    assert set(out[2:]) == set(WORKERS)
 
 
 def test_healthcheck_drains_on_failure_and_resumes_only_its_own_drain(cluster):
