@@ -32,6 +32,7 @@ WORKERS = ("%s-cpu-0" % CLUSTER, "%s-cpu-1" % CLUSTER)
 LOGIN_POD = "%s-login-0" % CLUSTER
 JAIL_USER = "alice"
 JAIL_UID = 2000
+HEALTHCHECK_INTERVAL = 5
 NODESET = "cpu"
 
 
@@ -239,6 +240,8 @@ CommunicationParameters=NoAddrCache
 MailProg=/bin/true
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
+HealthCheckProgram={C.HEALTHCHECK_PROGRAM}
+HealthCheckInterval={HEALTHCHECK_INTERVAL}
 
 NodeSet={NODESET} Feature={NODESET}
 PartitionName=main Nodes={NODESET} Default=YES MaxTime=INFINITE State=UP
@@ -520,28 +523,37 @@ def test_ssh_login_lands_in_the_jail_with_slurm_commands(cluster):
     assert set(out[2:]) == set(WORKERS)
 
 
-def test_healthcheck_drains_on_failure_and_resumes_only_its_own_drain(cluster):
+def test_healthcheck_program_drains_on_failure_and_resumes_only_its_own_drain(cluster):
+    """slurmd runs the check every HEALTHCHECK_INTERVAL seconds, with its bare environment."""
     worker = WORKERS[0]
     marker = cluster.root / "jail" / C.JAIL_MARKER_FILE
     assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 0
 
+    def drained(node: dict) -> bool:
+        return "DRAIN" in node["state"]
+
     marker.rename(marker.with_suffix(".away"))
     try:
-        assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 1
-        node = cluster.node(worker)
-        assert "DRAIN" in node["state"]
+        node = wait_for(
+            "slurmd's health check to drain " + worker,
+            lambda: drained(cluster.node(worker)) and cluster.node(worker),
+            timeout=6 * HEALTHCHECK_INTERVAL,
+        )
         assert node["reason"].startswith(C.DRAIN_REASON_PREFIX + " jail not readable")
+        assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 1
     finally:
         marker.with_suffix(".away").rename(marker)
-
-    assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 0
-    assert "DRAIN" not in cluster.node(worker)["state"]
+    wait_for(
+        "the health check to resume " + worker,
+        lambda: not drained(cluster.node(worker)),
+        timeout=6 * HEALTHCHECK_INTERVAL,
+    )
 
     cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=drain", "reason=admin: bad disk")
     try:
-        assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 0
+        time.sleep(2 * HEALTHCHECK_INTERVAL + 1)
         node = cluster.node(worker)
-        assert "DRAIN" in node["state"] and node["reason"] == "admin: bad disk"
+        assert drained(node) and node["reason"] == "admin: bad disk"
     finally:
         cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume")
 
