@@ -12,7 +12,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="$repo/tests/bench/images.json"
 work="$(mktemp -d /tmp/slurmkube-bench.XXXXXX)"
-prefix="slurmkube-bench-$(basename "$work" | tr 'A-Z.' 'a-z-')"
+prefix="slurmkube-bench-$(echo "${work##*.}" | tr '[:upper:]' '[:lower:]')"
 export SLURMKUBE_CACHE="$work/cache" SLURMKUBE_IMAGE_PREFIX="$prefix"
 
 cleanup() {
@@ -34,8 +34,14 @@ timed_build() {
   awk -v ns="$((end - start))" 'BEGIN { printf "%.1f", ns / 1e9 }'
 }
 
+load="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "cold build..." >&2
 cold=$(timed_build)
+# "built <prefix>/<name>:<tag> in <n> s" lines of the cold build, as "name": n.
+cold_steps="$(sed -n "s|.*built $prefix/\([a-z-]*\):[0-9a-f]* in \([0-9]*\) s|\"\1\": \2|p" "$work/build.log" |
+  paste -sd, -)"
+debootstrap_s="$(awk '/debootstrap trixie/ { split($2, a, ":"); s = a[1]*3600 + a[2]*60 + a[3] }
+  /docker import/ { split($2, a, ":"); print a[1]*3600 + a[2]*60 + a[3] - s; exit }' "$work/build.log")"
 echo "warm build, nothing changed..." >&2
 warm=$(timed_build)
 echo "warm build after an entrypoint edit..." >&2
@@ -51,7 +57,10 @@ cat >"$out" <<JSON
 {
   "measured_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
   "machine": "$(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB, $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release | tr -d '"')",
+  "load_average_at_start": "$load",
   "cold_s": $cold,
+  "cold_debootstrap_s": ${debootstrap_s:-null},
+  "cold_docker_build_s": {$cold_steps},
   "warm_noop_s": $warm,
   "warm_entrypoint_edit_s": $edit,
   "image_bytes": {$sizes}
