@@ -100,23 +100,6 @@ int jail_config_add_bind(struct jail_config *cfg, const char *src, const char *d
 	return 0;
 }
 
-void jail_config_defaults(struct jail_config *cfg)
-{
-	char ignored[8];
-	size_t i;
-
-	memset(cfg, 0, sizeof(*cfg));
-	snprintf(cfg->jail, sizeof(cfg->jail), "%s", JAIL_DEFAULT_PATH);
-	snprintf(cfg->marker, sizeof(cfg->marker), "%s", JAIL_DEFAULT_MARKER);
-	snprintf(cfg->spool, sizeof(cfg->spool), "%s", JAIL_DEFAULT_SPOOL);
-	for (i = 0; i < sizeof(default_binds) / sizeof(default_binds[0]); i++)
-		jail_config_add_bind(cfg, default_binds[i].path, default_binds[i].path,
-				     default_binds[i].flags, true, ignored, sizeof(ignored));
-	for (i = 0; i < sizeof(default_drop_caps) / sizeof(default_drop_caps[0]); i++)
-		cfg->drop_caps |= UINT64_C(1) << default_drop_caps[i];
-	cfg->chroot_fallback = true;
-}
-
 /* Normalise a configured path; `what` names it in the error message. */
 static int parse_path(const char *in, char *out, size_t outlen, const char *what,
 		      char *err, size_t errlen)
@@ -205,6 +188,31 @@ static int parse_bind_list(struct jail_config *cfg, const char *list, bool has_d
 	return 0;
 }
 
+/* "none" or a comma list of paths (not "/"); replaces the list. */
+static int parse_path_list(struct jail_path_list *list, const char *value, const char *key,
+			   char *err, size_t errlen)
+{
+	char copy[4096];
+	char *save = NULL;
+	char *item;
+
+	list->n = 0;
+	if (strcmp(value, "none") == 0)
+		return 0;
+	if (snprintf(copy, sizeof(copy), "%s", value) >= (int) sizeof(copy))
+		return fail(err, errlen, "%s list too long", key);
+	for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		if (list->n >= JAIL_MAX_PATHS)
+			return fail(err, errlen, "%s: more than %d paths", key, JAIL_MAX_PATHS);
+		if (parse_path(item, list->paths[list->n], PATH_MAX, key, err, errlen) < 0)
+			return -1;
+		if (strcmp(list->paths[list->n], "/") == 0)
+			return fail(err, errlen, "%s: '/' is not allowed", key);
+		list->n++;
+	}
+	return 0;
+}
+
 /* "none" or a comma list of capability names; replaces the default set. */
 static int parse_drop_caps(struct jail_config *cfg, const char *list, char *err, size_t errlen)
 {
@@ -276,6 +284,10 @@ static int parse_word(struct jail_config *cfg, const char *word, char *err, size
 		return parse_bind_list(cfg, value, false, err, errlen);
 	if (KEY_IS("submounts"))
 		return parse_bind_list(cfg, value, true, err, errlen);
+	if (KEY_IS("mirrors"))
+		return parse_path_list(&cfg->mirrors, value, "mirrors", err, errlen);
+	if (KEY_IS("hide"))
+		return parse_path_list(&cfg->hide, value, "hide", err, errlen);
 	if (KEY_IS("drop_caps"))
 		return parse_drop_caps(cfg, value, err, errlen);
 	if (KEY_IS("chroot_fallback")) {
@@ -285,6 +297,25 @@ static int parse_word(struct jail_config *cfg, const char *word, char *err, size
 	}
 #undef KEY_IS
 	return fail(err, errlen, "unknown option '%.*s'", (int) klen, word);
+}
+
+void jail_config_defaults(struct jail_config *cfg)
+{
+	char ignored[8];
+	size_t i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->jail, sizeof(cfg->jail), "%s", JAIL_DEFAULT_PATH);
+	snprintf(cfg->marker, sizeof(cfg->marker), "%s", JAIL_DEFAULT_MARKER);
+	snprintf(cfg->spool, sizeof(cfg->spool), "%s", JAIL_DEFAULT_SPOOL);
+	for (i = 0; i < sizeof(default_binds) / sizeof(default_binds[0]); i++)
+		jail_config_add_bind(cfg, default_binds[i].path, default_binds[i].path,
+				     default_binds[i].flags, true, ignored, sizeof(ignored));
+	parse_path_list(&cfg->mirrors, JAIL_DEFAULT_MIRRORS, "mirrors", ignored, sizeof(ignored));
+	parse_path_list(&cfg->hide, JAIL_DEFAULT_HIDE, "hide", ignored, sizeof(ignored));
+	for (i = 0; i < sizeof(default_drop_caps) / sizeof(default_drop_caps[0]); i++)
+		cfg->drop_caps |= UINT64_C(1) << default_drop_caps[i];
+	cfg->chroot_fallback = true;
 }
 
 int jail_config_parse(struct jail_config *cfg, int argc, char **argv, char *err, size_t errlen)

@@ -16,6 +16,10 @@
 #define JAIL_DEFAULT_PATH "/mnt/jail"
 #define JAIL_DEFAULT_MARKER ".slurmkube-jail"
 #define JAIL_DEFAULT_SPOOL "/var/spool/slurmd"
+/* Jail dirs slurmstepd sees at the same node path, for --chdir/--output/--error/--input. */
+#define JAIL_DEFAULT_MIRRORS "/home,/root"
+/* Node paths hidden from the slurmstepd of a root job (munge key, ssh host keys, ...). */
+#define JAIL_DEFAULT_HIDE "/etc/slurmkube"
 
 /* Enough for the built-ins, a generous binds=/submounts= list, and the job's spool dir. */
 #define JAIL_MAX_BINDS 48
@@ -24,6 +28,14 @@ enum jail_bind_flags {
 	JAIL_BIND_RO = 1u << 0,       /* remount the bind read-only */
 	JAIL_BIND_OPTIONAL = 1u << 1, /* skip (with a debug log) when the source is missing */
 	JAIL_BIND_TMPFS = 1u << 2,    /* mount an empty private tmpfs at dst; src unused */
+};
+
+#define JAIL_MAX_PATHS 16
+
+/* A short list of absolute, normalised paths (mirrors=, hide=). */
+struct jail_path_list {
+	char paths[JAIL_MAX_PATHS][PATH_MAX];
+	size_t n;
 };
 
 /* One node-local path made visible inside the jail. */
@@ -39,6 +51,8 @@ struct jail_config {
 	char spool[PATH_MAX];      /* slurmd's SlurmdSpoolDir; the job's own dir is bound */
 	struct jail_bind binds[JAIL_MAX_BINDS];
 	size_t nbinds;
+	struct jail_path_list mirrors; /* jail dirs bound at the same path for slurmstepd */
+	struct jail_path_list hide;    /* node paths covered for a root job's slurmstepd */
 	uint64_t drop_caps;   /* bit n set: drop capability n from the bounding set */
 	bool chroot_fallback; /* use chroot when pivot_root is refused (EPERM/EINVAL) */
 };

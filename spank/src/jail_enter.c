@@ -370,3 +370,111 @@ int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char
 	chdir_job_cwd(plan);
 	return 0;
 }
+
+/*
+ * Bind the jail's directory `path` over the node's directory of the same name,
+ * in slurmstepd's own namespace. The jail side is walked without following
+ * links (root in the jail could point /home at the node's /etc); a path the
+ * jail or the node lacks is skipped.
+ */
+static int mirror_jail_dir(int jail_fd, const char *path, char *err, size_t errlen)
+{
+	char src_path[64], dst_path[64];
+	int src_fd, dst_fd, rc;
+
+	src_fd = jail_open_existing(jail_fd, path, JAIL_NODE_DIR);
+	if (src_fd < 0 && errno == ELOOP)
+		return fail(err, errlen, "mirror %s: a symlink in the jail, which could lead out of it",
+			    path);
+	dst_fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (src_fd < 0 || dst_fd < 0) {
+		slurm_debug("spank_jail: mirror %s skipped: missing in the %s", path,
+			    src_fd < 0 ? "jail" : "node");
+		if (src_fd >= 0)
+			close(src_fd);
+		if (dst_fd >= 0)
+			close(dst_fd);
+		return 0;
+	}
+	fd_path(src_fd, src_path, sizeof(src_path));
+	fd_path(dst_fd, dst_path, sizeof(dst_path));
+	rc = mount(src_path, dst_path, NULL, MS_BIND | MS_REC, NULL);
+	close(src_fd);
+	close(dst_fd);
+	if (rc < 0)
+		return fail(err, errlen, "mirroring %s of the jail: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Make `path` a mount of its own, so it keeps its write access when "/" turns read-only. */
+static int keep_writable(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return fail(err, errlen, "keeping %s writable: %s", path, strerror(errno));
+	return 0;
+}
+
+/* An empty read-only tmpfs over a directory, /dev/null over a file. */
+static int cover(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	int rc;
+
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		rc = mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			   "size=4k,mode=0755");
+	else
+		rc = mount("/dev/null", path, NULL, MS_BIND, NULL);
+	if (rc < 0)
+		return fail(err, errlen, "hiding %s: %s", path, strerror(errno));
+	return 0;
+}
+
+/* A root job's slurmstepd opens its stdio files as root: no node file may be among them. */
+static int protect_node_from_root_job(const struct jail_config *cfg, char *err, size_t errlen)
+{
+	const char *writable[] = { cfg->spool, cfg->jail, "/tmp" };
+	unsigned long flags;
+	size_t i;
+	int root_fd;
+
+	for (i = 0; i < sizeof(writable) / sizeof(writable[0]); i++) {
+		if (keep_writable(writable[i], err, errlen) < 0)
+			return -1;
+	}
+	root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	flags = root_fd >= 0 ? locked_flags(root_fd) : 0;
+	if (root_fd >= 0)
+		close(root_fd);
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL) < 0)
+		return fail(err, errlen, "making the node's / read-only: %s", strerror(errno));
+	for (i = 0; i < cfg->hide.n; i++) {
+		if (cover(cfg->hide.paths[i], err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int jail_confine_stepd(const struct jail_config *cfg, bool root_job, char *err, size_t errlen)
+{
+	size_t i;
+	int jail_fd, rc = 0;
+
+	if (check_jail_marker(cfg, err, errlen) < 0 || make_private_namespace(err, errlen) < 0)
+		return -1;
+	jail_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (jail_fd < 0)
+		return fail(err, errlen, "opening jail %s: %s", cfg->jail, strerror(errno));
+	for (i = 0; i < cfg->mirrors.n && rc == 0; i++)
+		rc = mirror_jail_dir(jail_fd, cfg->mirrors.paths[i], err, errlen);
+	close(jail_fd);
+	if (rc == 0 && root_job)
+		rc = protect_node_from_root_job(cfg, err, errlen);
+	return rc;
+}

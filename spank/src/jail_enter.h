@@ -22,4 +22,15 @@
 int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char *err,
 	       size_t errlen);
 
+/*
+ * Give the calling slurmstepd a private mount namespace (its tasks inherit it)
+ * in which the jail's `mirrors` are bound at the same node paths, so the
+ * job's cwd and the --input/--output/--error files slurmstepd opens on the
+ * node are the jail's. For a root job (root_job), the node's root is also
+ * read-only there (the spool dir, the jail and /tmp stay writable) and the
+ * `hide` paths are covered, so `sbatch -i /etc/slurmkube/munge/munge.key`
+ * reads nothing. Returns 0, or -1 with a message in err.
+ */
+int jail_confine_stepd(const struct jail_config *cfg, bool root_job, char *err, size_t errlen);
+
 #endif

@@ -111,18 +111,19 @@ static int create_component(int dir_fd, const char *name, enum jail_node_kind ki
 	return 0;
 }
 
-static int open_or_create_component(int dir_fd, const char *name, enum jail_node_kind kind)
+static int open_or_create_component(int dir_fd, const char *name, enum jail_node_kind kind,
+				    bool create)
 {
 	int fd = open_component(dir_fd, name, kind);
 
-	if (fd >= 0 || errno != ENOENT)
+	if (fd >= 0 || errno != ENOENT || !create)
 		return fd;
 	if (create_component(dir_fd, name, kind) < 0)
 		return -1;
 	return open_component(dir_fd, name, kind);
 }
 
-int jail_open_mount_point(int root_fd, const char *path, enum jail_node_kind kind)
+static int walk(int root_fd, const char *path, enum jail_node_kind kind, bool create)
 {
 	char name[256];
 	const char *p = path;
@@ -150,7 +151,7 @@ int jail_open_mount_point(int root_fd, const char *path, enum jail_node_kind kin
 			errno = EINVAL;
 			return -1;
 		}
-		next = open_or_create_component(cur, name, last ? kind : JAIL_NODE_DIR);
+		next = open_or_create_component(cur, name, last ? kind : JAIL_NODE_DIR, create);
 		close(cur);
 		if (next < 0)
 			return -1;
@@ -160,4 +161,14 @@ int jail_open_mount_point(int root_fd, const char *path, enum jail_node_kind kin
 			p++;
 	}
 	return cur;
+}
+
+int jail_open_mount_point(int root_fd, const char *path, enum jail_node_kind kind)
+{
+	return walk(root_fd, path, kind, true);
+}
+
+int jail_open_existing(int root_fd, const char *path, enum jail_node_kind kind)
+{
+	return walk(root_fd, path, kind, false);
 }

@@ -46,4 +46,7 @@ enum jail_node_kind {
  */
 int jail_open_mount_point(int root_fd, const char *path, enum jail_node_kind kind);
 
+/* Like jail_open_mount_point, but nothing is created: a missing component is ENOENT. */
+int jail_open_existing(int root_fd, const char *path, enum jail_node_kind kind);
+
 #endif

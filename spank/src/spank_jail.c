@@ -17,6 +17,7 @@
 #include "jail_plan.h"
 
 #include <limits.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -43,6 +44,35 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	jail_config_defaults(&cfg);
 	if (jail_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
 		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
+		return -1;
+	}
+	return ESPANK_SUCCESS;
+}
+
+/*
+ * In slurmstepd, before it opens the job's stdio files and forks the tasks:
+ * its own namespace with the jail's mirrors, and for root jobs a read-only
+ * node root with the secrets hidden (see jail_confine_stepd). Only the tasks
+ * enter the jail: slurmstepd, still holding every capability, must not load
+ * nsswitch modules or plugins that root in the jail could have planted.
+ */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	static struct jail_config cfg;
+	uid_t uid = 0; /* unknown counts as root: the stricter confinement */
+	char err[1024];
+
+	if (!spank_remote(sp))
+		return ESPANK_SUCCESS;
+	jail_config_defaults(&cfg);
+	if (jail_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
+		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
+		return -1;
+	}
+	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+		uid = 0;
+	if (jail_confine_stepd(&cfg, uid == 0, err, sizeof(err)) < 0) {
+		slurm_error("spank_jail: cannot prepare slurmstepd: %s", err);
 		return -1;
 	}
 	return ESPANK_SUCCESS;

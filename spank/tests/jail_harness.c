@@ -1,13 +1,16 @@
 /*
  * Runs the real jail plugin the way slurmstepd does, without Slurm: a forked
- * "task" calls slurm_spank_init and slurm_spank_task_init_privileged with the
- * given plugstack.conf words, then checks from inside what a job would see.
- * Needs root (CAP_SYS_ADMIN); driven by tests/spank/test_spank_namespace.py.
+ * "slurmstepd" calls slurm_spank_init and slurm_spank_init_post_opt, checks
+ * its own view (--stepd-expect-*), then forks a "task" that calls
+ * slurm_spank_task_init_privileged and checks from inside what a job would
+ * see (--expect-*). Needs root (CAP_SYS_ADMIN); driven by
+ * tests/spank/test_spank_namespace.py.
  *
  *   jail_harness [options] -- PLUGIN-WORDS...
  *     --cwd DIR              the task's cwd on the node before the plugin runs
  *     --argv0 PATH           the task's argv[0] (a batch script in the spool dir)
  *     --context remote|local spank context to play (local: srun in the jail)
+ *     --uid N                the job's uid (S_JOB_UID; default 1000, 0: a root job)
  *     --deny-pivot-root      seccomp-deny pivot_root with EPERM, as Docker does
  *     --leak-dir DIR         open DIR as fd 9 without close-on-exec before the
  *                            plugin runs, as a careless slurmstepd might
@@ -17,19 +20,21 @@
  *     --expect-absent PATH   PATH does not exist
  *     --expect-cwd PATH      getcwd() is PATH
  *     --expect-proc          /proc belongs to this process's pid namespace
- *     --expect-readonly DIR  creating a file in DIR fails with EROFS
+ *     --expect-readonly DIR / --expect-writable DIR   DIR's mount is read-only / not
  *     --expect-cap NAME / --expect-no-cap NAME   bounding set has / lacks NAME
  *     --expect-one-root      /proc/self/mountinfo has exactly one mount on "/"
  *                            (the node's root was detached, not stacked on the jail)
+ *     --stepd-expect-...     any --expect-* check, made in "slurmstepd" instead
  *     --exec PATH ARG...     after the checks pass, exec PATH (inside the jail)
  *                            with the ARGs up to "--", as slurmstepd execs the job
  *
  * Before forking, the harness moves itself into a mount namespace whose "/"
  * is shared, like a systemd host's; if the plugin forgot to make its
  * namespace private, its mounts would show up here, and they are compared.
- * Prints "entered" or "enter failed", one line per check, and
- * "host mounts unchanged: yes|no". Exit: 0 all good, 1 a check failed,
- * 2 the plugin refused to enter, 3 the harness's mount table changed, 64 usage.
+ * Prints "stepd ready" (or "stepd failed"), "entered" (or "enter failed"),
+ * one line per check, and "host mounts unchanged: yes|no". Exit: 0 all good,
+ * 1 a check failed, 2 the plugin refused, 3 the harness's mount table
+ * changed, 64 usage.
  */
 #include "jail_config.h"
 #include "slurm_stubs.h"
@@ -46,6 +51,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,11 +59,12 @@
 #define MAX_CHECKS 64
 
 enum check_kind { EXPECT_FILE, EXPECT_ABSENT, EXPECT_CWD, EXPECT_PROC, EXPECT_READONLY,
-		  EXPECT_CAP, EXPECT_NO_CAP, EXPECT_ONE_ROOT };
+		  EXPECT_WRITABLE, EXPECT_CAP, EXPECT_NO_CAP, EXPECT_ONE_ROOT };
 
 struct check {
 	enum check_kind kind;
 	const char *arg;
+	bool stepd; /* made in "slurmstepd", not in the task */
 };
 
 struct options {
@@ -80,12 +87,13 @@ static void usage(void)
 	exit(64);
 }
 
-static void add_check(struct options *o, enum check_kind kind, const char *arg)
+static void add_check(struct options *o, enum check_kind kind, const char *arg, bool stepd)
 {
 	if (o->nchecks >= MAX_CHECKS)
 		usage();
 	o->checks[o->nchecks].kind = kind;
 	o->checks[o->nchecks].arg = arg;
+	o->checks[o->nchecks].stepd = stepd;
 	o->nchecks++;
 }
 
@@ -95,6 +103,7 @@ static const struct {
 } check_flags[] = {
 	{ "--expect-file", EXPECT_FILE },     { "--expect-absent", EXPECT_ABSENT },
 	{ "--expect-cwd", EXPECT_CWD },       { "--expect-readonly", EXPECT_READONLY },
+	{ "--expect-writable", EXPECT_WRITABLE },
 	{ "--expect-cap", EXPECT_CAP },       { "--expect-no-cap", EXPECT_NO_CAP },
 };
 
@@ -102,22 +111,26 @@ static const struct {
 static int parse_valued(struct options *o, int argc, char **argv, int *i)
 {
 	const char *flag = argv[*i];
+	bool stepd = strncmp(flag, "--stepd-", 8) == 0;
 	size_t k;
 
 	for (k = 0; k < sizeof(check_flags) / sizeof(check_flags[0]); k++) {
-		if (strcmp(flag, check_flags[k].flag) == 0) {
+		/* "--stepd-expect-x" names the same check as "--expect-x" */
+		if (strcmp(stepd ? flag + 8 : flag + 2, check_flags[k].flag + 2) == 0) {
 			if (++*i >= argc)
 				usage();
-			add_check(o, check_flags[k].kind, argv[*i]);
+			add_check(o, check_flags[k].kind, argv[*i], stepd);
 			return 1;
 		}
 	}
 	if (strcmp(flag, "--cwd") && strcmp(flag, "--argv0") && strcmp(flag, "--context")
-	    && strcmp(flag, "--leak-dir"))
+	    && strcmp(flag, "--leak-dir") && strcmp(flag, "--uid"))
 		return 0;
 	if (++*i >= argc)
 		usage();
-	if (strcmp(flag, "--leak-dir") == 0)
+	if (strcmp(flag, "--uid") == 0)
+		stub_uid = (uid_t) strtoul(argv[*i], NULL, 10);
+	else if (strcmp(flag, "--leak-dir") == 0)
 		o->leak_dir = argv[*i];
 	else if (strcmp(flag, "--cwd") == 0)
 		o->cwd = argv[*i];
@@ -155,9 +168,9 @@ static void parse_options(struct options *o, int argc, char **argv)
 		else if (strcmp(argv[i], "--no-test-namespace") == 0)
 			o->no_test_namespace = true;
 		else if (strcmp(argv[i], "--expect-proc") == 0)
-			add_check(o, EXPECT_PROC, NULL);
+			add_check(o, EXPECT_PROC, NULL, false);
 		else if (strcmp(argv[i], "--expect-one-root") == 0)
-			add_check(o, EXPECT_ONE_ROOT, NULL);
+			add_check(o, EXPECT_ONE_ROOT, NULL, false);
 		else if (!parse_valued(o, argc, argv, &i))
 			usage();
 	}
@@ -222,18 +235,13 @@ static int check_proc(void)
 	return report(strcmp(link, want) == 0, "/proc/self is our pid", want);
 }
 
-static int check_readonly(const char *dir)
+/* Asked of the mount, so the check writes nothing (DIR may be the node's own root). */
+static int check_readonly(const char *dir, bool want)
 {
-	char path[4096];
-	int fd;
+	struct statvfs sv;
+	int ro = statvfs(dir, &sv) == 0 ? !!(sv.f_flag & ST_RDONLY) : -1;
 
-	snprintf(path, sizeof(path), "%s/.harness-write-probe", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		close(fd);
-		unlink(path);
-	}
-	return report(fd < 0 && errno == EROFS, "read-only", dir);
+	return report(ro == (want ? 1 : 0), want ? "read-only" : "writable", dir);
 }
 
 static int check_cap(const char *name, bool want)
@@ -279,7 +287,9 @@ static int run_check(const struct check *c)
 	case EXPECT_PROC:
 		return check_proc();
 	case EXPECT_READONLY:
-		return check_readonly(c->arg);
+		return check_readonly(c->arg, true);
+	case EXPECT_WRITABLE:
+		return check_readonly(c->arg, false);
 	case EXPECT_CAP:
 		return check_cap(c->arg, true);
 	case EXPECT_NO_CAP:
@@ -304,39 +314,74 @@ static int leak_directory(const char *path)
 	return 0;
 }
 
-/* The forked task: what slurmstepd's child does, then the checks. */
-static int run_task(struct options *o)
+static int run_checks(const struct options *o, bool stepd)
 {
-	char *default_argv0[] = { "/bin/true", NULL };
 	int failed = 0, i;
 
-	stub_context = o->local_context ? S_CTX_LOCAL : S_CTX_REMOTE;
-	stub_argv = default_argv0;
-	if (o->argv0)
-		stub_argv[0] = (char *) o->argv0;
-	stub_argc = 1;
-	if (o->cwd && chdir(o->cwd) < 0) {
-		perror(o->cwd);
-		return 64;
+	for (i = 0; i < o->nchecks; i++) {
+		if (o->checks[i].stepd == stepd)
+			failed |= run_check(&o->checks[i]);
 	}
+	return failed;
+}
+
+/* The forked task: what slurmstepd's child does, then the checks. */
+static int run_task(const struct options *o)
+{
+	int failed;
+
 	if (o->leak_dir && leak_directory(o->leak_dir) < 0)
 		return 64;
-	if (o->deny_pivot_root)
-		deny_pivot_root();
-	if (slurm_spank_init(NULL, o->plugin_argc, o->plugin_argv) < 0
-	    || slurm_spank_task_init_privileged(NULL, o->plugin_argc, o->plugin_argv) < 0) {
+	if (slurm_spank_task_init_privileged(NULL, o->plugin_argc, o->plugin_argv) < 0) {
 		printf("enter failed\n");
 		return 2;
 	}
 	printf("entered\n");
-	for (i = 0; i < o->nchecks; i++)
-		failed |= run_check(&o->checks[i]);
+	failed = run_checks(o, false);
 	if (failed || !o->exec_argv)
 		return failed;
 	fflush(stdout);
 	execv(o->exec_argv[0], o->exec_argv);
 	printf("exec %s: %s\n", o->exec_argv[0], strerror(errno));
 	return 1;
+}
+
+/* "slurmstepd": init and init_post_opt, its own checks, then one task. */
+static int run_stepd(const struct options *o)
+{
+	static char *argv0[] = { "/bin/true", NULL };
+	int failed, status;
+	pid_t pid;
+
+	stub_context = o->local_context ? S_CTX_LOCAL : S_CTX_REMOTE;
+	if (o->argv0)
+		argv0[0] = (char *) o->argv0;
+	stub_argv = argv0;
+	stub_argc = 1;
+	if (o->cwd && chdir(o->cwd) < 0) {
+		perror(o->cwd);
+		return 64;
+	}
+	if (o->deny_pivot_root)
+		deny_pivot_root();
+	if (slurm_spank_init(NULL, o->plugin_argc, o->plugin_argv) < 0
+	    || slurm_spank_init_post_opt(NULL, o->plugin_argc, o->plugin_argv) < 0) {
+		printf("stepd failed\n");
+		return 2;
+	}
+	printf("stepd ready\n");
+	failed = run_checks(o, true);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		int rc = run_task(o);
+
+		fflush(stdout);
+		_exit(rc);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return 64;
+	return WEXITSTATUS(status) ? WEXITSTATUS(status) : failed;
 }
 
 static char *read_mountinfo(void)
@@ -382,7 +427,7 @@ int main(int argc, char **argv)
 		return 64;
 	}
 	if (pid == 0) {
-		rc = run_task(&o);
+		rc = run_stepd(&o);
 		fflush(stdout);
 		_exit(rc);
 	}

@@ -11,6 +11,7 @@
 spank_context_t stub_context = S_CTX_REMOTE;
 int stub_argc;
 char **stub_argv;
+uid_t stub_uid = 1000;
 
 int spank_remote(spank_t sp)
 {
@@ -30,14 +31,18 @@ spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
 	char ***argv;
 
 	(void) sp;
-	if (item != S_JOB_ARGV || stub_context != S_CTX_REMOTE)
+	if (stub_context != S_CTX_REMOTE || (item != S_JOB_ARGV && item != S_JOB_UID))
 		return ESPANK_NOT_AVAIL;
 	va_start(ap, item);
-	argc = va_arg(ap, int *);
-	argv = va_arg(ap, char ***);
+	if (item == S_JOB_UID) {
+		*va_arg(ap, uid_t *) = stub_uid;
+	} else {
+		argc = va_arg(ap, int *);
+		argv = va_arg(ap, char ***);
+		*argc = stub_argc;
+		*argv = stub_argv;
+	}
 	va_end(ap);
-	*argc = stub_argc;
-	*argv = stub_argv;
 	return ESPANK_SUCCESS;
 }
 

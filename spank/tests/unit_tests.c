@@ -222,6 +222,27 @@ static void test_mount_point_kind_mismatch(void)
 	scratch_remove(&s);
 }
 
+static void test_open_existing_creates_nothing(void)
+{
+	struct scratch s;
+	char link[128];
+	int fd;
+
+	scratch_make(&s);
+	errno = 0;
+	CHECK(jail_open_existing(s.jail_fd, "/home", JAIL_NODE_DIR) < 0 && errno == ENOENT);
+	CHECK(!exists(s.jail, "home"));
+	snprintf(link, sizeof(link), "%s/home", s.jail);
+	CHECK(symlink(s.outside, link) == 0);
+	CHECK(jail_open_existing(s.jail_fd, "/home", JAIL_NODE_DIR) < 0 && errno == ELOOP);
+	unlink(link);
+	mkdir(link, 0755);
+	fd = jail_open_existing(s.jail_fd, "/home", JAIL_NODE_DIR);
+	CHECK(fd >= 0);
+	close(fd);
+	scratch_remove(&s);
+}
+
 /* ---- jail_config -------------------------------------------------------- */
 
 static const struct jail_bind *bind_to(const struct jail_config *cfg, const char *dst)
@@ -265,6 +286,23 @@ static void test_defaults_match_constants(void)
 	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_CHOWN)));
 	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_SETUID)));
 	CHECK(cfg.chroot_fallback);
+	CHECK(cfg.mirrors.n == 2);
+	CHECK_STR(cfg.mirrors.paths[0], "/home");
+	CHECK_STR(cfg.mirrors.paths[1], "/root");
+	CHECK(cfg.hide.n == 1);
+	CHECK_STR(cfg.hide.paths[0], "/etc/slurmkube");
+}
+
+static void test_mirrors_and_hide_replace_their_defaults(void)
+{
+	static struct jail_config cfg;
+	char err[512];
+	char *argv[] = { "mirrors=/home,/data//", "hide=none" };
+
+	CHECK(parse(&cfg, err, 2, argv) == 0);
+	CHECK(cfg.mirrors.n == 2);
+	CHECK_STR(cfg.mirrors.paths[1], "/data");
+	CHECK(cfg.hide.n == 0);
 }
 
 static void test_parse_full_line(void)
@@ -369,6 +407,8 @@ static void test_bad_arguments_are_refused(void)
 	expect_refused("submounts=/scratch:../x", "absolute");
 	expect_refused("drop_caps=sys_admin,bogus", "unknown capability 'bogus'");
 	expect_refused("chroot_fallback=maybe", "yes or no");
+	expect_refused("mirrors=/", "'/' is not allowed");
+	expect_refused("hide=etc", "absolute");
 }
 
 static void test_too_many_binds_refused(void)
@@ -463,7 +503,11 @@ int main(void)
 	    test_mount_point_refuses_relative_symlink_escape);
 	run("path: symlinked file in the jail is not followed", test_mount_point_refuses_symlinked_file);
 	run("path: mount point of the wrong kind is refused", test_mount_point_kind_mismatch);
+	run("path: open_existing creates nothing and follows no symlink",
+	    test_open_existing_creates_nothing);
 	run("config: defaults match constants.py", test_defaults_match_constants);
+	run("config: mirrors= and hide= replace their defaults",
+	    test_mirrors_and_hide_replace_their_defaults);
 	run("config: parses a full plugstack line", test_parse_full_line);
 	run("config: binds replace a built-in with the same target",
 	    test_binds_replace_builtin_with_same_target);

@@ -77,6 +77,16 @@ def test_docker_default_seccomp_gets_the_chroot_fallback(image):
     assert "pivot_root into /srv/t/jail refused (Operation not permitted), falling back to chroot" in result.stderr
 
 
+def test_root_job_in_a_container_gets_a_read_only_node_for_its_slurmstepd(image):
+    script = SETUP + (
+        "mkdir -p /etc/slurmkube/munge && echo secret > /etc/slurmkube/munge/munge.key\n"
+        "%s --uid 0 --stepd-expect-readonly / --stepd-expect-absent /etc/slurmkube/munge/munge.key "
+        "--stepd-expect-writable /srv/t/jail %s --expect-writable / -- %s" % (HARNESS, IN_JAIL, WORDS)
+    )
+    result = in_container(image, script, "--cap-add", "SYS_ADMIN")
+    assert result.returncode == 0
+
+
 def test_unconfined_seccomp_gets_pivot_root(image):
     script = SETUP + "%s %s --expect-one-root --expect-cap sys_chroot -- %s" % (HARNESS, IN_JAIL, WORDS)
     result = in_container(image, script, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined")

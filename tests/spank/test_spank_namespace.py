@@ -188,7 +188,6 @@ def test_node_config_and_ro_binds_are_read_only(layout, harness):
         "%s/gpu-libs" % layout.node,
     )
     assert run.returncode == 0
-    assert not (layout.node / "etc-slurm" / ".harness-write-probe").exists()
 
 
 def test_only_this_jobs_spool_dir_is_visible(layout, harness):
@@ -323,6 +322,61 @@ def test_directory_fd_left_open_by_slurmstepd_does_not_reach_the_job(layout, har
     run = harness(layout.words(), "--leak-dir", str(layout.root), "--exec", "/probe", "fd9:host-only.txt")
     assert run.returncode == 0
     assert "denied fd9:host-only.txt: Bad file descriptor" in run.stdout
+
+
+def test_slurmstepd_sees_the_jails_mirrored_dirs_at_their_node_paths(layout, harness):
+    """slurmstepd opens --output/--error/--input and the cwd on the node: there they must be the jail's."""
+    shared = layout.root / "shared"
+    write(layout.jail / str(shared).lstrip("/") / "from-jail.txt", "jail\n")
+    write(shared / "from-node.txt", "node\n")
+    run = harness(
+        layout.words("mirrors=%s" % shared),
+        *("--stepd-expect-file", "%s/from-jail.txt=jail" % shared),
+        *("--stepd-expect-absent", "%s/from-node.txt" % shared),
+        *("--expect-file", "%s/from-jail.txt=jail" % shared),
+    )
+    assert run.returncode == 0
+
+
+def test_mirror_through_a_planted_symlink_fails_the_step(layout, harness):
+    shared = layout.root / "shared"
+    shared.mkdir()
+    (layout.jail / str(layout.root).lstrip("/")).mkdir(parents=True)
+    (layout.jail / str(shared).lstrip("/")).symlink_to("/etc")
+    run = harness(layout.words("mirrors=%s" % shared))
+    assert run.returncode == 2 and "stepd failed" in run.stdout
+    assert "a symlink in the jail, which could lead out of it" in run.stderr
+
+
+def test_root_jobs_slurmstepd_cannot_read_node_secrets_or_write_the_node(layout, harness):
+    """sbatch -i <munge key> / -o /etc/passwd as root: slurmstepd opens those as root, on the node."""
+    secrets = layout.root / "node-secrets"
+    write(secrets / "munge.key", "secret\n")
+    run = harness(
+        layout.words("hide=%s" % secrets),
+        *("--uid", "0"),
+        *("--stepd-expect-absent", "%s/munge.key" % secrets),
+        *("--stepd-expect-readonly", "/"),
+        *("--stepd-expect-writable", str(layout.spool)),
+        *("--stepd-expect-writable", str(layout.jail)),
+        *("--stepd-expect-writable", "/tmp"),
+        # the task still gets a writable jail
+        *("--expect-file", "/jail-only.txt=jail", "--expect-writable", "/"),
+    )
+    assert run.returncode == 0
+    assert (secrets / "munge.key").read_text() == "secret\n"
+
+
+def test_other_users_slurmstepd_keeps_the_node_as_it_is(layout, harness):
+    secrets = layout.root / "node-secrets"
+    write(secrets / "munge.key", "secret\n")
+    run = harness(
+        layout.words("hide=%s" % secrets),
+        *("--uid", "1000"),
+        *("--stepd-expect-file", "%s/munge.key" % secrets),
+        *("--stepd-expect-writable", "/"),
+    )
+    assert run.returncode == 0
 
 
 def test_clients_in_the_jail_are_left_alone(layout, harness):

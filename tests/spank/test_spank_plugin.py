@@ -70,6 +70,7 @@ def test_plugin_exports_only_what_slurm_looks_up(spank_build):
         "plugin_version",
         "spank_plugin_version",
         "slurm_spank_init",
+        "slurm_spank_init_post_opt",
         "slurm_spank_task_init_privileged",
     }
 
@@ -97,6 +98,9 @@ def test_c_defaults_are_the_shared_constants():
     assert define("JAIL_DEFAULT_SPOOL") == C.SLURMD_SPOOL_DIR
     for path in (C.SLURM_CONFIG_DIR, C.MUNGE_SOCKET_DIR):
         assert '{ "%s",' % path in source
+    hidden = define("JAIL_DEFAULT_HIDE").split(",")
+    for secret_dir in (C.MUNGE_KEY_MOUNT_DIR, C.SSH_HOST_KEYS_MOUNT_DIR, C.SSHD_CONFIG_MOUNT_DIR):
+        assert any(secret_dir == h or secret_dir.startswith(h + "/") for h in hidden), secret_dir
     plugin_dir = re.search(r"^PLUGIN_DIR \?= (\S+)$", makefile, re.MULTILINE).group(1)
     assert "%s/spank_jail.so" % plugin_dir == C.SPANK_PLUGIN_PATH
 
