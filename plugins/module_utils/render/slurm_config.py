@@ -128,9 +128,8 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         "SchedulerType": "sched/backfill",
         "ReturnToService": 2,
         "MaxNodeCount": spec.slurm.max_node_count,
-        # Nodes are pods: slurmctld reaches each one directly, addresses change on restart.
+        # Nodes are pods that come and go: slurmctld reaches each one directly.
         "TreeWidth": 65533,
-        "CommunicationParameters": ["NoAddrCache"],
         "SrunPortRange": "%d-%d" % C.SRUN_PORT_RANGE,
         "SlurmdTimeout": 120,
         "SlurmctldTimeout": 60,

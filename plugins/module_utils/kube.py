@@ -1,0 +1,132 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A thin Kubernetes client: get, list, server-side apply, delete, exec. It knows no model."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+try:
+    from kubernetes import config as kube_config
+    from kubernetes.client import ApiClient, CoreV1Api
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import NotFoundError
+    from kubernetes.stream import stream
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError as exc:  # the modules report it with missing_required_lib
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = exc
+
+Obj = Dict[str, Any]
+
+
+class KubeError(Exception):
+    """A Kubernetes call failed; the message names the object and the reason."""
+
+
+def api_client(kubeconfig: Optional[str] = None, context: Optional[str] = None) -> Any:
+    """An ApiClient from a kubeconfig, or from the pod's service account when none is given."""
+    if not HAS_KUBERNETES:
+        raise KubeError("the Python 'kubernetes' package is required: %s" % KUBERNETES_IMPORT_ERROR)
+    if kubeconfig is None and context is None:
+        try:
+            kube_config.load_incluster_config()
+            return ApiClient()
+        except kube_config.ConfigException:
+            pass
+    return kube_config.new_client_from_config(config_file=kubeconfig, context=context)
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    return "%s %s/%s" % (obj.get("kind"), meta.get("namespace", ""), meta.get("name"))
+
+
+class Kube:
+    """The few calls the product makes, with errors turned into KubeError."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.dynamic = DynamicClient(client)
+        self.writes = 0  # create/patch/delete calls made, to prove a no-op reconcile writes nothing
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[Obj]:
+        """The object as a dict, or None when it does not exist."""
+        try:
+            return self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+        except Exception as exc:
+            raise KubeError("cannot read %s %s/%s: %s" % (kind, namespace or "", name, exc)) from exc
+
+    def list(self, api_version: str, kind: str, namespace: Optional[str] = None,
+             labels: Optional[Mapping[str, str]] = None) -> List[Obj]:
+        """Objects of a kind, optionally filtered by labels."""
+        selector = ",".join("%s=%s" % kv for kv in sorted((labels or {}).items())) or None
+        try:
+            result = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector)
+        except Exception as exc:
+            raise KubeError("cannot list %s in %s: %s" % (kind, namespace or "all namespaces", exc)) from exc
+        return [item.to_dict() for item in result.items]
+
+    def apply(self, obj: Mapping[str, Any], dry_run: bool = False) -> Obj:
+        """Server-side apply with our field manager; returns the object as the server has it."""
+        meta = obj["metadata"]
+        try:
+            resource = self._resource(obj["apiVersion"], obj["kind"])
+            kwargs = {"dry_run": "All"} if dry_run else {}
+            result = resource.server_side_apply(body=dict(obj), name=meta["name"], namespace=meta.get("namespace"),
+                                                field_manager=C.FIELD_MANAGER, force_conflicts=True, **kwargs)
+        except Exception as exc:
+            raise KubeError("cannot apply %s: %s" % (_describe(obj), exc)) from exc
+        if not dry_run:
+            self.writes += 1
+        return result.to_dict()
+
+    def apply_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        """Server-side apply of the status subresource only."""
+        meta = obj["metadata"]
+        body = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                "metadata": {"name": meta["name"], "namespace": meta.get("namespace")}, "status": dict(status)}
+        try:
+            self._resource(obj["apiVersion"], obj["kind"]).status.server_side_apply(
+                body=body, name=meta["name"], namespace=meta.get("namespace"),
+                field_manager=C.FIELD_MANAGER, force_conflicts=True)
+        except Exception as exc:
+            raise KubeError("cannot update status of %s: %s" % (_describe(obj), exc)) from exc
+        self.writes += 1
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None,
+               propagation: str = "Background") -> bool:
+        """Delete an object; False when it was already gone."""
+        try:
+            self._resource(api_version, kind).delete(name=name, namespace=namespace,
+                                                     body={"propagationPolicy": propagation})
+        except NotFoundError:
+            return False
+        except Exception as exc:
+            raise KubeError("cannot delete %s %s/%s: %s" % (kind, namespace or "", name, exc)) from exc
+        self.writes += 1
+        return True
+
+    def exec(self, namespace: str, pod: str, container: str, command: Sequence[str],
+             timeout: int = 60) -> Tuple[int, str, str]:
+        """Run a command in a container through the exec API: (exit code, stdout, stderr)."""
+        try:
+            resp = stream(CoreV1Api(self.client).connect_get_namespaced_pod_exec, pod, namespace,
+                          container=container, command=list(command), stderr=True, stdin=False,
+                          stdout=True, tty=False, _preload_content=False)
+            resp.run_forever(timeout=timeout)
+            out, err = resp.read_stdout(), resp.read_stderr()
+            code = resp.returncode
+            resp.close()
+        except Exception as exc:
+            raise KubeError("cannot exec %s in %s/%s: %s" % (command[0], namespace, pod, exc)) from exc
+        return (code if code is not None else -1), out or "", err or ""

@@ -1,0 +1,148 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What to do to a node set's Slurm nodes and pods next: pure decisions, no I/O.
+
+Scale-down drains the nodes that go, waits until they are idle (or requeues their jobs once
+the drain timeout has passed), removes them from slurmctld and only then lets the
+StatefulSet delete their pods, so `sinfo` never lists a node that no longer exists and no
+job is killed without being requeued. Updates replace one node at a time, each drained and
+idle first. The decisions depend only on what Slurm and Kubernetes report: the drain
+reasons carry their start time, so an operator restart picks up where it was.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmNode
+
+PURPOSE_SCALE_DOWN = "scale-down"
+PURPOSE_UPDATE = "update"
+_REASON_RE = re.compile(r"^%s ?(?P<purpose>[a-z-]+) since (?P<since>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$"
+                        % re.escape(C.DRAIN_REASON_PREFIX))
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class NodeAction(NamedTuple):
+    """One step on one node: drain, resume, requeue (its jobs), delete (from Slurm), delete-pod."""
+
+    kind: str
+    node: str
+    reason: str = ""
+
+
+class ScalePlan(NamedTuple):
+    """Where a node set's StatefulSet should be now, and the node steps to get closer."""
+
+    replicas: int
+    actions: List[NodeAction]
+    leaving: List[str]
+
+
+def drain_reason(purpose: str, since: datetime.datetime) -> str:
+    """Our drain reason: prefixed, with the purpose and when it started (UTC)."""
+    return "%s %s since %s" % (C.DRAIN_REASON_PREFIX, purpose, since.astimezone(datetime.timezone.utc)
+                               .strftime(_TIME_FORMAT))
+
+
+def parse_drain_reason(reason: str) -> Optional[Tuple[str, datetime.datetime]]:
+    """(purpose, start) of a reason we wrote, None for anyone else's."""
+    match = _REASON_RE.match(reason or "")
+    if not match:
+        return None
+    since = datetime.datetime.strptime(match.group("since"), _TIME_FORMAT).replace(tzinfo=datetime.timezone.utc)
+    return match.group("purpose"), since
+
+
+def _ours(node: SlurmNode, purpose: str) -> Optional[datetime.datetime]:
+    parsed = parse_drain_reason(node.reason) if node.draining else None
+    return parsed[1] if parsed and parsed[0] == purpose else None
+
+
+def _leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timedelta) -> Optional[NodeAction]:
+    """The next step for a node that must leave the cluster, None while waiting for its jobs."""
+    if not node.draining:
+        return NodeAction("drain", node.name, drain_reason(PURPOSE_SCALE_DOWN, now))
+    if not node.busy:
+        return NodeAction("delete", node.name)
+    since = _ours(node, PURPOSE_SCALE_DOWN)
+    if since is not None and now - since >= timeout:
+        return NodeAction("requeue", node.name)
+    return None
+
+
+def plan_scale(base: str, desired: int, current: int, nodes: Mapping[str, SlurmNode],
+               now: datetime.datetime, drain_timeout_seconds: int) -> ScalePlan:
+    """Steps for a node set whose pods are '<base>-<ordinal>'.
+
+    Scaling up is immediate (new pods register themselves), and nodes we drained for an
+    earlier scale-down that are wanted again are resumed. Scaling down keeps a pod until its
+    node is gone from Slurm; the StatefulSet shrinks past a node only then.
+    """
+    actions: List[NodeAction] = []
+    for ordinal in range(min(desired, current)):
+        node = nodes.get("%s-%d" % (base, ordinal))
+        if node is not None and _ours(node, PURPOSE_SCALE_DOWN) is not None:
+            actions.append(NodeAction("resume", node.name))
+    if desired >= current:
+        return ScalePlan(desired, actions, [])
+    timeout = datetime.timedelta(seconds=drain_timeout_seconds)
+    leaving = ["%s-%d" % (base, ordinal) for ordinal in range(desired, current)]
+    for name in leaving:
+        node = nodes.get(name)
+        step = _leave_step(node, now, timeout) if node is not None else None
+        if step is not None:
+            actions.append(step)
+    replicas = current
+    while replicas > desired and "%s-%d" % (base, replicas - 1) not in nodes:
+        replicas -= 1
+    return ScalePlan(replicas, actions, [n for n in leaving if n in nodes])
+
+
+class PodView(NamedTuple):
+    """What the update planner needs to know of a worker pod."""
+
+    name: str
+    revision: str
+    ready: bool
+    terminating: bool
+
+
+def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[str, SlurmNode],
+                now: datetime.datetime) -> List[NodeAction]:
+    """Replace outdated pods one at a time, each drained and idle first; resume replaced ones.
+
+    There is no timeout here: a configuration change never requeues a running job.
+    """
+    actions: List[NodeAction] = []
+    for pod in pods:
+        node = nodes.get(pod.name)
+        if pod.revision == target_revision and pod.ready and node is not None \
+                and _ours(node, PURPOSE_UPDATE) is not None and node.responding:
+            actions.append(NodeAction("resume", pod.name))
+    outdated = sorted((p for p in pods if p.revision != target_revision), key=lambda p: p.name)
+    if not outdated or any(p.terminating for p in pods):
+        return actions
+    in_progress = [p for p in outdated if pod_is_draining_for_update(nodes.get(p.name))]
+    for pod in in_progress or outdated[:1]:
+        node = nodes.get(pod.name)
+        if node is None or not node.responding:
+            actions.append(NodeAction("delete-pod", pod.name))
+        elif not node.draining:
+            actions.append(NodeAction("drain", pod.name, drain_reason(PURPOSE_UPDATE, now)))
+        elif not node.busy:
+            actions.append(NodeAction("delete-pod", pod.name))
+    return actions
+
+
+def pod_is_draining_for_update(node: Optional[SlurmNode]) -> bool:
+    """A node we are already replacing."""
+    return node is not None and _ours(node, PURPOSE_UPDATE) is not None
+
+
+def nodes_by_name(nodes: Sequence[SlurmNode]) -> Dict[str, SlurmNode]:
+    """Index nodes by name."""
+    return {n.name: n for n in nodes}

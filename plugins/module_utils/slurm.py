@@ -1,0 +1,125 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm control through its command-line tools, reading only their JSON output.
+
+The commands run wherever the caller's ``run`` sends them: the operator sends them to the
+controller pod through the Kubernetes exec API (the pod already has munge and the
+config, and no extra daemon or token is needed, unlike slurmrestd).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, FrozenSet, List, NamedTuple, Sequence, Tuple
+
+Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
+
+BUSY_STATES = frozenset(("ALLOCATED", "MIXED", "COMPLETING"))
+
+
+class SlurmError(Exception):
+    """A Slurm command failed; the message carries its error output."""
+
+
+class SlurmNode(NamedTuple):
+    """One node as slurmctld sees it."""
+
+    name: str
+    states: FrozenSet[str]
+    reason: str
+    features: Tuple[str, ...]
+
+    @property
+    def busy(self) -> bool:
+        """Jobs are running or finishing on it."""
+        return bool(self.states & BUSY_STATES)
+
+    @property
+    def draining(self) -> bool:
+        """No new job may start on it."""
+        return "DRAIN" in self.states
+
+    @property
+    def responding(self) -> bool:
+        """slurmd answers (a deleted pod's node stops answering)."""
+        return not ({"DOWN", "NOT_RESPONDING"} & self.states)
+
+
+class SlurmJob(NamedTuple):
+    """One job from squeue."""
+
+    job_id: int
+    states: FrozenSet[str]
+    nodes: str
+
+
+def parse_nodes(text: str) -> List[SlurmNode]:
+    """Nodes from `scontrol show nodes --json`."""
+    data = json.loads(text)
+    return [
+        SlurmNode(
+            name=node["name"],
+            states=frozenset(node.get("state") or ()),
+            reason=node.get("reason") or "",
+            features=tuple(node.get("active_features") or node.get("features") or ()),
+        )
+        for node in data.get("nodes", [])
+    ]
+
+
+def parse_jobs(text: str) -> List[SlurmJob]:
+    """Jobs from `squeue --json`."""
+    data = json.loads(text)
+    return [
+        SlurmJob(job_id=int(job["job_id"]), states=frozenset(job.get("job_state") or ()), nodes=job.get("nodes") or "")
+        for job in data.get("jobs", [])
+    ]
+
+
+class SlurmControl:
+    """The Slurm operations the product needs, over any command runner."""
+
+    def __init__(self, run: Runner) -> None:
+        self.run = run
+
+    def _call(self, argv: Sequence[str]) -> str:
+        code, out, err = self.run(argv)
+        if code != 0:
+            raise SlurmError("%s failed (exit %d): %s" % (" ".join(argv), code, (err or out).strip()))
+        return out
+
+    def nodes(self) -> List[SlurmNode]:
+        """Every node slurmctld knows."""
+        return parse_nodes(self._call(["scontrol", "show", "nodes", "--json"]))
+
+    def jobs_on(self, nodes: Sequence[str]) -> List[SlurmJob]:
+        """Jobs that hold any of these nodes."""
+        if not nodes:
+            return []
+        return parse_jobs(self._call(["squeue", "--json", "--nodelist=%s" % ",".join(nodes)]))
+
+    def drain(self, nodes: Sequence[str], reason: str) -> None:
+        """No new jobs on these nodes; running ones go on."""
+        self._update(nodes, "state=drain", "reason=%s" % reason)
+
+    def resume(self, nodes: Sequence[str]) -> None:
+        """Take the nodes back into service."""
+        self._update(nodes, "state=resume")
+
+    def _update(self, nodes: Sequence[str], *words: str) -> None:
+        if nodes:
+            self._call(["scontrol", "update", "nodename=%s" % ",".join(nodes), *words])
+
+    def delete(self, nodes: Sequence[str]) -> None:
+        """Forget dynamic nodes (Slurm refuses while a job runs there)."""
+        if nodes:
+            self._call(["scontrol", "delete", "nodename=%s" % ",".join(nodes)])
+
+    def requeue(self, job_ids: Sequence[int]) -> None:
+        """Put jobs back in the queue; they start again elsewhere."""
+        if job_ids:
+            self._call(["scontrol", "requeue", ",".join(str(j) for j in job_ids)])
+
+    def reconfigure(self) -> None:
+        """Re-read the configuration files on slurmctld and every slurmd."""
+        self._call(["scontrol", "reconfigure"])

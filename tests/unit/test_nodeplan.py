@@ -1,0 +1,154 @@
+"""Scale and update decisions, on node states recorded from a real Slurm 24.11 controller."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from examples import FIXTURES
+
+from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
+    NodeAction,
+    PodView,
+    drain_reason,
+    nodes_by_name,
+    parse_drain_reason,
+    plan_scale,
+    plan_update,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm import (
+    SlurmControl,
+    SlurmError,
+    SlurmNode,
+    parse_jobs,
+    parse_nodes,
+)
+
+NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.timezone.utc)
+RECORDED = FIXTURES / "slurm"
+
+
+def node(name, *states, reason=""):
+    return SlurmNode(name, frozenset(states), reason, ("cpu",))
+
+
+def ours(purpose, minutes_ago):
+    return drain_reason(purpose, NOW - datetime.timedelta(minutes=minutes_ago))
+
+
+def test_recorded_nodes_parse_with_states_and_reasons():
+    nodes = nodes_by_name(parse_nodes((RECORDED / "nodes-draining.json").read_text()))
+    busy = nodes["hpc-small-0"]
+    assert busy.busy and busy.draining and busy.responding
+    assert busy.reason == "slurmkube: scale-down"
+    assert busy.features == ("small",)
+    idle = nodes["hpc-small-1"]
+    assert idle.draining and not idle.busy and idle.reason == "admin: bad dimm"
+    drained = nodes_by_name(parse_nodes((RECORDED / "nodes-drained.json").read_text()))
+    assert not drained["hpc-small-0"].busy
+    gone = nodes_by_name(parse_nodes((RECORDED / "nodes-after-delete.json").read_text()))
+    assert set(gone) == {"hpc-small-1"}
+
+
+def test_recorded_jobs_parse():
+    jobs = parse_jobs((RECORDED / "squeue-running.json").read_text())
+    assert [(j.job_id, j.nodes) for j in jobs] == [(2, "hpc-small-0")]
+    assert "RUNNING" in jobs[0].states
+
+
+def test_drain_reason_round_trips_and_ignores_admins():
+    reason = drain_reason("scale-down", NOW)
+    assert reason == "slurmkube: scale-down since 2026-11-22T12:00:00Z"
+    assert parse_drain_reason(reason) == ("scale-down", NOW)
+    assert parse_drain_reason("admin: bad dimm") is None
+    assert parse_drain_reason("slurmkube: scale-down") is None
+
+
+def test_scale_up_is_immediate_and_resumes_our_scale_down_drains():
+    nodes = nodes_by_name([node("c-cpu-0", "IDLE"), node("c-cpu-1", "IDLE", "DRAIN", reason=ours("scale-down", 1)),
+                           node("c-cpu-2", "IDLE", "DRAIN", reason="admin: fan")])
+    plan = plan_scale("c-cpu", 5, 3, nodes, NOW, 600)
+    assert plan.replicas == 5
+    assert plan.actions == [NodeAction("resume", "c-cpu-1")]
+
+
+def test_scale_down_drains_first_and_keeps_pods():
+    nodes = nodes_by_name([node("c-cpu-%d" % i, "IDLE") for i in range(3)] + [node("c-cpu-3", "ALLOCATED")])
+    plan = plan_scale("c-cpu", 2, 4, nodes, NOW, 600)
+    assert plan.replicas == 4
+    reason = drain_reason("scale-down", NOW)
+    assert plan.actions == [NodeAction("drain", "c-cpu-2", reason), NodeAction("drain", "c-cpu-3", reason)]
+    assert plan.leaving == ["c-cpu-2", "c-cpu-3"]
+
+
+def test_idle_drained_nodes_are_deleted_busy_ones_wait_then_are_requeued():
+    nodes = nodes_by_name([
+        node("c-cpu-0", "IDLE"),
+        node("c-cpu-1", "IDLE", "DRAIN", reason=ours("scale-down", 1)),
+        node("c-cpu-2", "MIXED", "DRAIN", reason=ours("scale-down", 5)),
+        node("c-cpu-3", "ALLOCATED", "DRAIN", reason=ours("scale-down", 11)),
+    ])
+    plan = plan_scale("c-cpu", 1, 4, nodes, NOW, 600)
+    assert plan.actions == [NodeAction("delete", "c-cpu-1"), NodeAction("requeue", "c-cpu-3")]
+    assert plan.replicas == 4
+
+
+def test_admin_drained_busy_node_is_waited_for_without_requeue():
+    nodes = nodes_by_name([node("c-cpu-0", "IDLE"), node("c-cpu-1", "ALLOCATED", "DRAIN", reason="admin: hold")])
+    assert plan_scale("c-cpu", 1, 2, nodes, NOW, 0).actions == []
+
+
+def test_statefulset_shrinks_only_past_nodes_gone_from_slurm():
+    nodes = nodes_by_name([node("c-cpu-0", "IDLE"), node("c-cpu-2", "MIXED", "DRAIN", reason=ours("scale-down", 1))])
+    plan = plan_scale("c-cpu", 1, 4, nodes, NOW, 600)
+    assert plan.replicas == 3  # c-cpu-3 is gone; c-cpu-2 still has a job
+    assert plan_scale("c-cpu", 1, 4, nodes_by_name([node("c-cpu-0", "IDLE")]), NOW, 600).replicas == 1
+
+
+def pod(name, revision="new", ready=True, terminating=False):
+    return PodView(name, revision, ready, terminating)
+
+
+def test_update_replaces_one_outdated_node_at_a_time():
+    nodes = nodes_by_name([node("c-cpu-0", "IDLE"), node("c-cpu-1", "ALLOCATED")])
+    pods = [pod("c-cpu-0", "old"), pod("c-cpu-1", "old")]
+    assert plan_update(pods, "new", nodes, NOW) == [NodeAction("drain", "c-cpu-0", drain_reason("update", NOW))]
+
+
+def test_update_deletes_the_drained_idle_pod_and_waits_for_busy_ones():
+    reason = ours("update", 1)
+    idle = nodes_by_name([node("c-cpu-0", "IDLE", "DRAIN", reason=reason), node("c-cpu-1", "IDLE")])
+    pods = [pod("c-cpu-0", "old"), pod("c-cpu-1", "old")]
+    assert plan_update(pods, "new", idle, NOW) == [NodeAction("delete-pod", "c-cpu-0")]
+    busy = nodes_by_name([node("c-cpu-0", "MIXED", "DRAIN", reason=ours("update", 600)), node("c-cpu-1", "IDLE")])
+    assert plan_update(pods, "new", busy, NOW) == []
+
+
+def test_update_resumes_replaced_nodes_and_waits_for_terminating_pods():
+    nodes = nodes_by_name([node("c-cpu-0", "IDLE", "DRAIN", reason=ours("update", 3)), node("c-cpu-1", "IDLE")])
+    pods = [pod("c-cpu-0", "new"), pod("c-cpu-1", "old", terminating=True)]
+    assert plan_update(pods, "new", nodes, NOW) == [NodeAction("resume", "c-cpu-0")]
+
+
+def test_update_deletes_pods_whose_node_never_registered():
+    assert plan_update([pod("c-cpu-0", "old", ready=False)], "new", {}, NOW) == [NodeAction("delete-pod", "c-cpu-0")]
+
+
+def test_control_builds_commands_and_reports_failures():
+    calls = []
+
+    def run(argv):
+        calls.append(list(argv))
+        if argv[1] == "delete":
+            return 1, "", "delete_node nodename=x: Invalid node name specified\n"
+        return 0, (RECORDED / "nodes-drained.json").read_text(), ""
+
+    control = SlurmControl(run)
+    control.drain(["a", "b"], "slurmkube: scale-down since 2026-11-22T12:00:00Z")
+    assert calls[-1] == ["scontrol", "update", "nodename=a,b", "state=drain",
+                         "reason=slurmkube: scale-down since 2026-11-22T12:00:00Z"]
+    assert [n.name for n in control.nodes()] == ["hpc-small-0", "hpc-small-1"]
+    control.resume([])
+    assert len(calls) == 2
+    with pytest.raises(SlurmError, match="Invalid node name specified"):
+        control.delete(["x"])
