@@ -28,25 +28,39 @@
 SPANK_PLUGIN(slurmkube_jail, 1);
 
 /*
+ * Parsed afresh by each callback from the words it is given. Static and
+ * shared: the PATH_MAX-sized tables do not belong on slurmstepd's stack, and
+ * the callbacks never run concurrently in one process.
+ */
+static struct jail_config config;
+static struct jail_plan plan;
+
+/* Defaults plus the plugstack.conf words into `config`; -1 (logged) if they are bad. */
+static int load_config(int ac, char **av)
+{
+	char err[512];
+
+	jail_config_defaults(&config);
+	if (jail_config_parse(&config, ac, av, err, sizeof(err)) < 0) {
+		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Validate the arguments where a mistake should stop the daemon early (slurmd
  * start) or the step (slurmstepd); clients (srun, sbatch in the jail) load
  * the same plugstack.conf and are left alone.
  */
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-	static struct jail_config cfg;
 	spank_context_t ctx = spank_context();
-	char err[512];
 
 	(void) sp;
 	if (ctx != S_CTX_REMOTE && ctx != S_CTX_SLURMD)
 		return ESPANK_SUCCESS;
-	jail_config_defaults(&cfg);
-	if (jail_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
-		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
-		return -1;
-	}
-	return ESPANK_SUCCESS;
+	return load_config(ac, av) < 0 ? -1 : ESPANK_SUCCESS;
 }
 
 /*
@@ -58,20 +72,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
  */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-	static struct jail_config cfg;
 	uid_t uid = 0; /* unknown counts as root: the stricter confinement */
 	char err[1024];
 
 	if (!spank_remote(sp))
 		return ESPANK_SUCCESS;
-	jail_config_defaults(&cfg);
-	if (jail_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
-		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
+	if (load_config(ac, av) < 0)
 		return -1;
-	}
 	if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		uid = 0;
-	if (jail_confine_stepd(&cfg, uid == 0, err, sizeof(err)) < 0) {
+	if (jail_confine_stepd(&config, uid == 0, err, sizeof(err)) < 0) {
 		slurm_error("spank_jail: cannot prepare slurmstepd: %s", err);
 		return -1;
 	}
@@ -91,27 +101,21 @@ static const char *task_argv0(spank_t sp)
 
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
-	/* static: PATH_MAX-sized tables do not belong on slurmstepd's stack */
-	static struct jail_config cfg;
-	static struct jail_plan plan;
 	char cwd[PATH_MAX];
 	char err[1024];
 
 	if (!spank_remote(sp))
 		return ESPANK_SUCCESS;
-	jail_config_defaults(&cfg);
-	if (jail_config_parse(&cfg, ac, av, err, sizeof(err)) < 0) {
-		slurm_error("spank_jail: bad plugstack.conf arguments: %s", err);
+	if (load_config(ac, av) < 0)
 		return -1;
-	}
 	if (!getcwd(cwd, sizeof(cwd)))
 		cwd[0] = '\0';
-	jail_plan_build(&cfg, cwd, task_argv0(sp), &plan);
-	if (jail_enter(&cfg, &plan, err, sizeof(err)) < 0) {
+	jail_plan_build(&config, cwd, task_argv0(sp), &plan);
+	if (jail_enter(&config, &plan, err, sizeof(err)) < 0) {
 		slurm_error("spank_jail: cannot enter the jail: %s", err);
 		return -1;
 	}
-	slurm_debug("spank_jail: task runs in jail %s", cfg.jail);
+	slurm_debug("spank_jail: task runs in jail %s", config.jail);
 	return ESPANK_SUCCESS;
 }
 
