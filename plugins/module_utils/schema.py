@@ -121,6 +121,7 @@ def cluster_status_schema() -> Dict[str, Any]:
             "login": _counts_schema(),
             "nodes": _counts_schema(),
             "nodesByState": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "configHash": {"type": "string", "description": "Digest of the Slurm configuration in effect."},
         },
     }
 

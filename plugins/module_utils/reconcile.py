@@ -1,0 +1,369 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Make one Slurm cluster equal to its SlurmCluster and NodeSets: fetch → render → apply → act → report.
+
+Used by the operator (on every event and on a timer) and by the modules. It writes only
+what differs: an object whose live state already holds what we would apply is not
+touched, and an unchanged status is not written, so a no-op pass makes no API writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+    NodeSet,
+    SlurmCluster,
+    SpecError,
+    check_references,
+    munge_secret_name,
+    nodeset_object_name,
+    object_name,
+    parse_cluster,
+    parse_nodeset,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
+    NodeAction,
+    PodView,
+    nodes_by_name,
+    plan_scale,
+    plan_update,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import content_hash, selector_labels
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.login import host_keys_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
+from ansible_collections.slurmkube.core.plugins.module_utils.secrets import (
+    new_munge_key,
+    new_ssh_host_keys,
+    render_host_keys_secret,
+    render_munge_secret,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmControl, SlurmError, SlurmNode
+from ansible_collections.slurmkube.core.plugins.module_utils.status import (
+    PHASE_INVALID,
+    condition,
+    job_complete,
+    nodes_by_state,
+    phase_of,
+    pod_ready,
+    statefulset_counts,
+    statefulset_ready,
+)
+
+ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
+CONTROLLER_CONTAINER = "slurmctld"
+REVISION_LABEL = "controller-revision-hash"
+
+Clock = Callable[[], datetime.datetime]
+
+
+def utc_now() -> datetime.datetime:
+    """The current time in UTC."""
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+class Event(NamedTuple):
+    """A Kubernetes Event the caller should emit on the SlurmCluster."""
+
+    kind: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+class Outcome(NamedTuple):
+    """What one reconcile pass found and did."""
+
+    status: Dict[str, Any]
+    nodeset_status: Dict[str, Dict[str, Any]]
+    events: List[Event]
+    applied: List[str]
+
+
+def applied_hash(obj: Mapping[str, Any]) -> str:
+    """Digest of what we apply: a changed digest means a field may have been removed."""
+    return content_hash([json.dumps(obj, sort_keys=True)])
+
+
+def stamp(obj: Mapping[str, Any], owner: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The object with its applied-hash annotation and, when given, the cluster as owner."""
+    out = copy.deepcopy(dict(obj))
+    meta = out["metadata"]
+    if owner is not None:
+        meta["ownerReferences"] = [{
+            "apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER, "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
+        }]
+    meta.setdefault("annotations", {})[ANNOTATION_APPLIED] = applied_hash(out)
+    return out
+
+
+def needs_apply(desired: Mapping[str, Any], live: Optional[Mapping[str, Any]]) -> bool:
+    """Apply when the object is missing, our last apply differs, or someone changed our fields."""
+    if live is None:
+        return True
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(ANNOTATION_APPLIED) != desired["metadata"]["annotations"][ANNOTATION_APPLIED]:
+        return True
+    return not is_subset(desired, live)
+
+
+def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
+    """The jail claim has no owner: deleting the cluster never deletes users' data."""
+    return obj["kind"] == "PersistentVolumeClaim"
+
+
+class Reconciler:
+    """One reconcile pass over one SlurmCluster."""
+
+    def __init__(self, kube: Kube, clock: Clock = utc_now) -> None:
+        self.kube = kube
+        self.clock = clock
+
+    # ----------------------------------------------------------------- entry point
+
+    def reconcile(self, cluster_obj: Mapping[str, Any]) -> Outcome:
+        """Bring the cluster one step closer to its spec and report where it is."""
+        events: List[Event] = []
+        try:
+            cluster = parse_cluster(cluster_obj)
+            nodesets, nodeset_status = self.nodesets_of(cluster)
+            check_references(cluster, nodesets)
+        except SpecError as exc:
+            return self.invalid(cluster_obj, str(exc))
+        self.ensure_secrets(cluster, cluster_obj, events)
+        slurm, slurm_nodes = self.slurm_state(cluster)
+        desired = [self.with_scale_plan(o, cluster, nodesets, slurm_nodes) for o in render_cluster(cluster, nodesets)]
+        applied = self.apply_all(desired, cluster_obj)
+        config_hash = (cluster_obj.get("status") or {}).get("configHash", "")
+        if slurm is not None and slurm_nodes is not None:
+            self.act_on_nodes(cluster, nodesets, slurm, slurm_nodes, events)
+            config_hash = self.reconfigure_if_needed(cluster, nodesets, config_hash, slurm, slurm_nodes, events)
+        status, per_nodeset = self.report(cluster, nodesets, cluster_obj, slurm_nodes)
+        status["configHash"] = config_hash
+        nodeset_status.update(per_nodeset)
+        return Outcome(status, nodeset_status, events, applied)
+
+    def invalid(self, cluster_obj: Mapping[str, Any], message: str) -> Outcome:
+        """Report a bad spec and change nothing else."""
+        previous = (cluster_obj.get("status") or {})
+        status = dict(previous, phase=PHASE_INVALID, message=message,
+                      observedGeneration=cluster_obj["metadata"].get("generation", 0))
+        return Outcome(status, {}, [Event("Warning", "InvalidSpec", message)], [])
+
+    # ----------------------------------------------------------------- inputs
+
+    def nodesets_of(self, cluster: SlurmCluster) -> Tuple[List[NodeSet], Dict[str, Dict[str, Any]]]:
+        """The cluster's valid NodeSets; invalid ones get an Invalid status and are left out."""
+        valid: List[NodeSet] = []
+        invalid: Dict[str, Dict[str, Any]] = {}
+        for obj in self.kube.list(C.GROUP_VERSION, C.KIND_NODESET, cluster.namespace):
+            if (obj.get("spec") or {}).get("clusterName") != cluster.name:
+                continue
+            try:
+                valid.append(parse_nodeset(obj))
+            except SpecError as exc:
+                invalid[obj["metadata"]["name"]] = {"phase": PHASE_INVALID, "message": str(exc),
+                                                    "observedGeneration": obj["metadata"].get("generation", 0)}
+        return valid, invalid
+
+    def slurm_state(self, cluster: SlurmCluster) -> Tuple[Optional[SlurmControl], Optional[Dict[str, SlurmNode]]]:
+        """Slurm's view of the nodes, through the controller pod; (None, None) while it is not up."""
+        pod_name = object_name(cluster, C.COMPONENT_CONTROLLER) + "-0"
+        pod = self.kube.get("v1", "Pod", pod_name, cluster.namespace)
+        if pod is None or not pod_ready(pod):
+            return None, None
+
+        def run(argv: Sequence[str]) -> Tuple[int, str, str]:
+            return self.kube.exec(cluster.namespace, pod_name, CONTROLLER_CONTAINER, argv)
+
+        control = SlurmControl(run)
+        try:
+            return control, nodes_by_name(control.nodes())
+        except (SlurmError, KubeError):
+            return None, None
+
+    # ----------------------------------------------------------------- secrets
+
+    def ensure_secrets(self, cluster: SlurmCluster, owner: Mapping[str, Any], events: List[Event]) -> None:
+        """Create the munge key and ssh host keys once; never replace existing ones."""
+        if self.kube.get("v1", "Secret", munge_secret_name(cluster), cluster.namespace) is None:
+            self.kube.apply(stamp(render_munge_secret(cluster, new_munge_key()), owner))
+            events.append(Event("Normal", "MungeKeyCreated", "generated munge key %s" % munge_secret_name(cluster)))
+        if self.kube.get("v1", "Secret", host_keys_secret_name(cluster), cluster.namespace) is None:
+            self.kube.apply(stamp(render_host_keys_secret(cluster, new_ssh_host_keys()), owner))
+            events.append(Event("Normal", "HostKeysCreated", "generated ssh host keys"))
+
+    # ----------------------------------------------------------------- apply
+
+    def with_scale_plan(self, obj: Dict[str, Any], cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                        slurm_nodes: Optional[Mapping[str, SlurmNode]]) -> Dict[str, Any]:
+        """A worker StatefulSet keeps pods whose nodes have not left Slurm yet."""
+        if obj["kind"] != "StatefulSet" or obj["metadata"]["labels"].get(C.LABEL_COMPONENT) != C.COMPONENT_WORKER:
+            return obj
+        live = self.kube.get("apps/v1", "StatefulSet", obj["metadata"]["name"], cluster.namespace)
+        current = int(live["spec"]["replicas"]) if live else 0
+        desired = obj["spec"]["replicas"]
+        if desired >= current:
+            return obj
+        nodeset = next(n for n in nodesets if nodeset_object_name(n) == obj["metadata"]["name"])
+        if slurm_nodes is None:
+            replicas = current  # Slurm cannot be asked: removing a pod now could kill a job
+        else:
+            replicas = plan_scale(obj["metadata"]["name"], desired, current, slurm_nodes, self.clock(),
+                                  nodeset.spec.drain_timeout_seconds).replicas
+        out = copy.deepcopy(obj)
+        out["spec"]["replicas"] = replicas
+        return out
+
+    def apply_all(self, desired: Sequence[Mapping[str, Any]], owner: Mapping[str, Any]) -> List[str]:
+        """Server-side apply every object that differs; returns 'Kind/name' of those applied."""
+        applied = []
+        for obj in desired:
+            stamped = stamp(obj, None if is_kept_on_delete(obj) else owner)
+            meta = stamped["metadata"]
+            live = self.kube.get(stamped["apiVersion"], stamped["kind"], meta["name"], meta.get("namespace"))
+            if needs_apply(stamped, live):
+                self.kube.apply(stamped)
+                applied.append("%s/%s" % (stamped["kind"], meta["name"]))
+        return applied
+
+    # ----------------------------------------------------------------- Slurm
+
+    def act_on_nodes(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], slurm: SlurmControl,
+                     slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
+        """Drain, requeue, delete and resume nodes for scale-downs and updates."""
+        now = self.clock()
+        for nodeset in nodesets:
+            base = nodeset_object_name(nodeset)
+            live = self.kube.get("apps/v1", "StatefulSet", base, cluster.namespace)
+            if live is None:
+                continue
+            current = int(live["spec"]["replicas"])
+            scale = plan_scale(base, nodeset.spec.replicas, current, slurm_nodes, now,
+                               nodeset.spec.drain_timeout_seconds)
+            pods = self.worker_pods(cluster, nodeset)
+            target = (live.get("status") or {}).get("updateRevision") or ""
+            update = plan_update([p for p in pods if p.name not in scale.leaving], target, slurm_nodes, now) \
+                if target else []
+            for action in scale.actions + update:
+                self.perform(cluster, slurm, action, events)
+
+    def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet) -> List[PodView]:
+        """The node set's pods as the update planner sees them."""
+        pods = self.kube.list("v1", "Pod", cluster.namespace,
+                              selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name))
+        return [PodView(p["metadata"]["name"], p["metadata"].get("labels", {}).get(REVISION_LABEL, ""),
+                        pod_ready(p), bool(p["metadata"].get("deletionTimestamp"))) for p in pods]
+
+    def perform(self, cluster: SlurmCluster, slurm: SlurmControl, action: NodeAction, events: List[Event]) -> None:
+        """Carry out one node step and say so in an Event."""
+        if action.kind == "drain":
+            slurm.drain([action.node], action.reason)
+        elif action.kind == "resume":
+            slurm.resume([action.node])
+        elif action.kind == "requeue":
+            slurm.requeue([job.job_id for job in slurm.jobs_on([action.node])])
+        elif action.kind == "delete":
+            slurm.delete([action.node])
+        elif action.kind == "delete-pod":
+            self.kube.delete("v1", "Pod", action.node, cluster.namespace)
+        events.append(Event("Normal", "Node" + action.kind.title().replace("-", ""),
+                            "%s %s%s" % (action.kind, action.node, (": " + action.reason) if action.reason else "")))
+
+    def reconfigure_if_needed(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], in_effect: str,
+                              slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> str:
+        """`scontrol reconfigure` once the controller sees new config files (ConfigMaps reach
+        pods with a delay); also when nodes joined a cluster with a topology, whose tree only
+        takes in dynamic nodes on reconfigure. Returns the digest of the config in effect."""
+        wanted = self.config_digest(cluster, nodesets, slurm_nodes)
+        if in_effect == wanted or not self.controller_has_config(cluster, nodesets):
+            return in_effect
+        slurm.reconfigure()
+        events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))
+        return wanted
+
+    def config_digest(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                      slurm_nodes: Mapping[str, SlurmNode]) -> str:
+        """What the running Slurm configuration should be, as a digest."""
+        files = render_config_files(cluster, nodesets)
+        parts = ["%s\n%s" % kv for kv in sorted(files.items())]
+        if cluster.spec.slurm.topology:
+            parts.append(",".join(sorted(slurm_nodes)))
+        return content_hash(parts)
+
+    def controller_has_config(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> bool:
+        """The controller pod's /etc/slurm holds exactly the files we render."""
+        files = render_config_files(cluster, nodesets)
+        pod = object_name(cluster, C.COMPONENT_CONTROLLER) + "-0"
+        paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
+        code, out, _ = self.kube.exec(cluster.namespace, pod, CONTROLLER_CONTAINER, ["cat", *paths])
+        return code == 0 and out == "".join(files[name] for name in sorted(files))
+
+    # ----------------------------------------------------------------- status
+
+    def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], cluster_obj: Mapping[str, Any],
+               slurm_nodes: Optional[Mapping[str, SlurmNode]]) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+        """The SlurmCluster's status and each NodeSet's, from what is live now."""
+        controller = self.statefulset(cluster, object_name(cluster, C.COMPONENT_CONTROLLER))
+        login = self.statefulset(cluster, object_name(cluster, C.COMPONENT_LOGIN))
+        job = self.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
+        ready_nodes, desired_nodes, per_nodeset = 0, 0, {}
+        for nodeset in nodesets:
+            sts = self.statefulset(cluster, nodeset_object_name(nodeset))
+            registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
+            idle = sum(1 for n in registered if n.responding and not n.draining)
+            ready_nodes += min(idle, nodeset.spec.replicas)
+            desired_nodes += nodeset.spec.replicas
+            per_nodeset[nodeset.name] = self.nodeset_status(cluster, nodeset, sts, registered)
+        previous = (cluster_obj.get("status") or {}).get("conditions") or []
+        generation = cluster_obj["metadata"].get("generation", 0)
+        now = self.clock()
+        conditions = [
+            condition("ControllerReady", statefulset_ready(controller) and slurm_nodes is not None,
+                      "Slurmctld", "slurmctld answers" if slurm_nodes is not None else "waiting for slurmctld",
+                      generation, previous, now),
+            condition("JailReady", job_complete(job) or bool(cluster.spec.jail.existing_claim and job is None),
+                      "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
+            condition("LoginReady", statefulset_ready(login), "Sshd",
+                      "%(ready)d/%(desired)d login pods ready" % statefulset_counts(login), generation, previous, now),
+            condition("NodesReady", ready_nodes == desired_nodes, "SlurmNodes",
+                      "%d/%d nodes in service" % (ready_nodes, desired_nodes), generation, previous, now),
+        ]
+        status = {
+            "phase": phase_of(conditions),
+            "message": "; ".join(c["message"] for c in conditions if c["status"] != "True"),
+            "observedGeneration": generation,
+            "conditions": conditions,
+            "controller": statefulset_counts(controller),
+            "login": statefulset_counts(login),
+            "nodes": {"ready": ready_nodes, "desired": desired_nodes},
+            "nodesByState": nodes_by_state(list((slurm_nodes or {}).values())),
+        }
+        return status, per_nodeset
+
+    def statefulset(self, cluster: SlurmCluster, name: str) -> Optional[Dict[str, Any]]:
+        """A live StatefulSet of the cluster, or None."""
+        return self.kube.get("apps/v1", "StatefulSet", name, cluster.namespace)
+
+    def nodeset_status(self, cluster: SlurmCluster, nodeset: NodeSet, sts: Optional[Mapping[str, Any]],
+                       registered: Sequence[SlurmNode]) -> Dict[str, Any]:
+        """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers."""
+        counts = statefulset_counts(sts)
+        selector = selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name)
+        in_service = sum(1 for n in registered if n.responding and not n.draining)
+        return {
+            "phase": "Ready" if in_service >= nodeset.spec.replicas and counts["desired"] == nodeset.spec.replicas
+            else "Scaling",
+            "replicas": counts["desired"],
+            "readyReplicas": counts["ready"],
+            "selector": ",".join("%s=%s" % kv for kv in sorted(selector.items())),
+            "nodesByState": nodes_by_state(registered),
+        }

@@ -1,0 +1,118 @@
+"""Reconcile decisions against an in-memory API (the real API server is the k8s tier's job)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from ansible_collections.slurmkube.core.plugins.module_utils import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
+from examples import example_resources
+
+
+class MemoryKube:
+    """Stores what is applied, as an API server without defaulting would; counts writes."""
+
+    def __init__(self):
+        self.objects = {}
+        self.writes = 0
+
+    def key(self, kind, name, namespace):
+        return (kind, namespace, name)
+
+    def get(self, api_version, kind, name, namespace=None):
+        obj = self.objects.get(self.key(kind, name, namespace))
+        return copy.deepcopy(obj) if obj else None
+
+    def list(self, api_version, kind, namespace=None, labels=None):
+        return [copy.deepcopy(o) for (k, ns, _), o in sorted(self.objects.items()) if k == kind and ns == namespace]
+
+    def apply(self, obj, dry_run=False):
+        self.writes += 1
+        self.objects[self.key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))] = \
+            copy.deepcopy(obj)
+        return obj
+
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
+        self.writes += 1
+        return self.objects.pop(self.key(kind, name, namespace), None) is not None
+
+    def exec(self, *args, **kwargs):
+        raise AssertionError("no pod runs in memory")
+
+
+@pytest.fixture
+def world(monkeypatch):
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda: {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"})
+    kube = MemoryKube()
+    raw = example_resources("cpu-only")
+    cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))
+    for nodeset in raw["nodesets"]:
+        kube.apply(nodeset)
+    kube.writes = 0
+    return kube, cluster
+
+
+def test_first_pass_creates_everything_second_pass_writes_nothing(world):
+    kube, cluster = world
+    first = R.Reconciler(kube).reconcile(cluster)
+    assert "StatefulSet/cpu-compute" in first.applied
+    assert kube.objects[("Secret", "research", "cpu-munge-key")]
+    writes = kube.writes
+    second = R.Reconciler(kube).reconcile(cluster)
+    assert second.applied == []
+    assert kube.writes == writes
+    assert second.status["phase"] == "Pending"  # no controller pod answers in memory
+
+
+def test_owned_objects_point_at_the_cluster_but_the_jail_claim_does_not(world):
+    kube, cluster = world
+    R.Reconciler(kube).reconcile(cluster)
+    sts = kube.objects[("StatefulSet", "research", "cpu-compute")]
+    assert sts["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert "ownerReferences" not in kube.objects[("PersistentVolumeClaim", "research", "cpu-jail")]["metadata"]
+
+
+def test_a_field_removed_from_the_spec_is_reapplied(world):
+    kube, cluster = world
+    R.Reconciler(kube).reconcile(cluster)
+    nodeset = kube.objects[("NodeSet", "research", "compute")]
+    nodeset["spec"]["placement"] = {"nodeSelector": {"disk": "ssd"}}
+    R.Reconciler(kube).reconcile(cluster)
+    del nodeset["spec"]["placement"]
+    outcome = R.Reconciler(kube).reconcile(cluster)
+    assert outcome.applied == ["StatefulSet/cpu-compute"]
+    assert "nodeSelector" not in kube.objects[("StatefulSet", "research", "cpu-compute")]["spec"]["template"]["spec"]
+
+
+def test_scale_down_without_slurm_keeps_the_pods(world):
+    kube, cluster = world
+    R.Reconciler(kube).reconcile(cluster)
+    kube.objects[("NodeSet", "research", "compute")]["spec"]["replicas"] = 1
+    R.Reconciler(kube).reconcile(cluster)
+    assert kube.objects[("StatefulSet", "research", "cpu-compute")]["spec"]["replicas"] == 4
+
+
+def test_invalid_spec_changes_nothing_and_says_why(world):
+    kube, cluster = world
+    bad = copy.deepcopy(cluster)
+    bad["spec"] = {"login": {"replicas": -1}}
+    outcome = R.Reconciler(kube).reconcile(bad)
+    assert outcome.status["phase"] == "Invalid"
+    assert "spec.login.replicas: must be at least 0, got -1" in outcome.status["message"]
+    assert kube.writes == 0
+
+
+def test_invalid_nodeset_is_reported_on_itself(world):
+    kube, cluster = world
+    kube.objects[("NodeSet", "research", "compute")]["spec"]["resources"]["cpu"] = "1500m"
+    outcome = R.Reconciler(kube).reconcile(cluster)
+    assert outcome.nodeset_status["compute"]["phase"] == "Invalid"
+    assert "whole number of CPUs" in outcome.nodeset_status["compute"]["message"]
+    assert ("StatefulSet", "research", "cpu-compute") not in kube.objects
+
+
+def test_quantities_compare_by_value():
+    assert is_subset({"cpu": "1000m", "memory": "1024Mi"}, {"cpu": "1", "memory": "1Gi", "extra": 1})
+    assert not is_subset({"cpu": "2"}, {"cpu": "1"})
+    assert not is_subset({"args": ["a", "b"]}, {"args": ["a"]})
