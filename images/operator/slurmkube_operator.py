@@ -12,6 +12,7 @@ import threading
 from typing import Any, Dict, Mapping
 
 import kopf
+
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, api_client

@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from examples import example_resources
+
 from ansible_collections.slurmkube.core.plugins.module_utils import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
-from examples import example_resources
 
 
 class MemoryKube:
@@ -43,7 +44,8 @@ class MemoryKube:
 
 @pytest.fixture
 def world(monkeypatch):
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda: {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"})
+    fake_keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda: fake_keys)
     kube = MemoryKube()
     raw = example_resources("cpu-only")
     cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))
