@@ -103,6 +103,18 @@ class Kube:
             raise KubeError("cannot update status of %s: %s" % (_describe(obj), exc)) from exc
         self.writes += 1
 
+    def merge_patch(self, api_version: str, kind: str, name: str, namespace: Optional[str],
+                    patch: Mapping[str, Any]) -> Obj:
+        """A JSON merge patch of a few fields of an object we can no longer render whole."""
+        try:
+            result = self._resource(api_version, kind).patch(body=dict(patch), name=name, namespace=namespace,
+                                                             content_type="application/merge-patch+json",
+                                                             field_manager=C.FIELD_MANAGER)
+        except Exception as exc:
+            raise KubeError("cannot patch %s %s/%s: %s" % (kind, namespace or "", name, exc)) from exc
+        self.writes += 1
+        return result.to_dict()
+
     def delete(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None,
                propagation: str = "Background") -> bool:
         """Delete an object; False when it was already gone."""

@@ -12,13 +12,14 @@ from __future__ import annotations
 import copy
 import datetime
 import json
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     NodeSet,
+    NodeSetSpec,
     SlurmCluster,
     SpecError,
     check_references,
@@ -60,6 +61,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.status import (
 
 ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
 CONTROLLER_CONTAINER = "slurmctld"
+# A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
+RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 REVISION_LABEL = "controller-revision-hash"
 
 Clock = Callable[[], datetime.datetime]
@@ -145,6 +148,8 @@ class Reconciler:
         config_hash = (cluster_obj.get("status") or {}).get("configHash", "")
         if slurm is not None and slurm_nodes is not None:
             self.act_on_nodes(cluster, nodesets, slurm, slurm_nodes, events)
+            self.retire_removed_nodesets(cluster, set(n.name for n in nodesets) | set(nodeset_status), slurm,
+                                         slurm_nodes, events)
             config_hash = self.reconfigure_if_needed(cluster, nodesets, config_hash, slurm, slurm_nodes, events)
         status, per_nodeset = self.report(cluster, nodesets, cluster_obj, slurm_nodes)
         status["configHash"] = config_hash
@@ -255,6 +260,31 @@ class Reconciler:
                 if target else []
             for action in scale.actions + update:
                 self.perform(cluster, slurm, action, events)
+
+    def retire_removed_nodesets(self, cluster: SlurmCluster, known: Set[str], slurm: SlurmControl,
+                                slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
+        """A deleted NodeSet's nodes leave like a scale-down to 0; then its objects go.
+
+        Its StatefulSet is owned by the cluster, not by the NodeSet, so nothing disappears
+        before Slurm has let go of the nodes.
+        """
+        labels = {C.LABEL_CLUSTER: cluster.name, C.LABEL_COMPONENT: C.COMPONENT_WORKER}
+        for sts in self.kube.list("apps/v1", "StatefulSet", cluster.namespace, labels):
+            meta = sts["metadata"]
+            if meta["labels"].get(C.LABEL_NODESET) in known:
+                continue
+            current = int(sts["spec"]["replicas"])
+            plan = plan_scale(meta["name"], 0, current, slurm_nodes, self.clock(), RETIRE_DRAIN_TIMEOUT_SECONDS)
+            for action in plan.actions:
+                self.perform(cluster, slurm, action, events)
+            if plan.replicas != current:
+                self.kube.merge_patch("apps/v1", "StatefulSet", meta["name"], cluster.namespace,
+                                      {"spec": {"replicas": plan.replicas}})
+            elif current == 0:
+                for api_version, kind in (("apps/v1", "StatefulSet"), ("v1", "Service"),
+                                          ("policy/v1", "PodDisruptionBudget")):
+                    self.kube.delete(api_version, kind, meta["name"], cluster.namespace)
+                events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
 
     def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet) -> List[PodView]:
         """The node set's pods as the update planner sees them."""
