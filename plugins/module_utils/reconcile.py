@@ -334,7 +334,7 @@ class Reconciler:
         files = render_config_files(cluster, nodesets)
         pod = object_name(cluster, C.COMPONENT_CONTROLLER) + "-0"
         paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
-        code, out, _ = self.kube.exec(cluster.namespace, pod, CONTROLLER_CONTAINER, ["cat", *paths])
+        code, out = self.kube.exec(cluster.namespace, pod, CONTROLLER_CONTAINER, ["cat", *paths])[:2]
         return code == 0 and out == "".join(files[name] for name in sorted(files))
 
     # ----------------------------------------------------------------- status
