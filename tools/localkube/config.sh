@@ -1,11 +1,40 @@
 # shellcheck shell=bash
 # Configuration files of containerd, CNI, kubelet and kube-proxy, and the addon objects.
-# Rewritten on every `up` (cheap, and a changed script takes effect after down/up).
+# Written on every `up`, but only when the content changed: kube-proxy exits when its
+# config file is touched.
+
+# Files whose content changed during this run: their component is restarted.
+LK_CHANGED_FILES=()
+
+# lk_write_if_changed FILE < content
+lk_write_if_changed() {
+  local file=$1 tmp
+  tmp=$(mktemp "$file.XXXXXX")
+  cat >"$tmp"
+  if cmp -s "$tmp" "$file"; then
+    rm -f "$tmp"
+  else
+    [[ -e $file ]] && LK_CHANGED_FILES+=("$file")
+    mv "$tmp" "$file"
+  fi
+}
+
+# Stop a running component whose config file changed, so that up restarts it.
+lk_restart_if_changed() {
+  local name=$1 file=$2 f
+  for f in "${LK_CHANGED_FILES[@]}"; do
+    if [[ $f == "$file" ]] && lk_running "$name"; then
+      lk_log "$name: $file changed, restarting"
+      lk_stop "$name"
+    fi
+  done
+  return 0
+}
 
 lk_write_containerd_config() {
   local c="$LK_RUN/containerd"
   mkdir -p "$c"
-  cat >"$c/config.toml" <<EOF
+  lk_write_if_changed "$c/config.toml" <<EOF
 # containerd of localkube: own root, state and socket (docker's containerd has no CRI).
 version = 2
 root = "$c/root"
@@ -55,7 +84,7 @@ EOF
 
 lk_write_cni_config() {
   mkdir -p "$LK_RUN/cni/net.d" "$LK_RUN/cni/ipam"
-  cat >"$LK_RUN/cni/net.d/10-localkube.conflist" <<EOF
+  lk_write_if_changed "$LK_RUN/cni/net.d/10-localkube.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "localkube",
@@ -83,7 +112,7 @@ EOF
 lk_write_kubelet_config() {
   local k="$LK_RUN/kubelet" p="$LK_RUN/pki"
   mkdir -p "$k/root" "$k/pki" "$k/volume-plugins" "$k/pod-logs"
-  cat >"$k/config.yaml" <<EOF
+  lk_write_if_changed "$k/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://$LK_RUN/containerd/containerd.sock
@@ -122,7 +151,7 @@ EOF
 }
 
 lk_write_kube_proxy_config() {
-  cat >"$LK_RUN/kube-proxy.yaml" <<EOF
+  lk_write_if_changed "$LK_RUN/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
@@ -131,6 +160,7 @@ mode: iptables
 clusterCIDR: $LK_POD_CIDR
 hostnameOverride: $LK_NODE_NAME
 bindAddress: $LK_NODE_IP
+nodePortAddresses: [primary]
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 # Raising the OOM score limit and conntrack sysctls need capabilities we lack.

@@ -225,6 +225,7 @@ lk_start_apiserver() {
     --tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
     --kubelet-client-certificate "$p/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$p/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP,Hostname \
     --service-account-issuer "https://kubernetes.default.svc.$LK_CLUSTER_DOMAIN" \
     --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
     --authorization-mode Node,RBAC --allow-privileged=true \
@@ -253,6 +254,7 @@ lk_start_controllers() {
 
 lk_start_containerd() {
   mkdir -p "$LK_RUN/containerd"
+  lk_restart_if_changed containerd "$LK_RUN/containerd/config.toml"
   # The shim is found through PATH; runc is the host's (bookworm) one.
   lk_start containerd env PATH="$LK_BIN:$PATH" \
     "$LK_BIN/containerd" --config "$LK_RUN/containerd/config.toml"
@@ -283,6 +285,8 @@ lk_make_cgroup_root() {
 
 lk_start_node() {
   lk_make_cgroup_root
+  lk_restart_if_changed kubelet "$LK_RUN/kubelet/config.yaml"
+  lk_restart_if_changed kube-proxy "$LK_RUN/kube-proxy.yaml"
   lk_start kubelet "$LK_BIN/kubelet" --config "$LK_RUN/kubelet/config.yaml" \
     --kubeconfig "$LK_RUN/kubeconfigs/kubelet.conf" \
     --root-dir "$LK_RUN/kubelet/root" --cert-dir "$LK_RUN/kubelet/pki" \

@@ -96,22 +96,44 @@ lk_iptables_cleanup() {
       changed=0
       while IFS= read -r chain; do
         # Empty, and no rule jumps to it.
-        if ! iptables-save -t "$table" | grep -qE "^-A $chain( |$)" &&
-          ! iptables-save -t "$table" | grep -qE -- "-j $chain( |$)"; then
+        if ! iptables-save -t "$table" 2>/dev/null | grep -qE "^-A $chain( |$)" &&
+          ! iptables-save -t "$table" 2>/dev/null | grep -qE -- "-j $chain( |$)"; then
           iptables -w -t "$table" -X "$chain" 2>/dev/null && changed=1
         fi
-      done < <(iptables-save -t "$table" | sed -n 's/^:\(CNI-[^ ]*\) .*/\1/p')
+      done < <(iptables-save -t "$table" 2>/dev/null | sed -n 's/^:\(CNI-[^ ]*\) .*/\1/p')
     done
     # The firewall plugin's CNI-FORWARD keeps only its jump to CNI-ADMIN once our pods'
     # rules are gone; when CNI-ADMIN is empty too, the pair is ours alone: remove it.
-    if iptables-save -t "$table" | grep -q '^:CNI-FORWARD ' &&
-      [[ $(iptables-save -t "$table" | grep -c '^-A CNI-FORWARD ') -le 1 ]] &&
-      [[ $(iptables-save -t "$table" | grep -c '^-A CNI-ADMIN ') -eq 0 ]]; then
+    if iptables-save -t "$table" 2>/dev/null | grep -q '^:CNI-FORWARD ' &&
+      [[ $(iptables-save -t "$table" 2>/dev/null | grep -c '^-A CNI-FORWARD ') -le 1 ]] &&
+      [[ $(iptables-save -t "$table" 2>/dev/null | grep -c '^-A CNI-ADMIN ') -eq 0 ]]; then
       iptables -w -t "$table" -D FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD 2>/dev/null || true
       iptables -w -t "$table" -F CNI-FORWARD 2>/dev/null || true
       iptables -w -t "$table" -X CNI-FORWARD 2>/dev/null || true
       iptables -w -t "$table" -X CNI-ADMIN 2>/dev/null || true
     fi
+  done
+}
+
+# After `kube-proxy --cleanup`, the KUBE-* chains left on the host are the kubelet's
+# (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT): only a host kubelet or
+# kube-proxy makes them, and on this host those are ours. IPv4 and IPv6.
+lk_kube_chains_cleanup() {
+  local ipt table chain rule
+  for ipt in iptables ip6tables; do
+    command -v "$ipt-save" >/dev/null || continue
+    for table in filter nat mangle; do
+      "$ipt-save" -t "$table" 2>/dev/null | { grep -E '^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j KUBE-' || true; } |
+        while IFS= read -r rule; do
+          eval "$ipt -w -t $table -D ${rule#-A }" 2>/dev/null || true
+        done
+      while IFS= read -r chain; do
+        "$ipt" -w -t "$table" -F "$chain" 2>/dev/null || true
+      done < <("$ipt-save" -t "$table" 2>/dev/null | sed -n 's/^:\(KUBE-[^ ]*\) .*/\1/p')
+      while IFS= read -r chain; do
+        "$ipt" -w -t "$table" -X "$chain" 2>/dev/null || true
+      done < <("$ipt-save" -t "$table" 2>/dev/null | sed -n 's/^:\(KUBE-[^ ]*\) .*/\1/p')
+    done
   done
 }
 
@@ -132,6 +154,7 @@ lk_down() {
   if [[ -x $LK_BIN/kube-proxy ]]; then
     "$LK_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   fi
+  lk_kube_chains_cleanup
   lk_iptables_cleanup
   if ip link show "$LK_BRIDGE" >/dev/null 2>&1; then
     ip link delete "$LK_BRIDGE"
