@@ -109,6 +109,11 @@ class Resources:
         Quantity("1"),
     )
     memory: Quantity = spec_field("Memory request and limit.", Quantity("1Gi"))
+    cpu_request: Optional[Quantity] = spec_field(
+        "CPU the pod requests from Kubernetes when lower than cpu (Burstable QoS, an overcommitted "
+        "node); equal to cpu when unset (Guaranteed QoS, what production clusters want).",
+        None,
+    )
     gpus: int = spec_field("GPUs per pod (workers only); 0 for CPU-only nodes.", 0, minimum=0, maximum=64)
     gpu_resource_name: str = spec_field(
         "Kubernetes extended resource that provides the GPUs.", "nvidia.com/gpu"
@@ -655,6 +660,9 @@ def _positive_resources(where: str, res: Resources) -> List[Tuple[str, str]]:
     problems = []
     if parse_quantity(res.cpu) <= 0:
         problems.append((where + ".cpu", "must be more than 0, got %s" % describe(res.cpu)))
+    if res.cpu_request is not None and not 0 < parse_quantity(res.cpu_request) <= parse_quantity(res.cpu):
+        problems.append((where + ".cpuRequest", "must be more than 0 and at most cpu (%s), got %s"
+                         % (res.cpu, describe(res.cpu_request))))
     if parse_quantity(res.memory) < 64 * 2**20:
         problems.append((where + ".memory", "must be at least 64Mi, got %s" % describe(res.memory)))
     return problems

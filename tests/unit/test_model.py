@@ -69,6 +69,7 @@ def test_examples_are_valid(name):
         ({"resources": {"memory": "lots"}}, "spec.resources.memory", "Kubernetes quantity"),
         ({"resources": {"memory": "256Mi"}}, "spec.resources.memory", "at least 512Mi"),
         ({"resources": {"gpus": -2}}, "spec.resources.gpus", "at least 0"),
+        ({"resources": {"cpu": 2, "cpuRequest": "3"}}, "spec.resources.cpuRequest", "at most cpu (2), got '3'"),
         ({"gpuType": "h100"}, "spec.gpuType", "needs resources.gpus > 0"),
         ({"gres": ["gpu:4"]}, "spec.gres[0]", "GPUs come from resources.gpus"),
         ({"gres": ["nic 4"]}, "spec.gres[0]", "name[:type]:count"),

@@ -11,6 +11,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster impo
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
 
 
+def render_raw(raw):
+    return render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+
+
 def by_kind_and_name(objects):
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
@@ -77,7 +81,7 @@ def test_user_paths_are_mounted_from_the_jail_in_workers():
 def test_jail_claim_kept_out_when_nfs_is_used():
     raw = example_resources("cpu-only")
     raw["cluster"]["spec"] = {"jail": {"nfs": {"server": "10.0.0.5", "path": "/export/jail"}}}
-    objects = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+    objects = render_raw(raw)
     assert not [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
     controller = by_kind_and_name(objects)[("StatefulSet", "cpu-controller")]
     volumes = {v["name"]: v for v in controller["spec"]["template"]["spec"]["volumes"]}
@@ -102,7 +106,7 @@ def test_slurm_setting_change_does_not_roll_pods_but_restart_setting_does():
 
     def hashes(config):
         raw["cluster"]["spec"] = {"slurm": {"config": config}}
-        objects = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+        objects = render_raw(raw)
         return {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["annotations"][C.ANNOTATION_CONFIG_HASH]
                 for o in objects if o["kind"] == "StatefulSet"}
 
@@ -115,9 +119,9 @@ def test_slurm_setting_change_does_not_roll_pods_but_restart_setting_does():
 
 def test_scaling_changes_only_replicas():
     raw = example_resources("cpu-only")
-    before = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+    before = render_raw(raw)
     raw["nodesets"][0]["spec"]["replicas"] = 40
-    after = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+    after = render_raw(raw)
     changed = [(b["kind"], b["metadata"]["name"]) for b, a in zip(before, after) if a != b]
     assert changed == [("StatefulSet", "cpu-compute")]
 
@@ -135,3 +139,13 @@ def test_every_pod_runs_as_the_tokenless_service_account(name):
 def test_node_conf_without_gpu_type():
     ns = parse_nodeset({"metadata": {"name": "g"}, "spec": {"clusterName": "c", "resources": {"gpus": 2}}})
     assert node_conf(ns) == "Feature=g Gres=gpu:2"
+
+
+def test_cpu_request_overcommits_without_changing_what_slurm_sees():
+    raw = example_resources("cpu-only")
+    raw["nodesets"][0]["spec"]["resources"]["cpuRequest"] = "250m"
+    objects = by_kind_and_name(render_raw(raw))
+    slurmd = containers(objects[("StatefulSet", "cpu-compute")])[0]
+    assert slurmd["resources"]["requests"]["cpu"] == "250m"
+    assert slurmd["resources"]["limits"]["cpu"] == "4"
+    assert env_of(slurmd)[C.ENV_CPUS] == "4"

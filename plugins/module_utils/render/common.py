@@ -116,11 +116,14 @@ def env(cluster: SlurmCluster, role: str) -> List[Dict[str, Any]]:
 
 
 def resources(res: Resources, gpus: bool = False) -> Dict[str, Any]:
-    """Requests equal to limits: Slurm schedules on what the pod is guaranteed."""
+    """Requests equal to limits (Slurm schedules on what the pod is guaranteed) unless cpuRequest overcommits."""
     amounts: Dict[str, Any] = {"cpu": str(res.cpu), "memory": str(res.memory)}
     if gpus and res.gpus:
         amounts[res.gpu_resource_name] = str(res.gpus)
-    return {"requests": dict(amounts), "limits": dict(amounts)}
+    requests = dict(amounts)
+    if res.cpu_request is not None:
+        requests["cpu"] = str(res.cpu_request)
+    return {"requests": requests, "limits": dict(amounts)}
 
 
 def placement(spec: Placement) -> Dict[str, Any]:
