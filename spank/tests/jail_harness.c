@@ -30,7 +30,8 @@
  *
  * Before forking, the harness moves itself into a mount namespace whose "/"
  * is shared, like a systemd host's; if the plugin forgot to make its
- * namespace private, its mounts would show up here, and they are compared.
+ * namespace private, its mounts would show up here: the mount points it could
+ * touch are compared before and after.
  * Prints "stepd ready" (or "stepd failed"), "entered" (or "enter failed"),
  * one line per check, and "host mounts unchanged: yes|no". Exit: 0 all good,
  * 1 a check failed, 2 the plugin refused, 3 the harness's mount table
@@ -384,42 +385,133 @@ static int run_stepd(const struct options *o)
 	return WEXITSTATUS(status) ? WEXITSTATUS(status) : failed;
 }
 
-static char *read_mountinfo(void)
+/* Is `path` `dir` itself or below it? */
+static bool is_within(const char *dir, const char *path)
 {
-	static char buf[1 << 20];
-	size_t len = 0;
-	ssize_t n;
-	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	size_t n = strlen(dir);
 
-	if (fd < 0)
-		return NULL;
-	while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t) n;
-	close(fd);
-	buf[len] = '\0';
-	return strdup(buf);
+	return strncmp(dir, path, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* A throwaway namespace with "/" shared, so propagation leaks become visible here. */
+/*
+ * The mount points the plugin could change if it leaked: "/", the jail, the
+ * spool dir, /tmp, the mirrors and hidden paths. Mounts elsewhere come and go
+ * with the machine's other work (docker, kubelet) and are not compared.
+ */
+static bool plugin_could_touch(const struct jail_config *cfg, const char *point)
+{
+	const char *fixed[] = { cfg->jail, cfg->spool, "/tmp" };
+	size_t i;
+
+	if (strcmp(point, "/") == 0)
+		return true;
+	for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		if (is_within(fixed[i], point))
+			return true;
+	}
+	for (i = 0; i < cfg->mirrors.n; i++) {
+		if (is_within(cfg->mirrors.paths[i], point))
+			return true;
+	}
+	for (i = 0; i < cfg->hide.n; i++) {
+		if (is_within(cfg->hide.paths[i], point))
+			return true;
+	}
+	return false;
+}
+
+/* The lines of /proc/self/mountinfo whose mount point (field 5) the plugin could touch. */
+static char *read_mountinfo(const struct jail_config *cfg)
+{
+	static char line[8192];
+	char point[4096];
+	size_t len = 0, cap = 1 << 16;
+	char *out = malloc(cap);
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f || !out)
+		return NULL;
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1
+		    || !plugin_could_touch(cfg, point))
+			continue;
+		if (len + n + 1 > cap && !(out = realloc(out, cap *= 2)))
+			break;
+		memcpy(out + len, line, n + 1);
+		len += n;
+	}
+	fclose(f);
+	return out;
+}
+
+/* Does `text` hold the line line[0..len) (newline included)? */
+static bool has_line(const char *text, const char *line, size_t len)
+{
+	while (*text) {
+		const char *end = strchr(text, '\n');
+		size_t n = end ? (size_t) (end - text + 1) : strlen(text);
+
+		if (n == len && memcmp(text, line, len) == 0)
+			return true;
+		text += n;
+	}
+	return false;
+}
+
+/* Each line of `a` missing from `b`, prefixed with "mount <mark> ". */
+static void print_missing_lines(const char *a, const char *b, char mark)
+{
+	while (*a) {
+		const char *end = strchr(a, '\n');
+		size_t len = end ? (size_t) (end - a + 1) : strlen(a);
+
+		if (!has_line(b, a, len))
+			printf("mount %c %.*s", mark, (int) len, a);
+		a += len;
+	}
+}
+
+/*
+ * A throwaway namespace with "/" shared, so propagation leaks from the plugin
+ * become visible here. Made private first: new peer groups of its own, so
+ * mounts others make on the machine meanwhile (docker, kubelet) stay out.
+ */
 static void enter_shared_test_namespace(void)
 {
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0) {
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0
+	    || mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0) {
 		perror("harness namespace (needs root with CAP_SYS_ADMIN)");
 		exit(64);
 	}
 }
 
+static void print_changed_lines(const char *before, const char *after)
+{
+	if (!before || !after)
+		return;
+	print_missing_lines(before, after, '-');
+	print_missing_lines(after, before, '+');
+}
+
 int main(int argc, char **argv)
 {
 	static struct options o;
+	static struct jail_config cfg;
 	char *before, *after;
+	char err[512];
 	int status, rc;
 	pid_t pid;
 
 	parse_options(&o, argc, argv);
+	jail_config_defaults(&cfg);
+	if (jail_config_parse(&cfg, o.plugin_argc, o.plugin_argv, err, sizeof(err)) < 0)
+		jail_config_defaults(&cfg); /* the plugin refuses these words; compare the defaults */
 	if (!o.no_test_namespace)
 		enter_shared_test_namespace();
-	before = read_mountinfo();
+	before = read_mountinfo(&cfg);
 	fflush(stdout);
 	pid = fork();
 	if (pid < 0) {
@@ -436,8 +528,9 @@ int main(int argc, char **argv)
 		return 64;
 	}
 	rc = WIFEXITED(status) ? WEXITSTATUS(status) : 64;
-	after = read_mountinfo();
+	after = read_mountinfo(&cfg);
 	if (!before || !after || strcmp(before, after) != 0) {
+		print_changed_lines(before, after);
 		printf("host mounts unchanged: no\n");
 		return rc ? rc : 3;
 	}
