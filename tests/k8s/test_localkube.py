@@ -6,6 +6,7 @@ Every pod uses images made on this machine (nothing can be pulled): the toolbox 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -266,15 +267,31 @@ def leftovers() -> list[str]:
                 if re.search(r"KUBE-|CNI-|lkbr0|localkube|10\.244\.0\.", line):
                     found.append(f"{save} {table}: {line}")
     found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/localkube")]
+    found += [f"host path {p}" for p in (Path("/var/lib/kubelet"), Path("/run/containerd/runc/k8s.io")) if p.exists()]
     if RUN.exists():
         found.append(f"state dir {RUN}")
     return found
 
 
+def shim_sockets() -> list[Path]:
+    """containerd 1.7 names each shim's socket sha256(<containerd address>/<namespace>/<id>)."""
+    address = RUN / "containerd" / "containerd.sock"
+    ids = subprocess.run(
+        [str(next(CACHE.glob("v*/bin/ctr"))), "--address", str(address), "-n", "k8s.io", "containers", "ls", "-q"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    return [
+        Path("/run/containerd/s") / hashlib.sha256(f"{address}/k8s.io/{i}".encode()).hexdigest() for i in ids
+    ]
+
+
 def test_down_removes_everything_and_up_works_again(localkube_cluster: Cluster):
     """Last on purpose: the cluster is rebuilt from empty state afterwards."""
+    sockets = shim_sockets()
+    assert sockets, "no containers: nothing to check the shim sockets with"
     localkube("down")
     assert leftovers() == []
+    assert [s for s in sockets if s.exists()] == []
     localkube("up")
     status = localkube("status", check=False)
     assert status.returncode == 0, status.stdout + status.stderr

@@ -73,6 +73,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "$(command -v runc)"
+        # runc's state under ours (the default is /run/containerd/runc).
+        Root = "$c/runc"
         SystemdCgroup = false
 
   [plugins."io.containerd.grpc.v1.cri".cni]

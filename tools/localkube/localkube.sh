@@ -285,6 +285,9 @@ lk_make_cgroup_root() {
 
 lk_start_node() {
   lk_make_cgroup_root
+  # The kubelet makes /var/lib/kubelet/device-plugins whatever its root dir: remember
+  # whether we made it, so down removes it only then.
+  [[ -e /var/lib/kubelet || -e $LK_RUN/pids/kubelet.pid ]] || touch "$LK_RUN/created-var-lib-kubelet"
   lk_restart_if_changed kubelet "$LK_RUN/kubelet/config.yaml"
   lk_restart_if_changed kube-proxy "$LK_RUN/kube-proxy.yaml"
   lk_start kubelet "$LK_BIN/kubelet" --config "$LK_RUN/kubelet/config.yaml" \

@@ -40,6 +40,37 @@ lk_kill_pods() {
   done
 }
 
+# containerd 1.7 puts each shim's socket at /run/containerd/s/sha256(<address>/<ns>/<id>)
+# (a fixed dir, shared with other containerds): delete the tasks so the shims remove their
+# sockets, then remove any left by name.
+lk_delete_tasks() {
+  local ids id
+  ids=$(lk_ctr containers ls -q 2>/dev/null) || return 0
+  for id in $ids; do
+    timeout 10 "$LK_BIN/ctr" --address "$LK_RUN/containerd/containerd.sock" --namespace k8s.io \
+      tasks delete --force "$id" >/dev/null 2>&1 || true
+  done
+  printf '%s\n' "$ids" >"$LK_RUN/containerd/ids"
+}
+
+lk_remove_shim_sockets() {
+  local id hash
+  [[ -s $LK_RUN/containerd/ids ]] || return 0
+  while IFS= read -r id; do
+    [[ -n $id ]] || continue
+    hash=$(printf '%s' "$LK_RUN/containerd/containerd.sock/k8s.io/$id" | sha256sum | cut -d' ' -f1)
+    rm -f "/run/containerd/s/$hash"
+  done <"$LK_RUN/containerd/ids"
+}
+
+# The kubelet's device-plugin socket lives at a fixed path; remove it (and the dirs, when
+# empty) if /var/lib/kubelet did not exist before our first up.
+lk_remove_kubelet_host_dirs() {
+  [[ -e $LK_RUN/created-var-lib-kubelet ]] || return 0
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+  rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true
+}
+
 lk_kill_shims() {
   local pids
   pids=$(lk_stray_pids)
@@ -144,13 +175,16 @@ lk_down() {
   lk_stop kube-scheduler
   lk_stop kube-controller-manager
   lk_kill_pods
+  if lk_running containerd; then lk_delete_tasks; fi
   lk_stop containerd
   lk_kill_shims
+  lk_remove_shim_sockets
   lk_stop kube-apiserver
   lk_stop etcd
   lk_unmount_ours
   lk_remove_cgroups
   lk_remove_log_links
+  lk_remove_kubelet_host_dirs
   if [[ -x $LK_BIN/kube-proxy ]]; then
     "$LK_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   fi
