@@ -7,7 +7,8 @@
 #
 # The chain: a Debian trixie root made by debootstrap is `docker import`ed as
 # slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base;
-# worker and jail copy the SPANK plugin out of the `spank-build` image.
+# worker and jail copy the SPANK plugin out of the `spank-build` image; operator runs kopf
+# with the collection.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
 # the images it is built from, its build arguments), so an unchanged image is never
 # rebuilt and a tag names one content. The manifest of the last build is also written to
@@ -21,7 +22,9 @@
 set -euo pipefail
 
 readonly SUITE=trixie
-readonly ALL_IMAGES=(base spank-build controller worker login jail)
+readonly ALL_IMAGES=(base spank-build controller worker login jail operator)
+# Python of the images (trixie's): wheels are fetched for it.
+readonly IMAGE_PYTHON=3.13
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -46,7 +49,7 @@ usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 parents_of() {
   case "$1" in
     base) echo rootfs ;;
-    spank-build | controller | login) echo base ;;
+    spank-build | controller | login | operator) echo base ;;
     worker | jail) echo "base spank-build" ;;
     *) die "unknown image: $1 (known: ${ALL_IMAGES[*]})" ;;
   esac
@@ -91,6 +94,27 @@ hash_dir() {
         fi
       done
   ) | sha256sum | cut -c1-64
+}
+
+# The wheels of an image's requirements.txt, fetched on this host by pip (its ordinary
+# client and settings: a docker build cannot reach an index behind a TLS-intercepting proxy)
+# and cached by the file's hash, so later builds need no index at all.
+fetch_wheels() {
+  local req="$1" dest="$2" key dir tmp
+  key="$(sha256sum <"$req" | cut -c1-12)"
+  dir="$cache/wheels/cp${IMAGE_PYTHON/./}-$(uname -m)-$key"
+  if [[ ! -d "$dir" ]]; then
+    log "downloading wheels for $req"
+    mkdir -p "$cache/wheels"
+    tmp="$(mktemp -d "$dir.XXXXXX")"
+    python3 -m pip download -q --disable-pip-version-check --only-binary=:all: \
+      --python-version "$IMAGE_PYTHON" --implementation cp --abi "cp${IMAGE_PYTHON/./}" \
+      --platform "manylinux_2_28_$(uname -m)" --platform "manylinux_2_17_$(uname -m)" \
+      --platform "manylinux2014_$(uname -m)" -d "$tmp" -r "$req" >&2 ||
+      die "pip download of $req failed"
+    mv "$tmp" "$dir"
+  fi
+  cp -a "$dir" "$dest"
 }
 
 # The debootstrap root, cached as a tarball keyed by suite, mirror and the date of the
@@ -152,25 +176,41 @@ for name in sorted(values):
 EOF
 }
 
+# Copy a directory's contents (no Python caches), with extra tar options.
+copy_tree() {
+  local src="$1" dest="$2"
+  shift 2
+  mkdir -p "$dest"
+  tar -C "$src" --exclude=__pycache__ --exclude='*.pyc' "$@" -cf - . | tar -C "$dest" -xf -
+}
+
 # Copy what one image is built from into this run's staging dir: its folder, plus the
 # shared scripts (images/common + constants.sh) or the SPANK sources.
 stage_context() {
   local name="$1" ctx="$staging/$1"
   mkdir -p "$ctx"
-  cp -a "$here/$name/." "$ctx/"
+  copy_tree "$here/$name" "$ctx"
   case "$name" in
     controller | worker | login | jail)
-      cp -a "$here/common" "$ctx/common"
+      copy_tree "$here/common" "$ctx/common"
       write_constants_sh >"$ctx/common/constants.sh"
       ;;
     spank-build)
       mkdir -p "$ctx/src"
       if [[ -f "$spank_src/Makefile" ]]; then
-        tar -C "$spank_src" --exclude=./build -cf - . | tar -C "$ctx/src" -xf -
+        # What `make` needs: not the plugin's tests or docs (they would change the tags).
+        copy_tree "$spank_src" "$ctx/src" --exclude=./build --exclude=./tests --exclude='*.md'
       else
         log "$spank_src/Makefile does not exist: worker and jail get no SPANK plugin"
       fi
       touch "$ctx/src/.staged"
+      ;;
+    operator)
+      # The collection, importable as ansible_collections.slurmkube.core.
+      mkdir -p "$ctx/collection"
+      tar -C "$repo" --exclude=__pycache__ --exclude='*.pyc' -cf - galaxy.yml meta plugins |
+        tar -C "$ctx/collection" -xf -
+      fetch_wheels "$here/operator/requirements.txt" "$ctx/wheels"
       ;;
   esac
   echo "$ctx"

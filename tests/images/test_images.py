@@ -147,6 +147,17 @@ def test_jail_image_has_what_hpc_users_expect(images):
         docker("run", "--rm", images["jail"], "test", "-s", C.SPANK_PLUGIN_PATH)
 
 
+def test_operator_image_imports_its_handlers_unprivileged_on_a_read_only_root(images):
+    script = (
+        "import kubernetes, kopf, slurmkube_operator;"
+        "from ansible_collections.slurmkube.core.plugins.module_utils import reconcile;"
+        "import os; print(os.getuid())"
+    )
+    out = docker("run", "--rm", "--read-only", images["operator"], "python3", "-c", script).stdout
+    assert out.strip() == "65532"
+    assert "1.45" in docker("run", "--rm", images["operator"], "kopf", "--version").stdout
+
+
 def test_no_image_ships_a_munge_key_or_ssh_host_keys(images):
     for name in ("controller", "worker", "login", "jail"):
         docker(
