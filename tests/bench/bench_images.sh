@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Time images/build.sh: cold (new cache dir, new image prefix: nothing reused, debootstrap
-# included), warm with nothing changed, and warm after an entrypoint edit (every image that
+# and wheel downloads included), warm with nothing changed, and warm after an entrypoint edit (every image that
 # carries it is rebuilt; Docker's layer cache keeps the apt layers). No assertions: the
 # numbers are recorded in tests/bench/images.json and printed.
 #
@@ -22,9 +22,9 @@ cleanup() {
 trap cleanup EXIT
 
 # A private copy of what build.sh reads, so the entrypoint edit never touches the checkout.
-mkdir -p "$work/repo/plugins/module_utils"
-cp -a "$repo/images" "$repo/spank" "$work/repo/"
-cp "$repo/plugins/module_utils/constants.py" "$work/repo/plugins/module_utils/"
+mkdir -p "$work/repo"
+tar -C "$repo" --exclude=__pycache__ --exclude=./spank/build -cf - ./images ./spank ./galaxy.yml ./meta ./plugins |
+  tar -C "$work/repo" -xf -
 
 timed_build() {
   local start end
