@@ -60,6 +60,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.status import (
 )
 
 ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
+ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"
 CONTROLLER_CONTAINER = "slurmctld"
 # A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
 RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
@@ -166,18 +167,31 @@ class Reconciler:
     # ----------------------------------------------------------------- inputs
 
     def nodesets_of(self, cluster: SlurmCluster) -> Tuple[List[NodeSet], Dict[str, Dict[str, Any]]]:
-        """The cluster's valid NodeSets; invalid ones get an Invalid status and are left out."""
-        valid: List[NodeSet] = []
+        """The cluster's NodeSets as models, and the status of the invalid ones.
+
+        An invalid NodeSet keeps running as its last valid spec (kept in an annotation), so
+        a bad edit changes nothing but its status; one never valid is left out.
+        """
+        models: List[NodeSet] = []
         invalid: Dict[str, Dict[str, Any]] = {}
         for obj in self.kube.list(C.GROUP_VERSION, C.KIND_NODESET, cluster.namespace):
             if (obj.get("spec") or {}).get("clusterName") != cluster.name:
                 continue
+            meta = obj["metadata"]
+            last_valid = (meta.get("annotations") or {}).get(ANNOTATION_LAST_VALID)
             try:
-                valid.append(parse_nodeset(obj))
+                models.append(parse_nodeset(obj))
             except SpecError as exc:
-                invalid[obj["metadata"]["name"]] = {"phase": PHASE_INVALID, "message": str(exc),
-                                                    "observedGeneration": obj["metadata"].get("generation", 0)}
-        return valid, invalid
+                invalid[meta["name"]] = {"phase": PHASE_INVALID, "message": str(exc),
+                                         "observedGeneration": meta.get("generation", 0)}
+                if last_valid:
+                    models.append(parse_nodeset(dict(obj, spec=json.loads(last_valid))))
+                continue
+            spec_text = json.dumps(obj["spec"], sort_keys=True)
+            if spec_text != last_valid:
+                self.kube.merge_patch(C.GROUP_VERSION, C.KIND_NODESET, meta["name"], cluster.namespace,
+                                      {"metadata": {"annotations": {ANNOTATION_LAST_VALID: spec_text}}})
+        return models, invalid
 
     def slurm_state(self, cluster: SlurmCluster) -> Tuple[Optional[SlurmControl], Optional[Dict[str, SlurmNode]]]:
         """Slurm's view of the nodes, through the controller pod; (None, None) while it is not up."""

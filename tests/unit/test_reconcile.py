@@ -34,6 +34,12 @@ class MemoryKube:
             copy.deepcopy(obj)
         return obj
 
+    def merge_patch(self, api_version, kind, name, namespace, patch):
+        self.writes += 1
+        obj = self.objects[self.key(kind, name, namespace)]
+        obj["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+        return copy.deepcopy(obj)
+
     def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
         self.writes += 1
         return self.objects.pop(self.key(kind, name, namespace), None) is not None
@@ -105,13 +111,25 @@ def test_invalid_spec_changes_nothing_and_says_why(world):
     assert kube.writes == 0
 
 
-def test_invalid_nodeset_is_reported_on_itself(world):
+def test_never_valid_nodeset_is_reported_on_itself_and_left_out(world):
     kube, cluster = world
     kube.objects[("NodeSet", "research", "compute")]["spec"]["resources"]["cpu"] = "1500m"
     outcome = R.Reconciler(kube).reconcile(cluster)
     assert outcome.nodeset_status["compute"]["phase"] == "Invalid"
     assert "whole number of CPUs" in outcome.nodeset_status["compute"]["message"]
     assert ("StatefulSet", "research", "cpu-compute") not in kube.objects
+
+
+def test_bad_edit_of_a_nodeset_keeps_its_last_valid_spec_running(world):
+    kube, cluster = world
+    R.Reconciler(kube).reconcile(cluster)
+    before = copy.deepcopy(kube.objects)
+    kube.objects[("NodeSet", "research", "compute")]["spec"]["resources"]["cpu"] = "1500m"
+    outcome = R.Reconciler(kube).reconcile(cluster)
+    assert outcome.nodeset_status["compute"]["phase"] == "Invalid"
+    assert outcome.applied == []
+    key = ("StatefulSet", "research", "cpu-compute")
+    assert kube.objects[key] == before[key]
 
 
 def test_quantities_compare_by_value():
