@@ -29,11 +29,11 @@ WORDS = "jail=/srv/t/jail submounts=/srv/t/node/slurm:/etc/slurm,/srv/t/node/mun
 IN_JAIL = "--expect-file /jail-only=jail --expect-absent /srv/t/host-only --expect-proc"
 
 
-def spank_build_image() -> str | None:
+def newest_image(name: str) -> str | None:
     if not shutil.which("docker"):
         return None
     listed = subprocess.run(
-        ["docker", "images", "slurmkube/spank-build", "--format", "{{.Repository}}:{{.Tag}}"],
+        ["docker", "images", name, "--format", "{{.Repository}}:{{.Tag}}"],
         capture_output=True,
         text=True,
         check=False,
@@ -45,15 +45,26 @@ def spank_build_image() -> str | None:
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    found = spank_build_image()
+    found = newest_image("slurmkube/spank-build")
     if not found:
         pytest.skip("no docker or no slurmkube/spank-build image (run images/build.sh spank-build)")
     return found
 
 
+@pytest.fixture(scope="module")
+def jail_image() -> str:
+    found = newest_image("slurmkube/jail")
+    if not found:
+        pytest.skip("no docker or no slurmkube/jail image (run images/build.sh jail)")
+    return found
+
+
 def in_container(image: str, script: str, *docker_options: str) -> subprocess.CompletedProcess:
     result = subprocess.run(
-        ["docker", "run", "--rm", *docker_options, "-v", "%s:/src:ro" % SPANK, image, "bash", "-c", script],
+        [
+            *("docker", "run", "--rm", "--entrypoint", "bash", *docker_options),
+            *("-v", "%s:/src:ro" % SPANK, image, "-c", script),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -100,3 +111,22 @@ def test_without_cap_sys_admin_the_task_fails_instead_of_running_on_the_node(ima
     assert "harness-exit=2" in result.stdout
     assert "entered" not in result.stdout.splitlines()
     assert "unshare(CLONE_NEWNS): Operation not permitted (the worker needs CAP_SYS_ADMIN)" in result.stderr
+
+
+SRUN_WITH_PLUGSTACK = """
+mkdir -p /etc/slurm
+printf 'ClusterName=t\\nSlurmctldHost=localhost\\nPlugStackConfig=/etc/slurm/plugstack.conf\\n' > /etc/slurm/slurm.conf
+printf 'NodeName=n1 CPUs=1\\nPartitionName=p Nodes=n1\\n' >> /etc/slurm/slurm.conf
+echo "required %s jail=/mnt/jail submounts=/x:/y" > /etc/slurm/plugstack.conf
+timeout 20 srun -n1 true
+"""
+
+
+@pytest.mark.parametrize(("plugin", "loads"), [("/src/build/spank_jail.so", True), ("/src/build/none.so", False)])
+def test_real_srun_24_11_loads_the_plugin(spank_build, jail_image, plugin, loads):
+    """srun in the jail loads plugstack.conf like slurmstepd does: a wrong plugin_version or a
+    missing symbol would stop it with a spank error (the missing .so shows what one looks like)."""
+    assert spank_build.returncode == 0, spank_build.output
+    result = in_container(jail_image, SRUN_WITH_PLUGSTACK % plugin)
+    assert "Unable to contact slurm controller" in result.stderr or "spank" in result.stderr
+    assert ("spank:" not in result.stderr) is loads
