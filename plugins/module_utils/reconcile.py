@@ -149,12 +149,13 @@ class Reconciler:
         config_hash = (cluster_obj.get("status") or {}).get("configHash", "")
         if slurm is not None and slurm_nodes is not None:
             self.act_on_nodes(cluster, nodesets, slurm, slurm_nodes, events)
-            self.retire_removed_nodesets(cluster, set(n.name for n in nodesets) | set(nodeset_status), slurm,
+            self.retire_removed_nodesets(cluster, {n.name for n in nodesets} | set(nodeset_status), slurm,
                                          slurm_nodes, events)
             config_hash = self.reconfigure_if_needed(cluster, nodesets, config_hash, slurm, slurm_nodes, events)
         status, per_nodeset = self.report(cluster, nodesets, cluster_obj, slurm_nodes)
         status["configHash"] = config_hash
-        nodeset_status.update(per_nodeset)
+        for name, counts in per_nodeset.items():
+            nodeset_status[name] = dict(counts, **nodeset_status.get(name, {}))
         return Outcome(status, nodeset_status, events, applied)
 
     def invalid(self, cluster_obj: Mapping[str, Any], message: str) -> Outcome:
