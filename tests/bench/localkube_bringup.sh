@@ -37,12 +37,14 @@ if [[ ! -s $results ]]; then
 fi
 
 if [[ ${1:-} == --cold ]]; then
+  # The bridge, ports and chains are per machine: the usual cluster must be down first.
+  "$lk" down >/dev/null 2>&1 || true
   fresh=$(mktemp -d /var/tmp/localkube-cold.XXXXXX)
   export SLURMKUBE_CACHE=$fresh GOCACHE=$fresh/gocache GOMODCACHE=$fresh/gomodcache
-  "$lk" down >/dev/null 2>&1 || true
   record "cold build (nothing cached: Go modules, Go build cache, debs)" "$(seconds_of "$lk" build)"
-  record "cold up after build (binaries cached, nothing running)" "$(seconds_of "$lk" up)"
+  record "up after a cold build (binaries cached, nothing running)" "$(seconds_of "$lk" up)"
   "$lk" down >/dev/null
+  chmod -R u+w "$fresh"
   rm -rf "$fresh"
   exit 0
 fi

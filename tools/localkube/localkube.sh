@@ -97,19 +97,27 @@ lk_start() {
   echo $! >"$(lk_pidfile "$name")"
 }
 
+# Stop components by recorded PID: TERM to all of them at once, KILL after 10 s.
 lk_stop() {
-  local name=$1 pid
-  if pid=$(lk_pid_of "$name"); then
-    lk_log "stopping $name (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    local _
-    for _ in $(seq 1 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
+  local name pid pids=()
+  for name in "$@"; do
+    if pid=$(lk_pid_of "$name"); then
+      lk_log "stopping $name (pid $pid)"
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  local _
+  for _ in $(seq 1 50); do
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && break
+      pids=("${pids[@]:1}")
     done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$(lk_pidfile "$name")"
+    ((${#pids[@]} == 0)) && break
+    sleep 0.2
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  for name in "$@"; do rm -f "$(lk_pidfile "$name")"; done
 }
 
 # Wait until "$@" succeeds, for at most $1 seconds; on timeout show the component's log.

@@ -169,11 +169,7 @@ lk_kube_chains_cleanup() {
 }
 
 lk_down() {
-  lk_stop provisioner
-  lk_stop kubelet
-  lk_stop kube-proxy
-  lk_stop kube-scheduler
-  lk_stop kube-controller-manager
+  lk_stop provisioner kubelet kube-proxy kube-scheduler kube-controller-manager
   lk_kill_pods
   if lk_running containerd; then lk_delete_tasks; fi
   lk_stop containerd
