@@ -359,10 +359,6 @@ static int run_stepd(const struct options *o)
 		argv0[0] = (char *) o->argv0;
 	stub_argv = argv0;
 	stub_argc = 1;
-	if (o->cwd && chdir(o->cwd) < 0) {
-		perror(o->cwd);
-		return 64;
-	}
 	if (o->deny_pivot_root)
 		deny_pivot_root();
 	if (slurm_spank_init(NULL, o->plugin_argc, o->plugin_argv) < 0
@@ -371,6 +367,11 @@ static int run_stepd(const struct options *o)
 		return 2;
 	}
 	printf("stepd ready\n");
+	/* slurmstepd chdirs to the job's cwd after spank_init, before forking the tasks */
+	if (o->cwd && chdir(o->cwd) < 0) {
+		perror(o->cwd);
+		return 64;
+	}
 	failed = run_checks(o, true);
 	fflush(stdout);
 	pid = fork();

@@ -337,6 +337,9 @@ def test_slurmstepd_sees_the_jails_mirrored_dirs_at_their_node_paths(layout, har
         *("--stepd-expect-file", "%s/from-jail.txt=jail" % shared),
         *("--stepd-expect-absent", "%s/from-node.txt" % shared),
         *("--expect-file", "%s/from-jail.txt=jail" % shared),
+        # the job's cwd there is the jail's directory too
+        *("--expect-cwd", str(shared)),
+        cwd=shared,
     )
     assert run.returncode == 0
 
