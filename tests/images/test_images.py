@@ -277,6 +277,24 @@ def write_sshd_config(config_dir: Path) -> None:
     (config_dir / C.SSHD_CONFIG_FILE).write_text("\n".join(lines) + "\n")
 
 
+def write_secret(directory: Path, files: dict) -> None:
+    """Files laid out the way the kubelet mounts a Secret: symlinks into a data dir, mode 0644."""
+    data = directory / "..2026_01_01_00_00_00.000000001"
+    data.mkdir(parents=True)
+    for name, content in files.items():
+        (data / name).write_bytes(content)
+        (data / name).chmod(0o644)
+        (directory / name).symlink_to("..data/" + name)
+    (directory / "..data").symlink_to(data.name)
+
+
+def ssh_keygen(images: dict, directory: Path, name: str) -> Path:
+    """A new ed25519 key pair directory/name(.pub), made with the login image's ssh-keygen."""
+    docker("run", "--rm", "--entrypoint", "ssh-keygen", "-v", "%s:/keys" % directory, images["login"],
+           "-q", "-t", "ed25519", "-N", "", "-f", "/keys/" + name)  # fmt: skip
+    return directory / name
+
+
 class Cluster:
     def __init__(self, images: dict, root: Path):
         self.images = images
@@ -289,54 +307,25 @@ class Cluster:
         return "%s-%s" % (host, self.suffix)
 
     def prepare(self) -> None:
-        for d in ("munge", "slurm", "sshd", "jail", "state", "host-keys", "client"):
+        for d in ("slurm", "sshd", "jail", "state", "client", "keygen"):
             (self.root / d).mkdir(parents=True)
-        key = self.root / "munge" / C.MUNGE_KEY_SECRET_KEY
-        key.write_bytes(os.urandom(1024))
-        key.chmod(0o600)
+        write_secret(self.root / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
         write_slurm_config(self.root / "slurm")
         write_sshd_config(self.root / "sshd")
+        host_key = ssh_keygen(self.images, self.root / "keygen", "ssh_host_ed25519_key")
+        write_secret(
+            self.root / "host-keys", {p.name: p.read_bytes() for p in (host_key, host_key.with_suffix(".pub"))}
+        )
+        client_key = ssh_keygen(self.images, self.root / "client", "id_ed25519")
         # A real jail, with a user that exists only there and logs in with a key.
         populate(self.images, self.root / "jail", "test")
-        docker(
-            "run",
-            "--rm",
-            "--entrypoint",
-            "ssh-keygen",
-            "-v",
-            "%s:/keys" % (self.root / "host-keys"),
-            self.images["login"],
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-f",
-            "/keys/ssh_host_ed25519_key",
-        )
-        docker(
-            "run",
-            "--rm",
-            "--entrypoint",
-            "ssh-keygen",
-            "-v",
-            "%s:/keys" % (self.root / "client"),
-            self.images["login"],
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-f",
-            "/keys/id_ed25519",
-        )
         add_user = (
             f"useradd -m -u {JAIL_UID} -s /bin/bash {JAIL_USER} && usermod -p '*' {JAIL_USER}"
             f" && install -d -o {JAIL_UID} -g {JAIL_UID} -m 0700 /home/{JAIL_USER}/.ssh"
             f" && install -o {JAIL_UID} -g {JAIL_UID} -m 0600 /tmp/authorized_keys /home/{JAIL_USER}/.ssh/"
             " && rm /tmp/authorized_keys"
         )
-        (self.root / "jail/tmp/authorized_keys").write_text((self.root / "client/id_ed25519.pub").read_text())
+        (self.root / "jail/tmp/authorized_keys").write_text(client_key.with_suffix(".pub").read_text())
         docker(
             "run",
             "--rm",
