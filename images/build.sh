@@ -43,7 +43,7 @@ declare -A BUILT=()    # image name -> 1 once handled in this run
 log() { printf '[build.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
 # Parents of each image, in build order.
 parents_of() {
