@@ -16,9 +16,7 @@ LOCALKUBE = REPO / "tools" / "localkube" / "localkube.sh"
 
 
 def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(LOCALKUBE), *args], check=check, timeout=timeout, text=True, capture_output=True
-    )
+    return subprocess.run([str(LOCALKUBE), *args], check=check, timeout=timeout, text=True, capture_output=True)
 
 
 def localkube_env() -> dict:
@@ -60,7 +58,12 @@ class Cluster:
 
     def wait_pod_ready(self, pod: str, timeout: int = 120) -> None:
         self.kubectl(
-            "-n", self.namespace, "wait", "--for=condition=Ready", f"pod/{pod}", f"--timeout={timeout}s",
+            "-n",
+            self.namespace,
+            "wait",
+            "--for=condition=Ready",
+            f"pod/{pod}",
+            f"--timeout={timeout}s",
             timeout=timeout + 10,
         )
 
@@ -74,5 +77,3 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
         time.sleep(interval)
-
-

@@ -27,7 +27,8 @@ RUN = CACHE / "run"
 
 
 def sleeper_pod(name: str, volumes: str = "", mounts: str = "") -> str:
-    return textwrap.dedent(f"""\
+    return (
+        textwrap.dedent(f"""\
         apiVersion: v1
         kind: Pod
         metadata: {{name: {name}}}
@@ -38,14 +39,18 @@ def sleeper_pod(name: str, volumes: str = "", mounts: str = "") -> str:
               image: {TOOLBOX}
               imagePullPolicy: Never
               command: [sleep, "3600"]
-        """) + mounts + volumes
+        """)
+        + mounts
+        + volumes
+    )
 
 
 @pytest.fixture(scope="module")
 def web(localkube_cluster: Cluster) -> Cluster:
     """A StatefulSet of two HTTP servers behind a headless, a ClusterIP and a NodePort Service."""
     c = localkube_cluster
-    c.apply(textwrap.dedent(f"""\
+    c.apply(
+        textwrap.dedent(f"""\
         apiVersion: v1
         kind: Service
         metadata: {{name: web}}
@@ -88,7 +93,8 @@ def web(localkube_cluster: Cluster) -> Cluster:
                   readinessProbe:
                     tcpSocket: {{port: 8080}}
                     periodSeconds: 1
-        """))
+        """)
+    )
     c.apply(sleeper_pod("client"))
     c.kubectl("-n", c.namespace, "rollout", "status", "statefulset/web", "--timeout=180s", timeout=190)
     c.wait_pod_ready("client")
@@ -104,7 +110,11 @@ def test_up_again_is_idempotent(localkube_cluster: Cluster):
 def test_custom_resource_definition_and_custom_resource(localkube_cluster: Cluster):
     c = localkube_cluster
     group = f"t{uuid.uuid4().hex[:6]}.localkube.test"
-    c.kubectl("apply", "-f", "-", input=textwrap.dedent(f"""\
+    c.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=textwrap.dedent(f"""\
         apiVersion: apiextensions.k8s.io/v1
         kind: CustomResourceDefinition
         metadata: {{name: widgets.{group}}}
@@ -124,7 +134,8 @@ def test_custom_resource_definition_and_custom_resource(localkube_cluster: Clust
                       type: object
                       properties:
                         size: {{type: integer}}
-        """))
+        """),
+    )
     try:
         c.kubectl("wait", "--for=condition=Established", f"crd/widgets.{group}", "--timeout=60s")
         c.apply(f"apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: w1}}\nspec: {{size: 3}}\n")
@@ -170,14 +181,16 @@ def test_nodeport_answers_from_host(web: Cluster):
 
 def test_two_pods_share_a_file_through_one_rwx_claim(localkube_cluster: Cluster):
     c = localkube_cluster
-    c.apply(textwrap.dedent("""\
+    c.apply(
+        textwrap.dedent("""\
         apiVersion: v1
         kind: PersistentVolumeClaim
         metadata: {name: shared}
         spec:
           accessModes: [ReadWriteMany]
           resources: {requests: {storage: 1Gi}}
-        """))
+        """)
+    )
     volumes = "  volumes:\n    - name: shared\n      persistentVolumeClaim: {claimName: shared}\n"
     mounts = "      volumeMounts:\n        - {name: shared, mountPath: /shared}\n"
     for name in ("writer", "reader"):
@@ -193,7 +206,8 @@ def test_two_pods_share_a_file_through_one_rwx_claim(localkube_cluster: Cluster)
 
 def test_kubectl_exec_and_logs(localkube_cluster: Cluster):
     c = localkube_cluster
-    c.apply(textwrap.dedent(f"""\
+    c.apply(
+        textwrap.dedent(f"""\
         apiVersion: v1
         kind: Pod
         metadata: {{name: talker}}
@@ -204,7 +218,8 @@ def test_kubectl_exec_and_logs(localkube_cluster: Cluster):
               image: {TOOLBOX}
               imagePullPolicy: Never
               command: [sh, -c, 'echo hello-from-logs; exec sleep 3600']
-        """))
+        """)
+    )
     c.wait_pod_ready("talker")
     assert c.exec("talker", "sh", "-c", "echo $((6 * 7))").stdout == "42\n"
     logs = wait_for(lambda: c.kubectl("-n", c.namespace, "logs", "talker").stdout, timeout=30)
@@ -218,18 +233,19 @@ def test_pod_runs_an_imported_local_image(localkube_cluster: Cluster, tmp_path: 
         pytest.fail("no docker engine to build the image with")
     marker = f"built-here-{uuid.uuid4().hex[:8]}"
     (tmp_path / "hello.c").write_text(
-        '#include <stdio.h>\n#include <unistd.h>\n'
+        "#include <stdio.h>\n#include <unistd.h>\n"
         f'int main(void) {{ puts("{marker}"); fflush(stdout); for (;;) pause(); }}\n'
     )
     subprocess.run(["gcc", "-static", "-Os", "-o", str(tmp_path / "hello"), str(tmp_path / "hello.c")], check=True)
-    (tmp_path / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\nENTRYPOINT [\"/hello\"]\n")
+    (tmp_path / "Dockerfile").write_text('FROM scratch\nCOPY hello /hello\nENTRYPOINT ["/hello"]\n')
     image = f"slurmkube-test/hello:{marker}"
     subprocess.run(["docker", "build", "-q", "-t", image, str(tmp_path)], check=True, capture_output=True)
     try:
         localkube("import-image", image)
     finally:
         subprocess.run(["docker", "rmi", image], capture_output=True)
-    c.apply(textwrap.dedent(f"""\
+    c.apply(
+        textwrap.dedent(f"""\
         apiVersion: v1
         kind: Pod
         metadata: {{name: local-image}}
@@ -237,7 +253,8 @@ def test_pod_runs_an_imported_local_image(localkube_cluster: Cluster, tmp_path: 
           terminationGracePeriodSeconds: 0
           containers:
             - {{name: main, image: "{image}", imagePullPolicy: Never}}
-        """))
+        """)
+    )
     c.wait_pod_ready("local-image")
     assert marker in wait_for(lambda: c.kubectl("-n", c.namespace, "logs", "local-image").stdout, timeout=30)
 
@@ -278,11 +295,11 @@ def shim_sockets() -> list[Path]:
     address = RUN / "containerd" / "containerd.sock"
     ids = subprocess.run(
         [str(next(CACHE.glob("v*/bin/ctr"))), "--address", str(address), "-n", "k8s.io", "containers", "ls", "-q"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
-    return [
-        Path("/run/containerd/s") / hashlib.sha256(f"{address}/k8s.io/{i}".encode()).hexdigest() for i in ids
-    ]
+    return [Path("/run/containerd/s") / hashlib.sha256(f"{address}/k8s.io/{i}".encode()).hexdigest() for i in ids]
 
 
 def test_down_removes_everything_and_up_works_again(localkube_cluster: Cluster):
