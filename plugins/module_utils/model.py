@@ -35,6 +35,8 @@ SlurmValue = NewType("SlurmValue", object)
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 SLURM_KEY = r"^[A-Za-z][A-Za-z0-9]*$"
+# Paths the jail plugin takes in plugstack.conf: absolute, no blanks, commas or colons.
+JAIL_PATH = r"^/[^\s,:]*$"
 # A StatefulSet's pods carry controller-revision-hash=<name>-<10 chars>: a 63-char label.
 STATEFULSET_NAME_MAX = 52
 NODE_PORT_RANGE = (30000, 32767)
@@ -202,7 +204,7 @@ class SubMount:
     """Node-local storage mounted at a path inside the jail (fast scratch, say)."""
 
     name: str = spec_field("Volume name.", pattern=DNS1123_LABEL, max_length=40)
-    mount_path: str = spec_field("Path inside the jail.", pattern=r"^/[^\0]*$")
+    mount_path: str = spec_field("Path inside the jail.", pattern=JAIL_PATH)
     host_path: Optional[str] = spec_field(
         "Node directory to use; an emptyDir when unset.", None, pattern=r"^/"
     )
@@ -224,9 +226,11 @@ class Jail:
     nfs: Optional[Nfs] = spec_field("Use this NFS export instead of a claim.", None)
     sub_mounts: List[SubMount] = spec_field("Node-local mounts inside the jail.", factory=list)
     user_paths: List[str] = spec_field(
-        "User-writable jail paths that slurmd must also see at the same path, because "
-        "slurmstepd opens job output and working directories before entering the jail.",
-        factory=lambda: ["/home"],
+        "Jail paths where jobs write output: slurmstepd opens output files and the working "
+        "directory before the job enters the jail, so the jail plugin shows it the jail's "
+        "copy of these paths (its mirrors= option).",
+        factory=lambda: ["/home", "/root"],
+        pattern=JAIL_PATH,
     )
 
 

@@ -43,7 +43,7 @@ def test_empty_cluster_spec_gets_defaults():
     model = parse_cluster(cluster())
     assert model.spec.login.replicas == 1
     assert model.spec.login.service_type == "NodePort"
-    assert model.spec.jail.user_paths == ["/home"]
+    assert model.spec.jail.user_paths == ["/home", "/root"]
     assert model.spec.slurm.max_node_count == 1024
     assert model.spec.health_checks.enabled is True
     assert munge_secret_name(model) == "demo-munge-key"
@@ -109,7 +109,11 @@ def test_every_problem_is_reported_at_once():
         ({"jail": {"size": "10 GB"}}, "spec.jail.size", "Kubernetes quantity"),
         ({"jail": {"existingClaim": "x", "nfs": {"server": "s", "path": "/p"}}}, "spec.jail", "at most one"),
         ({"jail": {"nfs": {"server": "s", "path": "relative"}}}, "spec.jail.nfs.path", "must match"),
-        ({"jail": {"userPaths": ["home"]}}, "spec.jail.userPaths[0]", "absolute path"),
+        ({"jail": {"userPaths": ["home"]}}, "spec.jail.userPaths[0]", "must match"),
+        ({"jail": {"userPaths": ["/"]}}, "spec.jail.userPaths[0]", "absolute path below /"),
+        ({"jail": {"userPaths": ["/data,/x"]}}, "spec.jail.userPaths[0]", "must match"),
+        ({"jail": {"subMounts": [{"name": "a", "mountPath": "/a b"}]}}, "spec.jail.subMounts[0].mountPath",
+         "must match"),
         ({"jail": {"subMounts": [{"name": "a", "mountPath": "/x"}, {"name": "a", "mountPath": "/y"}]}},
          "spec.jail.subMounts[1].name", "used twice"),
         ({"jail": {"subMounts": [{"name": "a", "mountPath": "/x/../etc"}]}},

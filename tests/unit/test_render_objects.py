@@ -72,10 +72,14 @@ def test_sub_mounts_reach_worker_pods_and_the_plugin():
     assert "/mnt/slurmkube/submounts/scratch:/scratch" in plugstack
 
 
-def test_user_paths_are_mounted_from_the_jail_in_workers():
+def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
     objects = by_kind_and_name(render_cluster(*example("cpu-only")))
-    mounts = containers(objects[("StatefulSet", "cpu-compute")])[0]["volumeMounts"]
-    assert {"name": "jail", "mountPath": "/home", "subPath": "home"} in mounts
+    pod = objects[("StatefulSet", "cpu-compute")]["spec"]["template"]["spec"]
+    assert {"name": "node-tmp", "mountPath": "/mnt/slurmkube/tmp"} in pod["containers"][0]["volumeMounts"]
+    assert {"name": "node-tmp", "emptyDir": {}} in pod["volumes"]
+    plugstack = objects[("ConfigMap", "cpu-slurm-config")]["data"]["plugstack.conf"]
+    assert "mirrors=/home,/root" in plugstack
+    assert "submounts=/mnt/slurmkube/tmp:/tmp" in plugstack
 
 
 def test_jail_claim_kept_out_when_nfs_is_used():

@@ -24,6 +24,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     partitions_of,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import (
+    NODE_TMP_DIR,
     SUBMOUNT_HOST_DIR,
     Manifest,
     config_map_name,
@@ -228,12 +229,20 @@ def submount_argument(sub: SubMount) -> str:
 
 
 def render_plugstack_conf(cluster: SlurmCluster) -> str:
-    """plugstack.conf: the jail plugin, required, so no job can start outside the jail."""
+    """plugstack.conf: the jail plugin, required, so no job can start outside the jail.
+
+    /etc/hosts and /etc/resolv.conf are the pod's (srun in a job must resolve the
+    controller Service); /tmp is node-local; a user's sub-mount at /tmp replaces ours.
+    """
     jail = cluster.spec.jail
-    args = ["jail=%s" % C.JAIL_MOUNT_PATH]
-    if jail.sub_mounts:
-        args.append("submounts=%s" % ",".join(submount_argument(s) for s in jail.sub_mounts))
-    line = " ".join(["required", C.SPANK_PLUGIN_PATH] + args)
+    submounts = ["%s:/tmp" % NODE_TMP_DIR] + [submount_argument(s) for s in jail.sub_mounts]
+    args = [
+        "jail=%s" % C.JAIL_MOUNT_PATH,
+        "binds=/etc/hosts,/etc/resolv.conf",
+        "mirrors=%s" % (",".join(jail.user_paths) or "none"),
+        "submounts=%s" % ",".join(submounts),
+    ]
+    line = " ".join(["required", C.SPANK_PLUGIN_PATH, *args])
     return header(cluster, "plugstack.conf") + line + "\n"
 
 

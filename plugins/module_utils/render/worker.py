@@ -23,6 +23,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
 
 SPOOL_VOLUME = "spool"
 SHM_VOLUME = "shm"
+NODE_TMP_VOLUME = "node-tmp"
 
 
 def node_conf(nodeset: NodeSet) -> str:
@@ -70,9 +71,7 @@ def _worker_mounts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
         {"name": SPOOL_VOLUME, "mountPath": C.SLURMD_SPOOL_DIR},
         {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
     ]
-    # slurmstepd opens the job's output files and cwd before the plugin enters the jail.
-    for path in cluster.spec.jail.user_paths:
-        mounts.append({"name": common.JAIL_VOLUME, "mountPath": path, "subPath": path.strip("/")})
+    mounts.append({"name": NODE_TMP_VOLUME, "mountPath": common.NODE_TMP_DIR})
     for sub in cluster.spec.jail.sub_mounts:
         mounts.append({"name": "sub-" + sub.name, "mountPath": "%s/%s" % (common.SUBMOUNT_HOST_DIR, sub.name)})
     return mounts
@@ -85,6 +84,7 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
         common.jail_volume(cluster),
         {"name": SPOOL_VOLUME, "emptyDir": {}},
         {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}},
+        {"name": NODE_TMP_VOLUME, "emptyDir": {}},
     ]
     for sub in cluster.spec.jail.sub_mounts:
         if sub.host_path:
