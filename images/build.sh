@@ -6,9 +6,9 @@
 #   images/build.sh --print-tags    print the manifest the current sources would give; build nothing
 #
 # The chain: a Debian trixie root made by debootstrap is `docker import`ed as
-# slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base;
-# worker and jail copy the SPANK plugin out of the `spank-build` image; operator runs kopf
-# with the collection.
+# slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base,
+# each with the SPANK plugin copied out of the `spank-build` image (Slurm's clients load
+# plugstack.conf too); operator runs kopf with the collection.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
 # the images it is built from, its build arguments), so an unchanged image is never
 # rebuilt and a tag names one content. The manifest of the last build is also written to
@@ -49,8 +49,9 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
 parents_of() {
   case "$1" in
     base) echo rootfs ;;
-    spank-build | controller | login | operator) echo base ;;
-    worker | jail) echo "base spank-build" ;;
+    spank-build | operator) echo base ;;
+    # Every image that runs srun/sbatch needs the plugin: the clients load plugstack.conf too.
+    controller | worker | login | jail) echo "base spank-build" ;;
     *) die "unknown image: $1 (known: ${ALL_IMAGES[*]})" ;;
   esac
 }

@@ -158,6 +158,13 @@ def test_operator_image_imports_its_handlers_unprivileged_on_a_read_only_root(im
     assert "1.45" in docker("run", "--rm", images["operator"], "kopf", "--version").stdout
 
 
+@pytest.mark.parametrize("name", ["controller", "worker", "login", "jail"])
+def test_every_image_running_slurm_clients_has_the_spank_plugin(images, name):
+    if not spank_plugin_expected():
+        pytest.skip("spank/Makefile does not exist yet")
+    docker("run", "--rm", images[name], "test", "-s", C.SPANK_PLUGIN_PATH)
+
+
 def test_no_image_ships_a_munge_key_or_ssh_host_keys(images):
     for name in ("controller", "worker", "login", "jail"):
         docker(
@@ -257,6 +264,11 @@ HealthCheckInterval={HEALTHCHECK_INTERVAL}
 NodeSet={NODESET} Feature={NODESET}
 PartitionName=main Nodes={NODESET} Default=YES MaxTime=INFINITE State=UP
 """
+    if spank_plugin_expected():
+        # Every job task runs with the jail as /; "required": never on the node's own root.
+        slurm_conf += f"PlugStackConfig={C.SLURM_CONFIG_DIR}/plugstack.conf\n"
+        plugstack = f"required {C.SPANK_PLUGIN_PATH} jail={C.JAIL_MOUNT_PATH} binds=/etc/hosts,/etc/resolv.conf\n"
+        (conf_dir / "plugstack.conf").write_text(plugstack)
     (conf_dir / "slurm.conf").write_text(slurm_conf)
     (conf_dir / "cgroup.conf").write_text("CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
 
@@ -381,7 +393,12 @@ class Cluster:
         args = [
             *self.common_args(host),
             "-v",
-            "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp).
+            "--cap-add",
+            "SYS_ADMIN",
+            "--security-opt",
+            "seccomp=unconfined",
             "-e",
             "%s=%s" % (C.ENV_ROLE, C.ROLE_WORKER),
             "-e",
@@ -462,6 +479,33 @@ def test_srun_runs_on_both_workers(cluster):
     assert sorted(out.split()) == sorted(WORKERS)
 
 
+needs_plugin = pytest.mark.skipif(not spank_plugin_expected(), reason="spank/Makefile does not exist yet")
+
+
+@needs_plugin
+def test_jobs_run_in_the_jail_and_share_its_files(cluster):
+    def srun(node: str, command: str) -> subprocess.CompletedProcess:
+        return cluster.exec(CONTROLLER_POD, "srun", "-N1", "-w", node, "sh", "-c", command, check=False, timeout=60)
+
+    seen = srun(WORKERS[0], "cat /%s; test -e /usr/sbin/slurmd || echo no-slurmd-here" % C.JAIL_MARKER_FILE)
+    assert seen.stdout.split() == ["test", "no-slurmd-here"], seen.stderr
+    assert srun(WORKERS[0], "echo from-cpu-0 > /srv/shared.txt").returncode == 0
+    assert srun(WORKERS[1], "cat /srv/shared.txt").stdout.strip() == "from-cpu-0"
+    # A root job sees neither the worker's munge key nor the mounted Secret.
+    for path in ("/etc/munge/munge.key", C.MUNGE_KEY_MOUNT_DIR + "/" + C.MUNGE_KEY_SECRET_KEY):
+        assert srun(WORKERS[0], "cat " + path).returncode != 0
+
+
+@needs_plugin
+def test_user_logs_in_and_runs_a_batch_job_in_the_jail(cluster):
+    session = "cd ~ && sbatch --wait -o job.out --wrap 'hostname; id -un; cat /%s' >/dev/null && cat job.out" % (
+        C.JAIL_MARKER_FILE
+    )
+    out = ssh_to_login(cluster, session).stdout.split()
+    assert out[0] in WORKERS
+    assert out[1:] == [JAIL_USER, "test"]
+
+
 def test_workers_register_with_their_size_and_nodeset(cluster):
     told = cluster.node(WORKERS[0])
     assert (told["cpus"], told["real_memory"]) == (1, 500)
@@ -494,30 +538,19 @@ def test_jail_accounts_resolve_on_controller_and_login(cluster, host):
     assert cluster.exec(host, "getent", "passwd", "slurm").returncode == 0  # the image's own users stay
 
 
+def ssh_to_login(cluster: Cluster, command: str) -> subprocess.CompletedProcess:
+    """Run command in an ssh session of the jail user on the login node, from another container."""
+    return docker(
+        "run", "--rm", "--network", cluster.network, "-v", "%s:/keys:ro" % (cluster.root / "client"),
+        "--entrypoint", "ssh", cluster.images["jail"], "-i", "/keys/id_ed25519", "-o", "BatchMode=yes",
+        "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+        "%s@%s" % (JAIL_USER, LOGIN_POD), command, timeout=120,
+    )  # fmt: skip
+
+
 def test_ssh_login_lands_in_the_jail_with_slurm_commands(cluster):
     session = "cat /%s; test -e /usr/sbin/sshd || echo no-sshd-here; sinfo -h -N -o %%N" % C.JAIL_MARKER_FILE
-    out = docker(
-        "run",
-        "--rm",
-        "--network",
-        cluster.network,
-        "-v",
-        "%s:/keys:ro" % (cluster.root / "client"),
-        "--entrypoint",
-        "ssh",
-        cluster.images["jail"],
-        "-i",
-        "/keys/id_ed25519",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "%s@%s" % (JAIL_USER, LOGIN_POD),
-        session,
-        timeout=60,
-    ).stdout.split()
+    out = ssh_to_login(cluster, session).stdout.split()
     assert out[0] == "test"  # the jail's marker is the session's /
     assert out[1] == "no-sshd-here"  # the login container's own files are not visible
     assert set(out[2:]) == set(WORKERS)
