@@ -6,46 +6,10 @@ import copy
 
 import pytest
 from examples import example_resources
+from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
-
-
-class MemoryKube:
-    """Stores what is applied, as an API server without defaulting would; counts writes."""
-
-    def __init__(self):
-        self.objects = {}
-        self.writes = 0
-
-    def key(self, kind, name, namespace):
-        return (kind, namespace, name)
-
-    def get(self, api_version, kind, name, namespace=None):
-        obj = self.objects.get(self.key(kind, name, namespace))
-        return copy.deepcopy(obj) if obj else None
-
-    def list(self, api_version, kind, namespace=None, labels=None):
-        return [copy.deepcopy(o) for (k, ns, _), o in sorted(self.objects.items()) if k == kind and ns == namespace]
-
-    def apply(self, obj, dry_run=False):
-        self.writes += 1
-        self.objects[self.key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))] = \
-            copy.deepcopy(obj)
-        return obj
-
-    def merge_patch(self, api_version, kind, name, namespace, patch):
-        self.writes += 1
-        obj = self.objects[self.key(kind, name, namespace)]
-        obj["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
-        return copy.deepcopy(obj)
-
-    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
-        self.writes += 1
-        return self.objects.pop(self.key(kind, name, namespace), None) is not None
-
-    def exec(self, *args, **kwargs):
-        raise AssertionError("no pod runs in memory")
 
 
 @pytest.fixture
