@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from collection_path import ensure_importable
 from examples import example_resources
+from playbook_runner import run_module as run_ansible_module
 
 
 def run_module(tmp_path, args, *flags):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost",
-        "gather_facts": False,
-        "tasks": [{"slurmkube.core.cluster_manifests": args, "register": "out"},
-                  {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(tmp_path / "out.json"),
-                                            "mode": "0600"}, "check_mode": False, "diff": False}],
-    }]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ensure_importable().parents[2]), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="default")
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook), *flags],
-        capture_output=True, text=True, env=env, check=False)
-    result = json.loads((tmp_path / "out.json").read_text()) if proc.returncode == 0 else None
-    (tmp_path / "out.json").unlink(missing_ok=True)
-    return proc, result
+    return run_ansible_module(tmp_path, "cluster_manifests", args, *flags)
 
 
 @pytest.fixture

@@ -1,0 +1,38 @@
+"""Run one of the collection's modules through a real ansible-playbook and read its result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import yaml
+from collection_path import ensure_importable
+
+
+def run_module(workdir: Path, module: str, args: Dict[str, Any], *flags: str,
+               env: Optional[Dict[str, str]] = None) -> Tuple[subprocess.CompletedProcess, Optional[dict]]:
+    """(the ansible-playbook process, the registered result or None when the task failed)."""
+    playbook = workdir / "play.yml"
+    result_file = workdir / "result.json"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "localhost",
+        "gather_facts": False,
+        "tasks": [
+            {"slurmkube.core." + module: args, "register": "out"},
+            {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result_file), "mode": "0600"},
+             "check_mode": False, "diff": False},
+        ],
+    }]))
+    full_env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=str(ensure_importable().parents[2]),
+                    ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default")
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook), *flags],
+        capture_output=True, text=True, env=full_env, check=False)
+    result = json.loads(result_file.read_text()) if proc.returncode == 0 else None
+    result_file.unlink(missing_ok=True)
+    return proc, result
