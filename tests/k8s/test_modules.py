@@ -37,7 +37,7 @@ def test_munge_key_created_once_never_shown(kube: Cluster, tmp_path: Path):
     key = secret["data"]["munge.key"]
     assert key not in proc.stdout + proc.stderr
     assert len(base64.b64decode(key)) == 1024
-    proc, again = module(kube, tmp_path, "munge_key", {"cluster": "mk"})
+    again = module(kube, tmp_path, "munge_key", {"cluster": "mk"})[1]
     assert again["changed"] is False and again["fingerprint"] == first["fingerprint"]
 
 
@@ -73,7 +73,8 @@ def test_slurm_cluster_changed_then_idempotent_check_and_diff(kube: Cluster, tmp
 
 @pytest.mark.parametrize(("spec", "message"), [
     ({"replicas": -1, "resources": {"cpu": 1}}, "spec.replicas: must be at least 0, got -1"),
-    ({"replicas": 1, "resources": {"cpu": 1, "memory": "lots"}}, "spec.resources.memory: must be a Kubernetes quantity"),
+    ({"replicas": 1, "resources": {"cpu": 1, "memory": "lots"}},
+     "spec.resources.memory: must be a Kubernetes quantity"),
 ])
 def test_slurm_cluster_bad_options_fail_before_writing(kube: Cluster, tmp_path: Path, spec, message):
     args = {"name": "bad", "wait": False, "node_sets": [{"name": "badset", "spec": spec}]}
@@ -84,7 +85,7 @@ def test_slurm_cluster_bad_options_fail_before_writing(kube: Cluster, tmp_path: 
 
 def test_slurm_cluster_absent_keeps_nothing_but_says_so(kube: Cluster, tmp_path: Path):
     module(kube, tmp_path, "slurm_cluster", cluster_args(1))
-    proc, result = module(kube, tmp_path, "slurm_cluster", {"name": "mod", "state": "absent"})
+    result = module(kube, tmp_path, "slurm_cluster", {"name": "mod", "state": "absent"})[1]
     assert result["changed"] is True
     names = json.loads(kube.kubectl("-n", kube.namespace, "get", "nodesets", "-o", "json").stdout)["items"]
     assert not [n for n in names if n["spec"]["clusterName"] == "mod"]
