@@ -5,7 +5,8 @@
 #   localkube.sh up               build if needed, then start the cluster (idempotent)
 #   localkube.sh status           component health; exit 0 only when all are healthy
 #   localkube.sh down             stop what we started; remove mounts, chains, bridge, state
-#   localkube.sh import-image IMG...   docker save IMG | ctr import (nothing is pulled)
+#   localkube.sh import-image IMG...   docker save IMG | ctr import (nothing is pulled);
+#                                 IMG may also be an image archive file
 #   localkube.sh kubeconfig       print the kubeconfig path
 #   localkube.sh env              print shell exports (KUBECONFIG, PATH with our kubectl)
 #
@@ -347,7 +348,11 @@ lk_import_image() {
   local img
   for img in "$@"; do
     lk_log "importing $img"
-    docker save "$img" | lk_ctr images import -
+    if [[ -f $img ]]; then
+      lk_ctr images import "$img" # a docker-save or OCI archive
+    else
+      docker save "$img" | lk_ctr images import -
+    fi
   done
 }
 

@@ -2,17 +2,20 @@
 # The cluster's PKI, made with openssl: one CA signs everything. Idempotent: files that
 # exist are kept (a second `up` reuses them; `down` removes them with the state).
 
+# EC P-256 keys: generating ten RSA keys took 4 s of every cold `up`.
+lk_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+
 # lk_cert NAME CN [O] [SANS]: a key and a CA-signed certificate (client+server usage).
 lk_cert() {
   local name=$1 cn=$2 org=${3:-} sans=${4:-} p="$LK_RUN/pki"
   [[ -s $p/$name.crt ]] && return 0
   local subj="/CN=$cn"
   [[ -n $org ]] && subj="/O=$org$subj"
-  openssl genrsa -out "$p/$name.key" 2048 2>/dev/null
+  lk_key "$p/$name.key"
   openssl req -new -key "$p/$name.key" -subj "$subj" -out "$p/$name.csr" 2>/dev/null
   {
     echo "basicConstraints=CA:FALSE"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "keyUsage=critical,digitalSignature"
     echo "extendedKeyUsage=serverAuth,clientAuth"
     [[ -n $sans ]] && echo "subjectAltName=$sans"
   } >"$p/$name.ext"
@@ -53,13 +56,13 @@ lk_pki() {
   chmod 0700 "$p"
   if [[ ! -s $p/ca.crt ]]; then
     lk_log "creating the PKI"
-    openssl genrsa -out "$p/ca.key" 2048 2>/dev/null
+    lk_key "$p/ca.key"
     openssl req -x509 -new -key "$p/ca.key" -subj "/CN=localkube-ca" -days 3650 \
       -sha256 -out "$p/ca.crt" 2>/dev/null
   fi
   [[ -s $p/sa.key ]] || {
-    openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
-    openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
+    lk_key "$p/sa.key"
+    openssl pkey -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
   }
   local d="$LK_CLUSTER_DOMAIN"
   lk_cert apiserver kube-apiserver "" \
