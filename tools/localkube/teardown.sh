@@ -41,26 +41,29 @@ lk_kill_pods() {
 }
 
 # containerd 1.7 puts each shim's socket at /run/containerd/s/sha256(<address>/<ns>/<id>)
-# (a fixed dir, shared with other containerds): delete the tasks so the shims remove their
-# sockets, then remove any left by name.
+# (a fixed dir, shared with other containerds). Deleting the tasks lets the shims remove
+# their sockets; the rest are removed by name, the IDs read from our task state dir (it is
+# there even when containerd died).
+lk_task_ids() {
+  local d="$LK_RUN/containerd/state/io.containerd.runtime.v2.task/k8s.io"
+  [[ -d $d ]] || return 0
+  find "$d" -mindepth 1 -maxdepth 1 -type d -printf '%f\n'
+}
+
 lk_delete_tasks() {
-  local ids id
-  ids=$(lk_ctr containers ls -q 2>/dev/null) || return 0
-  for id in $ids; do
+  local id
+  for id in $(lk_task_ids); do
     timeout 10 "$LK_BIN/ctr" --address "$LK_RUN/containerd/containerd.sock" --namespace k8s.io \
       tasks delete --force "$id" >/dev/null 2>&1 || true
   done
-  printf '%s\n' "$ids" >"$LK_RUN/containerd/ids"
 }
 
 lk_remove_shim_sockets() {
   local id hash
-  [[ -s $LK_RUN/containerd/ids ]] || return 0
-  while IFS= read -r id; do
-    [[ -n $id ]] || continue
+  for id in "$@"; do
     hash=$(printf '%s' "$LK_RUN/containerd/containerd.sock/k8s.io/$id" | sha256sum | cut -d' ' -f1)
     rm -f "/run/containerd/s/$hash"
-  done <"$LK_RUN/containerd/ids"
+  done
 }
 
 # The kubelet's device-plugin socket lives at a fixed path; remove it (and the dirs, when
@@ -171,10 +174,13 @@ lk_kube_chains_cleanup() {
 lk_down() {
   lk_stop provisioner kubelet kube-proxy kube-scheduler kube-controller-manager
   lk_kill_pods
+  local task_ids
+  task_ids=$(lk_task_ids)
   if lk_running containerd; then lk_delete_tasks; fi
   lk_stop containerd
   lk_kill_shims
-  lk_remove_shim_sockets
+  # shellcheck disable=SC2086 # one ID per word
+  lk_remove_shim_sockets $task_ids
   lk_stop kube-apiserver
   lk_stop etcd
   lk_unmount_ours
