@@ -576,9 +576,10 @@ def test_healthcheck_program_drains_on_failure_and_resumes_only_its_own_drain(cl
         assert cluster.exec(worker, C.HEALTHCHECK_PROGRAM, check=False).returncode == 1
     finally:
         marker.with_suffix(".away").rename(marker)
+    # The jail is shared: every worker was drained, and every one comes back.
     wait_for(
-        "the health check to resume " + worker,
-        lambda: not drained(cluster.node(worker)),
+        "the health check to resume every worker",
+        lambda: not any(drained(cluster.node(w)) for w in WORKERS),
         timeout=6 * HEALTHCHECK_INTERVAL,
     )
 
@@ -589,6 +590,45 @@ def test_healthcheck_program_drains_on_failure_and_resumes_only_its_own_drain(cl
         assert drained(node) and node["reason"] == "admin: bad disk"
     finally:
         cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume")
+
+
+def run_long_checks(cluster: Cluster, *env: str) -> list:
+    """Run the long-checks CronJob's container once; the ids of the jobs it submitted."""
+    args = [a for e in env for a in ("-e", e)]
+    out = docker("run", "--rm", *cluster.common_args("long-checks")[1:], *args,
+                 "-e", "%s=long-checks" % C.ENV_ROLE, cluster.images["login"], timeout=120).stdout  # fmt: skip
+    return [line.split()[-1] for line in out.splitlines() if "long check of" in line]
+
+
+def job_state(cluster: Cluster, job: str) -> str:
+    out = cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", job, "--json").stdout
+    return json.loads(out)["jobs"][0]["job_state"][0]
+
+
+def test_long_checks_pass_on_healthy_nodes(cluster):
+    jobs = run_long_checks(cluster)
+    assert len(jobs) == len(WORKERS), [cluster.node(w) for w in WORKERS]
+    for job in jobs:
+        wait_for("long check job %s" % job, lambda j=job: job_state(cluster, j) in ("COMPLETED", "FAILED"), 120)
+        assert job_state(cluster, job) == "COMPLETED"
+    assert not any("DRAIN" in cluster.node(w)["state"] for w in WORKERS)
+
+
+def test_failed_long_check_drains_and_the_fast_check_leaves_it(cluster):
+    # The job inherits the submitter's environment: no CPU hashes 256 MiB in 10 ms.
+    jobs = run_long_checks(cluster, "SLURMKUBE_LONG_CHECK_CPU_SECONDS=0.01")
+    try:
+        for job in jobs:
+            wait_for("long check job %s" % job, lambda j=job: job_state(cluster, j) in ("COMPLETED", "FAILED"), 120)
+        for worker in WORKERS:
+            node = cluster.node(worker)
+            assert "DRAIN" in node["state"]
+            assert node["reason"].startswith(C.DRAIN_REASON_PREFIX + " long check: 1 CPUs did not hash")
+        time.sleep(2 * HEALTHCHECK_INTERVAL + 1)  # the fast check passes, and must not resume
+        assert all("DRAIN" in cluster.node(w)["state"] for w in WORKERS)
+    finally:
+        for worker in WORKERS:
+            cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume", check=False)
 
 
 def test_worker_stops_cleanly_on_sigterm(cluster):
