@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.model import check_references, parse_cluster, parse_nodeset
-from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import needs_apply, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import apply_changed, stamp
 from ansible_collections.slurmkube.core.plugins.module_utils.status import PHASE_INVALID, PHASE_READY
 
 
@@ -56,14 +56,8 @@ def _diff(desired: Mapping[str, Any], live: Optional[Mapping[str, Any]]) -> Dict
 def ensure_present(kube: Kube, objects: Sequence[Mapping[str, Any]], stale: Sequence[Mapping[str, Any]],
                    check_mode: bool) -> Change:
     """Apply what differs (a server-side dry run in check mode) and delete stale NodeSets."""
-    diffs = []
-    for obj in objects:
-        stamped = stamp(obj, None)
-        meta = stamped["metadata"]
-        live = kube.get(stamped["apiVersion"], stamped["kind"], meta["name"], meta["namespace"])
-        if needs_apply(stamped, live):
-            kube.apply(stamped, dry_run=check_mode)
-            diffs.append(_diff(stamped, live))
+    applied = apply_changed(kube, [stamp(obj, None) for obj in objects], dry_run=check_mode)
+    diffs = [_diff(obj, live) for obj, live in applied]
     for obj in stale:
         meta = obj["metadata"]
         diffs.append({"before_header": "NodeSet %s/%s" % (meta["namespace"], meta["name"]),

@@ -119,6 +119,22 @@ def needs_apply(desired: Mapping[str, Any], live: Optional[Mapping[str, Any]]) -
     return not is_subset(desired, live)
 
 
+def apply_changed(kube: Kube, stamped: Sequence[Mapping[str, Any]], dry_run: bool = False
+                  ) -> List[Tuple[Mapping[str, Any], Optional[Dict[str, Any]]]]:
+    """Server-side apply each stamped object that differs from its live self.
+
+    Returns (object, live object before) for each one applied (a dry run in check mode).
+    """
+    applied = []
+    for obj in stamped:
+        meta = obj["metadata"]
+        live = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        if needs_apply(obj, live):
+            kube.apply(obj, dry_run=dry_run)
+            applied.append((obj, live))
+    return applied
+
+
 def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
     """The jail claim has no owner: deleting the cluster never deletes users' data."""
     return obj["kind"] == "PersistentVolumeClaim"
@@ -244,16 +260,9 @@ class Reconciler:
         return out
 
     def apply_all(self, desired: Sequence[Mapping[str, Any]], owner: Mapping[str, Any]) -> List[str]:
-        """Server-side apply every object that differs; returns 'Kind/name' of those applied."""
-        applied = []
-        for obj in desired:
-            stamped = stamp(obj, None if is_kept_on_delete(obj) else owner)
-            meta = stamped["metadata"]
-            live = self.kube.get(stamped["apiVersion"], stamped["kind"], meta["name"], meta.get("namespace"))
-            if needs_apply(stamped, live):
-                self.kube.apply(stamped)
-                applied.append("%s/%s" % (stamped["kind"], meta["name"]))
-        return applied
+        """Apply every object that differs; returns 'Kind/name' of those applied."""
+        stamped = [stamp(obj, None if is_kept_on_delete(obj) else owner) for obj in desired]
+        return ["%s/%s" % (obj["kind"], obj["metadata"]["name"]) for obj, _ in apply_changed(self.kube, stamped)]
 
     # ----------------------------------------------------------------- Slurm
 

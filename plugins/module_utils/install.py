@@ -1,0 +1,68 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the slurm_operator module does: the CRDs and the operator, installed or removed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List
+
+from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import Change
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import OPERATOR_NAME, render_operator
+from ansible_collections.slurmkube.core.plugins.module_utils.schema import render_crds
+
+
+class InstallError(Exception):
+    """The operator could not be installed or did not become available."""
+
+
+def operator_objects(namespace: str, image: str, pull_policy: str) -> List[Dict[str, Any]]:
+    """Namespace, CRDs, then the operator's own objects, in apply order."""
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    return [ns, *render_crds(), *render_operator(namespace, image, pull_policy)]
+
+
+def _header(obj: Dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return "%s %s" % (obj["kind"], "/".join(p for p in (meta.get("namespace"), meta["name"]) if p))
+
+
+def ensure_operator(kube: Kube, namespace: str, image: str, pull_policy: str, check_mode: bool) -> Change:
+    """Apply what differs. In check mode, objects of a namespace not made yet count as changes."""
+    objects = [stamp(o, None) for o in operator_objects(namespace, image, pull_policy)]
+    if check_mode and kube.get("v1", "Namespace", namespace) is None:
+        return Change(True, [{"after_header": _header(o), "before": {}, "after": o} for o in objects])
+    applied = apply_changed(kube, objects, dry_run=check_mode)
+    return Change(bool(applied), [{"before_header": _header(o), "after_header": _header(o),
+                                   "before": live or {}, "after": o} for o, live in applied])
+
+
+def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: bool) -> Change:
+    """Delete the operator; its CRDs (and with them every cluster) only when asked."""
+    doomed = list(reversed(render_operator(namespace, "unused")))
+    if remove_crds:
+        doomed += render_crds()
+    found = [o for o in doomed if kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
+                                           o["metadata"].get("namespace")) is not None]
+    if not check_mode:
+        for obj in found:
+            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+    return Change(bool(found), [{"before_header": _header(o), "before": {"exists": True}, "after": {}} for o in found])
+
+
+def wait_operator(kube: Kube, namespace: str, timeout: int, sleep: Callable[[float], None] = time.sleep,
+                  clock: Callable[[], float] = time.monotonic) -> None:
+    """Until the operator Deployment's pod is available."""
+    deadline = clock() + timeout
+    while True:
+        deployment = kube.get("apps/v1", "Deployment", OPERATOR_NAME, namespace) or {}
+        status = deployment.get("status") or {}
+        current = status.get("observedGeneration") == (deployment.get("metadata") or {}).get("generation")
+        if current and int(status.get("availableReplicas") or 0) >= 1 and not status.get("unavailableReplicas"):
+            return
+        if clock() >= deadline:
+            raise InstallError("operator %s/%s not available after %ds: %s"
+                               % (namespace, OPERATOR_NAME, timeout, status.get("conditions") or "no status"))
+        sleep(3)

@@ -1,0 +1,121 @@
+#!/usr/bin/python
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: slurm_operator
+short_description: Install the slurmkube CRDs and operator
+version_added: "0.1.0"
+description:
+  - Applies the C(SlurmCluster) and C(NodeSet) CRDs (generated from the same model as
+    everything else), and the operator with its ServiceAccount, least-privilege
+    ClusterRole and Deployment.
+  - Only objects that differ are written; check mode is a server-side dry run.
+author:
+  - slurmkube maintainers (@slurmkube)
+options:
+  namespace:
+    description: Namespace the operator runs in; created when missing.
+    type: str
+    default: slurmkube-system
+  image:
+    description: The operator image (built by C(images/build.sh); no registry is needed).
+    type: str
+    default: slurmkube/operator:latest
+  pull_policy:
+    description: imagePullPolicy of the operator pod.
+    type: str
+    choices: [Always, IfNotPresent, Never]
+    default: IfNotPresent
+  state:
+    description:
+      - V(present) installs or updates; V(absent) removes the operator.
+    type: str
+    choices: [present, absent]
+    default: present
+  remove_crds:
+    description:
+      - With O(state=absent), also delete the CRDs, and with them every SlurmCluster and
+        NodeSet in the cluster. Jail volumes are kept.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - slurmkube.core.kube_auth
+  - slurmkube.core.kube_auth.wait
+attributes:
+  check_mode:
+    support: full
+    description: Changes are sent as a server-side dry run.
+  diff_mode:
+    support: full
+    description: Shows each object that changes.
+"""
+
+EXAMPLES = r"""
+- name: Install the operator
+  slurmkube.core.slurm_operator:
+    image: slurmkube/operator:3f2a9c1d0b7e
+    pull_policy: Never
+"""
+
+RETURN = r"""
+namespace:
+  description: Namespace of the operator.
+  returned: always
+  type: str
+  sample: slurmkube-system
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.slurmkube.core.plugins.module_utils.args import with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.install import (
+    InstallError,
+    ensure_operator,
+    remove_operator,
+    wait_operator,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import (
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    Kube,
+    KubeError,
+    api_client,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=with_common({
+            "namespace": {"type": "str", "default": "slurmkube-system"},
+            "image": {"type": "str", "default": "slurmkube/operator:latest"},
+            "pull_policy": {"type": "str", "choices": ["Always", "IfNotPresent", "Never"], "default": "IfNotPresent"},
+            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+            "remove_crds": {"type": "bool", "default": False},
+        }, wait=True),
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_IMPORT_ERROR))
+    p = module.params
+    try:
+        kube = Kube(api_client(p["kubeconfig"], p["context"]))
+        if p["state"] == "absent":
+            change = remove_operator(kube, p["namespace"], p["remove_crds"], module.check_mode)
+        else:
+            change = ensure_operator(kube, p["namespace"], p["image"], p["pull_policy"], module.check_mode)
+            if p["wait"] and not module.check_mode:
+                wait_operator(kube, p["namespace"], p["wait_timeout"])
+    except (InstallError, KubeError) as exc:
+        module.fail_json(msg=str(exc))
+    result = {"changed": change.changed, "namespace": p["namespace"]}
+    if module._diff:
+        result["diff"] = change.diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
