@@ -631,6 +631,18 @@ def test_failed_long_check_drains_and_the_fast_check_leaves_it(cluster):
             cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume", check=False)
 
 
+def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):
+    extra = "%s-cpu-2" % CLUSTER
+    cluster.start_worker(extra, ["-e", "%s=1" % C.ENV_CPUS, "-e", "%s=300" % C.ENV_MEMORY_MB])
+    wait_for(extra + " idle", lambda: extra in cluster.idle_nodes(), timeout=60)
+    # Scale-down as the operator does it: drain, stop the pod, delete the node.
+    cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + extra, "state=drain", "reason=scale down")
+    docker("stop", "-t", "30", cluster.containers[extra], timeout=60)
+    cluster.exec(CONTROLLER_POD, "scontrol", "delete", "nodename=" + extra)
+    out = cluster.exec(CONTROLLER_POD, "sinfo", "-h", "-N", "-o", "%N").stdout
+    assert extra not in out.split()
+
+
 def test_worker_stops_cleanly_on_sigterm(cluster):
     container = cluster.containers[WORKERS[1]]
     start = time.monotonic()
