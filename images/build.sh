@@ -4,6 +4,7 @@
 #   images/build.sh                 build what changed, print the tag manifest (JSON) on stdout
 #   images/build.sh worker jail     build only these images (and what they are built from)
 #   images/build.sh --print-tags    print the manifest the current sources would give; build nothing
+#   images/build.sh --prune         after building all, remove this prefix's other tags
 #
 # The chain: a Debian trixie root made by debootstrap is `docker import`ed as
 # slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base,
@@ -32,6 +33,7 @@ cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
 prefix="${SLURMKUBE_IMAGE_PREFIX:-slurmkube}"
 spank_src="${SLURMKUBE_SPANK_SRC:-$repo/spank}"
 dry_run=0
+prune=0
 staging="" # this run's build contexts, removed at exit
 # Docker's classic builder is everywhere (the BuildKit client plugin is not); our Dockerfiles
 # need nothing newer.
@@ -270,6 +272,7 @@ main() {
   while (($#)); do
     case "$1" in
       --print-tags) dry_run=1 ;;
+      --prune) prune=1 ;;
       -h | --help)
         usage
         return 0
@@ -297,7 +300,25 @@ main() {
     mv "$staging/images.json" "$cache/images.json"
     log "done in $((SECONDS - start)) s; manifest: $cache/images.json"
   fi
+  if ((prune && !dry_run)) && [[ "${#wanted[@]}" == "${#ALL_IMAGES[@]}" ]]; then
+    prune_old_tags
+  fi
   manifest_json
+}
+
+# Remove every $prefix/<image>:<tag> that the manifest does not name (layers still used by
+# the current images stay).
+prune_old_tags() {
+  local ref name keep
+  docker images --format '{{.Repository}}:{{.Tag}}' | grep "^$prefix/" | while read -r ref; do
+    name="${ref#"$prefix"/}"
+    name="${name%%:*}"
+    keep="${REF[$name]:-}"
+    if [[ -n "$keep" && "$ref" != "$keep" ]]; then
+      log "pruning $ref"
+      docker rmi "$ref" >/dev/null || true
+    fi
+  done
 }
 
 main "$@"
