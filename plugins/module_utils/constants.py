@@ -51,12 +51,15 @@ MUNGE_SOCKET_DIR = "/run/munge"
 MUNGE_KEY_MOUNT_DIR = "/etc/slurmkube/munge"
 MUNGE_KEY_SECRET_KEY = "munge.key"
 SSH_HOST_KEYS_MOUNT_DIR = "/etc/slurmkube/ssh-host-keys"
+# Where a login pod keeps host keys it generated itself (no Secret mounted).
+SSH_HOST_KEYS_STATE_DIR = "/var/lib/slurmkube/ssh-host-keys"
 SSHD_CONFIG_MOUNT_DIR = "/etc/slurmkube/sshd"
 SSHD_CONFIG_FILE = "sshd_config"
 JAIL_MOUNT_PATH = "/mnt/jail"
 JAIL_MARKER_FILE = ".slurmkube-jail"
 SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
+LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"
 JAIL_POPULATE_PROGRAM = "/usr/local/sbin/slurmkube-jail-populate"
 ENTRYPOINT_PROGRAM = "/usr/local/sbin/slurmkube-entrypoint"
 
@@ -76,6 +79,7 @@ ROLE_CONTROLLER = "controller"
 ROLE_WORKER = "worker"
 ROLE_LOGIN = "login"
 ROLE_JAIL_POPULATE = "jail-populate"
+ROLE_LONG_CHECKS = "long-checks"  # submit the long health checks as Slurm jobs (CronJob)
 
 # Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart.
 DRAIN_REASON_PREFIX = "slurmkube:"

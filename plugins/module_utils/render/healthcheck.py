@@ -10,7 +10,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.model import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
-ROLE_LONG_CHECKS = "long-checks"
+# The long-checks role gives up after 300 s; the Job must not outlive it by much.
+LONG_CHECKS_DEADLINE_SECONDS = 600
 
 
 def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
@@ -28,7 +29,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
         "image": images.login,
         "imagePullPolicy": images.pull_policy,
         "command": [C.ENTRYPOINT_PROGRAM],
-        "env": common.env(cluster, ROLE_LONG_CHECKS),
+        "env": common.env(cluster, C.ROLE_LONG_CHECKS),
         "volumeMounts": common.common_mounts(),
     }
     return {
@@ -40,7 +41,10 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
             "concurrencyPolicy": "Forbid",
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 1, "template": {
+            "jobTemplate": {"spec": {
+                "backoffLimit": 1,
+                "activeDeadlineSeconds": LONG_CHECKS_DEADLINE_SECONDS,
+                "template": {
                 "metadata": {"labels": common.labels(cluster, C.COMPONENT_HEALTHCHECK)},
                 "spec": {
                     "serviceAccountName": common.service_account_name(cluster),
