@@ -16,7 +16,10 @@ LOCALKUBE = REPO / "tools" / "localkube" / "localkube.sh"
 
 
 def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LOCALKUBE), *args], check=check, timeout=timeout, text=True, capture_output=True)
+    result = subprocess.run([str(LOCALKUBE), *args], timeout=timeout, text=True, capture_output=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"localkube.sh {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
 
 
 def localkube_env() -> dict:

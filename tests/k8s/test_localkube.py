@@ -150,14 +150,23 @@ def test_statefulset_pods_run(web: Cluster):
         assert web.get_json("pod", pod)["status"]["phase"] == "Running"
 
 
+def resolve(web: Cluster, name: str, expected_ip: str) -> str:
+    """nslookup from the client pod until the answer has the IP: a new pod's record reaches
+    CoreDNS through its EndpointSlice watch a moment after the pod is Ready."""
+
+    def lookup() -> str:
+        result = web.exec("client", "nslookup", name, check=False)
+        return result.stdout if expected_ip in result.stdout else ""
+
+    return wait_for(lookup, timeout=30)
+
+
 def test_pod_resolves_headless_pod_name_and_service_name(web: Cluster):
     ns = web.namespace
     pod_ip = web.get_json("pod", "web-1")["status"]["podIP"]
-    answer = web.exec("client", "nslookup", f"web-1.web.{ns}.svc.cluster.local").stdout
-    assert pod_ip in answer, answer
+    assert resolve(web, f"web-1.web.{ns}.svc.cluster.local", pod_ip)
     cluster_ip = web.get_json("service", "web-svc")["spec"]["clusterIP"]
-    answer = web.exec("client", "nslookup", f"web-svc.{ns}.svc.cluster.local").stdout
-    assert cluster_ip in answer, answer
+    assert resolve(web, f"web-svc.{ns}.svc.cluster.local", cluster_ip)
 
 
 def test_clusterip_service_answers(web: Cluster):

@@ -81,7 +81,7 @@ lk_pid_of() {
   local pid
   pid=$(cat "$(lk_pidfile "$1")" 2>/dev/null) || return 1
   [[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$LK_CACHE" || return 1
+  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline") == *"$LK_CACHE"* ]] || return 1
   echo "$pid"
 }
 
@@ -145,12 +145,12 @@ lk_curl_admin() {
 
 lk_health() {
   case $1 in
-  etcd) curl -fsS --max-time 3 "http://127.0.0.1:$LK_ETCD_CLIENT_PORT/health" | grep -q '"health":"true"' ;;
-  kube-apiserver) lk_curl_admin "https://$LK_NODE_IP:$LK_APISERVER_PORT/readyz" | grep -q ok ;;
-  kube-controller-manager) curl -fsSk --max-time 3 https://127.0.0.1:10257/healthz | grep -q ok ;;
-  kube-scheduler) curl -fsSk --max-time 3 https://127.0.0.1:10259/healthz | grep -q ok ;;
+  etcd) curl -fsS --max-time 3 "http://127.0.0.1:$LK_ETCD_CLIENT_PORT/health" | grep '"health":"true"' >/dev/null ;;
+  kube-apiserver) lk_curl_admin "https://$LK_NODE_IP:$LK_APISERVER_PORT/readyz" | grep ok >/dev/null ;;
+  kube-controller-manager) curl -fsSk --max-time 3 https://127.0.0.1:10257/healthz | grep ok >/dev/null ;;
+  kube-scheduler) curl -fsSk --max-time 3 https://127.0.0.1:10259/healthz | grep ok >/dev/null ;;
   containerd) lk_ctr version ;;
-  kubelet) curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep -q ok ;;
+  kubelet) curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep ok >/dev/null ;;
   kube-proxy) curl -fsS --max-time 3 http://127.0.0.1:10256/healthz ;;
   provisioner) lk_running provisioner ;;
   *) return 1 ;;
@@ -202,7 +202,7 @@ lk_network_up() {
   if ! ip link show "$LK_BRIDGE" >/dev/null 2>&1; then
     ip link add "$LK_BRIDGE" type bridge
   fi
-  ip addr show dev "$LK_BRIDGE" | grep -qF " $LK_NODE_IP/" ||
+  [[ $(ip -o addr show dev "$LK_BRIDGE") == *" $LK_NODE_IP/"* ]] ||
     ip addr add "$LK_NODE_IP/${LK_POD_CIDR#*/}" dev "$LK_BRIDGE"
   ip link set "$LK_BRIDGE" up
   # Docker sets the FORWARD policy to DROP; let our bridge's traffic through.
@@ -312,7 +312,7 @@ lk_start_node() {
 
 lk_node_ready() {
   lk_kubectl get node "$LK_NODE_NAME" \
-    -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True
+    -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -x True >/dev/null
 }
 
 lk_apply_addons() {

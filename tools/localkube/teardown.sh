@@ -13,7 +13,7 @@ lk_stray_pids() {
     pid=${pid%/cmdline}
     exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
     [[ $exe == "$LK_CACHE"/* ]] || continue
-    tr '\0' ' ' <"$f" 2>/dev/null | grep -qF -- "$LK_RUN/" && echo "$pid"
+    [[ $(tr '\0' ' ' <"$f" 2>/dev/null) == *"$LK_RUN/"* ]] && echo "$pid"
   done
   return 0
 }
@@ -116,7 +116,7 @@ lk_remove_cgroups() {
 # Delete iptables rules that are ours: our comment, our bridge, our pod subnet, or the CNI
 # network name; then every CNI-* chain left empty and unreferenced.
 lk_iptables_cleanup() {
-  local table line chain changed
+  local table line chain changed rules
   local subnet_prefix=${LK_POD_CIDR%.*}.
   for table in filter nat mangle; do
     local pattern
@@ -130,15 +130,16 @@ lk_iptables_cleanup() {
       changed=0
       while IFS= read -r chain; do
         # Empty, and no rule jumps to it.
-        if ! iptables-save -t "$table" 2>/dev/null | grep -qE "^-A $chain( |$)" &&
-          ! iptables-save -t "$table" 2>/dev/null | grep -qE -- "-j $chain( |$)"; then
+        rules=$(iptables-save -t "$table" 2>/dev/null)
+        if ! grep -E "^-A $chain( |$)" <<<"$rules" >/dev/null &&
+          ! grep -E -- "-j $chain( |$)" <<<"$rules" >/dev/null; then
           iptables -w -t "$table" -X "$chain" 2>/dev/null && changed=1
         fi
       done < <(iptables-save -t "$table" 2>/dev/null | sed -n 's/^:\(CNI-[^ ]*\) .*/\1/p')
     done
     # The firewall plugin's CNI-FORWARD keeps only its jump to CNI-ADMIN once our pods'
     # rules are gone; when CNI-ADMIN is empty too, the pair is ours alone: remove it.
-    if iptables-save -t "$table" 2>/dev/null | grep -q '^:CNI-FORWARD ' &&
+    if iptables-save -t "$table" 2>/dev/null | grep '^:CNI-FORWARD ' >/dev/null &&
       [[ $(iptables-save -t "$table" 2>/dev/null | grep -c '^-A CNI-FORWARD ') -le 1 ]] &&
       [[ $(iptables-save -t "$table" 2>/dev/null | grep -c '^-A CNI-ADMIN ') -eq 0 ]]; then
       iptables -w -t "$table" -D FORWARD -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD 2>/dev/null || true
