@@ -18,8 +18,12 @@
 #define JAIL_DEFAULT_SPOOL "/var/spool/slurmd"
 /* Jail dirs slurmstepd sees at the same node path, for --chdir/--output/--error/--input. */
 #define JAIL_DEFAULT_MIRRORS "/home,/root"
-/* Node paths hidden from the slurmstepd of a root job (munge key, ssh host keys, ...). */
-#define JAIL_DEFAULT_HIDE "/etc/slurmkube"
+/*
+ * Node paths hidden from the slurmstepd of a root job: the mounted Secrets (munge key, ssh
+ * host keys), the copy of the munge key munged reads (/etc/munge/munge.key, installed by the
+ * entrypoint: found readable by `sbatch -i` in the real-daemon tests) and munged's state.
+ */
+#define JAIL_DEFAULT_HIDE "/etc/slurmkube,/etc/munge,/var/lib/munge"
 
 /* Enough for the built-ins, a generous binds=/submounts= list, and the job's spool dir. */
 #define JAIL_MAX_BINDS 48

@@ -289,8 +289,10 @@ static void test_defaults_match_constants(void)
 	CHECK(cfg.mirrors.n == 2);
 	CHECK_STR(cfg.mirrors.paths[0], "/home");
 	CHECK_STR(cfg.mirrors.paths[1], "/root");
-	CHECK(cfg.hide.n == 1);
+	CHECK(cfg.hide.n == 3);
 	CHECK_STR(cfg.hide.paths[0], "/etc/slurmkube");
+	CHECK_STR(cfg.hide.paths[1], "/etc/munge");
+	CHECK_STR(cfg.hide.paths[2], "/var/lib/munge");
 }
 
 static void test_mirrors_and_hide_replace_their_defaults(void)
