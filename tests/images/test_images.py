@@ -1,9 +1,12 @@
 """Smoke tests of the images with real daemons in docker (no Kubernetes).
 
 The images come from ``images/build.sh`` (content-tagged: a no-op when nothing changed).
-The cluster below is a controller and two workers on a docker network, named the way the
-pods are (``demo-controller-0`` behind the Service name
-``demo-controller.hpc.svc.cluster.local``, workers ``demo-cpu-0``/``demo-cpu-1``).
+The cluster below is a controller, three workers and a login node on a docker network,
+named the way the pods are (``demo-controller-0`` behind the Service name
+``demo-controller.hpc.svc.cluster.local``, workers ``demo-cpu-0``..``demo-cpu-2``). Its
+slurm.conf, cgroup.conf, gres.conf, plugstack.conf and sshd_config are the product's
+renderers' output for one SlurmCluster and one NodeSet, written unchanged; the containers
+get what the rendered pods get (environment, mounts, capabilities, seccomp).
 """
 
 from __future__ import annotations
@@ -18,6 +21,16 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+    nodeset_object_name,
+    parse_cluster,
+    parse_nodeset,
+    slurm_node_names,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
+from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import _worker_env
 
 pytestmark = pytest.mark.slurm
 
@@ -26,14 +39,28 @@ BUILD = REPO / "images" / "build.sh"
 
 CLUSTER = "demo"
 NAMESPACE = "hpc"
+NODESET = "cpu"
+# Below the spec's minimum of 10 s: set as a slurm.conf override, so the health-check tests
+# take seconds. Everything else is the product's default.
+HEALTHCHECK_INTERVAL = 5
+WORKER_MEMORY_MB = 768
+CLUSTER_MODEL = parse_cluster(
+    {
+        "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
+        "spec": {"slurm": {"maxNodeCount": 16, "config": {"HealthCheckInterval": HEALTHCHECK_INTERVAL}}},
+    }
+)
+NODESET_MODEL = parse_nodeset({
+    "metadata": {"name": NODESET, "namespace": NAMESPACE},
+    "spec": {"clusterName": CLUSTER, "replicas": 3,
+             "resources": {"cpu": "1", "memory": "%dMi" % WORKER_MEMORY_MB}},
+})  # fmt: skip
 CONTROLLER_POD = "%s-controller-0" % CLUSTER
-CONTROLLER_SERVICE = "%s-controller.%s.svc.cluster.local" % (CLUSTER, NAMESPACE)
-WORKERS = ("%s-cpu-0" % CLUSTER, "%s-cpu-1" % CLUSTER)
+CONTROLLER_SERVICE = render_common.controller_service_fqdn(CLUSTER_MODEL)
+WORKERS = tuple(slurm_node_names(NODESET_MODEL))
 LOGIN_POD = "%s-login-0" % CLUSTER
 JAIL_USER = "alice"
 JAIL_UID = 2000
-HEALTHCHECK_INTERVAL = 5
-NODESET = "cpu"
 
 
 def run(*args: str, check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
@@ -233,60 +260,28 @@ def test_jail_populate_once_then_noop_and_user_data_survives_upgrade(images, jai
 
 
 def write_slurm_config(conf_dir: Path) -> None:
-    """The cluster's Slurm config. Hand-written for now; to be replaced by the renderers'."""
-    slurm_conf = f"""\
-ClusterName={CLUSTER}
-SlurmctldHost={CONTROLLER_POD}({CONTROLLER_SERVICE})
-SlurmctldPort={C.SLURMCTLD_PORT}
-SlurmdPort={C.SLURMD_PORT}
-AuthType=auth/munge
-CredType=cred/munge
-SlurmUser=slurm
-SlurmdUser=root
-StateSaveLocation={C.SLURMCTLD_STATE_DIR}
-SlurmdSpoolDir={C.SLURMD_SPOOL_DIR}
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-ReturnToService=2
-MaxNodeCount=16
-TreeWidth=65533
-CommunicationParameters=NoAddrCache
-MailProg=/bin/true
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-HealthCheckProgram={C.HEALTHCHECK_PROGRAM}
-HealthCheckInterval={HEALTHCHECK_INTERVAL}
-
-NodeSet={NODESET} Feature={NODESET}
-PartitionName=main Nodes={NODESET} Default=YES MaxTime=INFINITE State=UP
-"""
-    if spank_plugin_expected():
-        # Every job task runs with the jail as /; "required": never on the node's own root.
-        slurm_conf += f"PlugStackConfig={C.SLURM_CONFIG_DIR}/plugstack.conf\n"
-        plugstack = f"required {C.SPANK_PLUGIN_PATH} jail={C.JAIL_MOUNT_PATH} binds=/etc/hosts,/etc/resolv.conf\n"
-        (conf_dir / "plugstack.conf").write_text(plugstack)
-    (conf_dir / "slurm.conf").write_text(slurm_conf)
-    (conf_dir / "cgroup.conf").write_text("CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
+    """The ConfigMap mounted at /etc/slurm: the renderer's files, unchanged."""
+    for name, text in render_config_files(CLUSTER_MODEL, [NODESET_MODEL]).items():
+        (conf_dir / name).write_text(text)
 
 
 def write_sshd_config(config_dir: Path) -> None:
-    """The login pods' sshd_config. Hand-written for now; to be replaced by the renderer's."""
-    lines = [
-        "Port %d" % C.SSH_PORT,
-        "HostKey /etc/ssh/ssh_host_ed25519_key",
-        "ChrootDirectory %s" % C.JAIL_MOUNT_PATH,
-        "AuthorizedKeysFile %s/home/%%u/.ssh/authorized_keys" % C.JAIL_MOUNT_PATH,
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "PermitRootLogin no",
-        "UsePAM no",
-    ]
-    (config_dir / C.SSHD_CONFIG_FILE).write_text("\n".join(lines) + "\n")
+    """The login pods' sshd_config ConfigMap: the renderer's text, unchanged."""
+    (config_dir / C.SSHD_CONFIG_FILE).write_text(render_sshd_config(CLUSTER_MODEL))
+
+
+def env_args(env: list, pod: str) -> list:
+    """A rendered container's env as `docker run -e` words; fieldRef metadata.name is the pod's name."""
+    args = []
+    for var in env:
+        if "value" in var:
+            value = var["value"]
+        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            value = pod
+        else:
+            raise AssertionError("no docker equivalent for env %r" % var)
+        args += ["-e", "%s=%s" % (var["name"], value)]
+    return args
 
 
 def write_secret(directory: Path, files: dict) -> None:
@@ -300,10 +295,10 @@ def write_secret(directory: Path, files: dict) -> None:
     (directory / "..data").symlink_to(data.name)
 
 
-def ssh_keygen(images: dict, directory: Path, name: str) -> Path:
-    """A new ed25519 key pair directory/name(.pub), made with the login image's ssh-keygen."""
+def ssh_keygen(images: dict, directory: Path, name: str, kind: str = "ed25519") -> Path:
+    """A new key pair directory/name(.pub), made with the login image's ssh-keygen."""
     docker("run", "--rm", "--entrypoint", "ssh-keygen", "-v", "%s:/keys" % directory, images["login"],
-           "-q", "-t", "ed25519", "-N", "", "-f", "/keys/" + name)  # fmt: skip
+           "-q", "-t", kind, "-N", "", "-f", "/keys/" + name)  # fmt: skip
     return directory / name
 
 
@@ -324,9 +319,12 @@ class Cluster:
         write_secret(self.root / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
         write_slurm_config(self.root / "slurm")
         write_sshd_config(self.root / "sshd")
-        host_key = ssh_keygen(self.images, self.root / "keygen", "ssh_host_ed25519_key")
+        # The host-keys Secret holds one key of every type the rendered sshd_config names.
+        host_keys = [ssh_keygen(self.images, self.root / "keygen", "ssh_host_%s_key" % kind, kind)
+                     for kind in ("ed25519", "ecdsa", "rsa")]  # fmt: skip
         write_secret(
-            self.root / "host-keys", {p.name: p.read_bytes() for p in (host_key, host_key.with_suffix(".pub"))}
+            self.root / "host-keys",
+            {p.name: p.read_bytes() for key in host_keys for p in (key, key.with_suffix(".pub"))},
         )
         client_key = ssh_keygen(self.images, self.root / "client", "id_ed25519")
         # A real jail, with a user that exists only there and logs in with a key.
@@ -368,10 +366,6 @@ class Cluster:
             "%s:%s:ro" % (self.root / "munge", C.MUNGE_KEY_MOUNT_DIR),
             "-v",
             "%s:%s:ro" % (self.root / "slurm", C.SLURM_CONFIG_DIR),
-            "-e",
-            "%s=%s" % (C.ENV_CLUSTER, CLUSTER),
-            "-e",
-            "%s=%s" % (C.ENV_CONTROLLER_HOST, CONTROLLER_SERVICE),
         ]
 
     def start_controller(self) -> None:
@@ -383,30 +377,43 @@ class Cluster:
             "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
             "-v",
             "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
-            "-e",
-            "%s=%s" % (C.ENV_ROLE, C.ROLE_CONTROLLER),
+            *env_args(render_common.env(CLUSTER_MODEL, C.ROLE_CONTROLLER), CONTROLLER_POD),
         ]
         docker("run", *args, self.images["controller"])
         self.containers[CONTROLLER_POD] = self.name(CONTROLLER_POD)
 
-    def start_worker(self, host: str, extra: list) -> None:
+    def start_worker(self, host: str, extra: list = (), env_from_limits: bool = False) -> None:
+        """A worker as render/worker.py makes its pod: env, emptyDirs, SYS_ADMIN, seccomp Unconfined.
+
+        env_from_limits: leave SLURMKUBE_CPUS/MEMORY_MB out, so the entrypoint reads the
+        container's cgroup limits instead.
+        """
+        env = _worker_env(CLUSTER_MODEL, NODESET_MODEL)
+        if env_from_limits:
+            env = [v for v in env if v["name"] not in (C.ENV_CPUS, C.ENV_MEMORY_MB)]
+        # emptyDirs are directories of the node, mode 0777.
+        empty_dirs = {C.SLURMD_SPOOL_DIR: "spool", render_common.NODE_TMP_DIR: "tmp"}
+        volumes = []
+        for path, name in empty_dirs.items():
+            node_dir = self.root / "nodes" / host / name
+            node_dir.mkdir(parents=True)
+            node_dir.chmod(0o777)
+            volumes += ["-v", "%s:%s" % (node_dir, path)]
         args = [
             *self.common_args(host),
             "-v",
             "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            *volumes,
+            "--cpus",
+            "1",
+            "--memory",
+            "%dm" % WORKER_MEMORY_MB,
             # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp).
             "--cap-add",
             "SYS_ADMIN",
             "--security-opt",
             "seccomp=unconfined",
-            "-e",
-            "%s=%s" % (C.ENV_ROLE, C.ROLE_WORKER),
-            "-e",
-            "%s=%s" % (C.ENV_NODE_NAME, host),
-            "-e",
-            "%s=%s" % (C.ENV_NODESET, NODESET),
-            "-e",
-            "%s=Feature=%s" % (C.ENV_NODE_CONF, NODESET),
+            *env_args(env, host),
             *extra,
         ]
         docker("run", *args, self.images["worker"])
@@ -423,8 +430,7 @@ class Cluster:
             "%s:%s:ro" % (self.root / "sshd", C.SSHD_CONFIG_MOUNT_DIR),
             "--cap-add",
             "SYS_ADMIN",  # binds /proc, /dev, Slurm's config and munge's socket into the jail
-            "-e",
-            "%s=%s" % (C.ENV_ROLE, C.ROLE_LOGIN),
+            *env_args(render_common.env(CLUSTER_MODEL, C.ROLE_LOGIN), LOGIN_POD),
         ]
         docker("run", *args, self.images["login"])
         self.containers[LOGIN_POD] = self.name(LOGIN_POD)
@@ -451,7 +457,7 @@ class Cluster:
         for container in self.containers.values():
             docker("rm", "-f", container, check=False)
         docker("network", "rm", self.network, check=False)
-        for d in ("state", "jail"):
+        for d in ("state", "jail", "nodes"):
             remove_as_root(self.root / d)
 
 
@@ -461,12 +467,12 @@ def cluster(images, tmp_path_factory):
     c.prepare()
     try:
         c.start_controller()
-        # demo-cpu-0 is told its size; demo-cpu-1 derives it from its cgroup limits.
-        c.start_worker(WORKERS[0], ["-e", "%s=1" % C.ENV_CPUS, "-e", "%s=500" % C.ENV_MEMORY_MB])
-        c.start_worker(WORKERS[1], ["--cpus", "1", "--memory", "600m"])
+        # Workers are told their size by the rendered env; demo-cpu-1 derives it from its cgroup limits.
+        for worker in WORKERS:
+            c.start_worker(worker, env_from_limits=worker == WORKERS[1])
         c.start_login()
         try:
-            wait_for("both workers idle", lambda: c.idle_nodes() >= set(WORKERS), timeout=120)
+            wait_for("every worker idle", lambda: c.idle_nodes() >= set(WORKERS), timeout=120)
         except AssertionError:
             pytest.fail("cluster did not come up:\n" + c.logs())
         yield c
@@ -474,8 +480,16 @@ def cluster(images, tmp_path_factory):
         c.destroy()
 
 
-def test_srun_runs_on_both_workers(cluster):
-    out = cluster.exec(CONTROLLER_POD, "srun", "-N2", "hostname", timeout=60).stdout
+def test_rendered_config_is_what_the_daemons_run_with(cluster):
+    conf = cluster.exec(CONTROLLER_POD, "scontrol", "show", "config").stdout
+    assert "HealthCheckProgram      = %s" % C.HEALTHCHECK_PROGRAM in conf
+    assert "PlugStackConfig         = %s/plugstack.conf" % C.SLURM_CONFIG_DIR in conf
+    plugstack = (cluster.root / "slurm/plugstack.conf").read_text()
+    assert "submounts=%s:/tmp" % render_common.NODE_TMP_DIR in plugstack
+
+
+def test_srun_runs_on_all_three_workers(cluster):
+    out = cluster.exec(CONTROLLER_POD, "srun", "-N%d" % len(WORKERS), "hostname", timeout=60).stdout
     assert sorted(out.split()) == sorted(WORKERS)
 
 
@@ -506,11 +520,91 @@ def test_user_logs_in_and_runs_a_batch_job_in_the_jail(cluster):
     assert out[1:] == [JAIL_USER, "test"]
 
 
+def jail_home(cluster: Cluster) -> Path:
+    return cluster.root / "jail" / "home" / JAIL_USER
+
+
+@needs_plugin
+def test_sbatch_from_login_writes_default_output_into_the_jail_home(cluster):
+    job = ssh_to_login(cluster, "cd ~ && sbatch --parsable --wait --wrap 'id -un; cat /%s'" % C.JAIL_MARKER_FILE)
+    job_id = job.stdout.split()[0]
+    out = jail_home(cluster) / ("slurm-%s.out" % job_id)
+    assert out.read_text().split() == [JAIL_USER, "test"]
+    for worker in WORKERS:  # written into the jail, not into a worker's own /home
+        assert cluster.exec(worker, "test", "-e", "/home/%s" % JAIL_USER, check=False).returncode != 0
+
+
+@needs_plugin
+def test_job_array_writes_every_output(cluster):
+    tasks = 6
+    job = ssh_to_login(
+        cluster,
+        "cd ~ && sbatch --parsable --wait -a 0-%d -o array-%%A_%%a.out --wrap 'echo task $SLURM_ARRAY_TASK_ID'"
+        % (tasks - 1),
+    )
+    job_id = job.stdout.split()[0]
+    for task in range(tasks):
+        out = jail_home(cluster) / ("array-%s_%d.out" % (job_id, task))
+        assert out.read_text() == "task %d\n" % task
+
+
+@needs_plugin
+def test_file_written_by_a_users_job_on_one_node_is_read_by_a_job_on_another(cluster):
+    session = (
+        "cd ~ && sbatch --wait -w {w0} -o /dev/null --wrap 'echo from-{w0} > ~/handoff.txt' >/dev/null"
+        " && sbatch --wait -w {w1} -o handoff-read.out --wrap 'hostname; cat ~/handoff.txt' >/dev/null"
+        " && cat handoff-read.out"
+    ).format(w0=WORKERS[0], w1=WORKERS[2])
+    assert ssh_to_login(cluster, session).stdout.split() == [WORKERS[2], "from-" + WORKERS[0]]
+
+
+def root_sbatch(cluster: Cluster, *args: str) -> str:
+    """Submit a job as root from the controller, wait for it; its id (it may fail)."""
+    out = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "--wait", "-w", WORKERS[0], *args,
+                       check=False, timeout=90)  # fmt: skip
+    assert out.stdout.strip(), out.stderr
+    return out.stdout.split()[0]
+
+
+@needs_plugin
+@pytest.mark.parametrize("key", [C.MUNGE_KEY_MOUNT_DIR + "/" + C.MUNGE_KEY_SECRET_KEY, "/etc/munge/munge.key"])
+def test_root_job_cannot_take_the_munge_key_as_its_stdin(cluster, key):
+    """slurmstepd opens --input on the node, as the job's user: root's must not reach the key."""
+    secret = (cluster.root / "munge" / C.MUNGE_KEY_SECRET_KEY).read_bytes()
+    assert cluster.exec(WORKERS[0], "cmp", "-s", key, "/etc/munge/munge.key", check=False).returncode == 0
+    job = root_sbatch(cluster, "-i", key, "-o", "/root/stolen-%j.out", "--wrap", "cat")
+    out = cluster.root / "jail" / "root" / ("stolen-%s.out" % job)
+    got = out.read_bytes() if out.exists() else b""
+    assert secret[:16] not in got and secret[-16:] not in got, got[:200]
+    assert cluster.exec(WORKERS[0], "test", "-e", "/root/stolen-%s.out" % job, check=False).returncode != 0
+
+
+@needs_plugin
+def test_root_job_cannot_write_its_output_over_a_workers_file(cluster):
+    before = cluster.exec(WORKERS[0], "cat", "/etc/passwd").stdout
+    root_sbatch(cluster, "-o", "/etc/passwd", "--wrap", "echo pwned")
+    assert cluster.exec(WORKERS[0], "cat", "/etc/passwd").stdout == before
+
+
+@needs_plugin
+def test_root_job_cannot_reach_the_workers_root_through_proc(cluster):
+    """/proc is the node's: /proc/<slurmd>/root would be the worker's own /."""
+    slurmd = cluster.exec(WORKERS[0], "pidof", "slurmd").stdout.split()[0]
+    probe = "for p in /proc/%s/root /proc/1/root; do ls $p/etc/munge && echo LEAK $p; cat $p/etc/munge/munge.key" \
+            " | wc -c; cat $p/etc/hostname && echo LEAK $p; done; id -u" % slurmd  # fmt: skip
+    out = cluster.exec(CONTROLLER_POD, "srun", "-N1", "-w", WORKERS[0], "sh", "-c", probe, check=False, timeout=60)
+    words = out.stdout.split()
+    assert words[-1] == "0"  # the job is root in the jail
+    assert "LEAK" not in words, out.stdout
+    assert words[:-1] == ["0", "0"], out.stdout  # nothing of the key was read
+    assert "Permission denied" in out.stderr
+
+
 def test_workers_register_with_their_size_and_nodeset(cluster):
     told = cluster.node(WORKERS[0])
-    assert (told["cpus"], told["real_memory"]) == (1, 500)
+    assert (told["cpus"], told["real_memory"]) == (1, 512)  # 768Mi less the daemons' 256Mi
     derived = cluster.node(WORKERS[1])
-    assert (derived["cpus"], derived["real_memory"]) == (1, 600)
+    assert (derived["cpus"], derived["real_memory"]) == (1, WORKER_MEMORY_MB)
     assert NODESET in told["features"]
 
 
@@ -595,8 +689,9 @@ def test_healthcheck_program_drains_on_failure_and_resumes_only_its_own_drain(cl
 def run_long_checks(cluster: Cluster, *env: str) -> list:
     """Run the long-checks CronJob's container once; the ids of the jobs it submitted."""
     args = [a for e in env for a in ("-e", e)]
-    out = docker("run", "--rm", *cluster.common_args("long-checks")[1:], *args,
-                 "-e", "%s=long-checks" % C.ENV_ROLE, cluster.images["login"], timeout=120).stdout  # fmt: skip
+    rendered = env_args(render_common.env(CLUSTER_MODEL, C.ROLE_LONG_CHECKS), "long-checks")
+    out = docker("run", "--rm", *cluster.common_args("long-checks")[1:], *rendered, *args,
+                 cluster.images["login"], timeout=120).stdout  # fmt: skip
     return [line.split()[-1] for line in out.splitlines() if "long check of" in line]
 
 
@@ -632,8 +727,8 @@ def test_failed_long_check_drains_and_the_fast_check_leaves_it(cluster):
 
 
 def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):
-    extra = "%s-cpu-2" % CLUSTER
-    cluster.start_worker(extra, ["-e", "%s=1" % C.ENV_CPUS, "-e", "%s=300" % C.ENV_MEMORY_MB])
+    extra = "%s-%d" % (nodeset_object_name(NODESET_MODEL), len(WORKERS))
+    cluster.start_worker(extra)
     wait_for(extra + " idle", lambda: extra in cluster.idle_nodes(), timeout=60)
     # Scale-down as the operator does it: drain, stop the pod, delete the node.
     cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + extra, "state=drain", "reason=scale down")
