@@ -32,7 +32,7 @@ spec = importlib.util.spec_from_file_location("test_images", TESTS / "images" / 
 smoke = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(smoke)
 
-JAILED, PLAIN = smoke.WORKERS
+JAILED, PLAIN = smoke.WORKERS[:2]
 
 
 class BenchCluster(smoke.Cluster):
@@ -42,8 +42,8 @@ class BenchCluster(smoke.Cluster):
         super().prepare()
         plain = self.root / "slurm-plain"
         plain.mkdir()
-        for name in ("slurm.conf", "cgroup.conf"):
-            (plain / name).write_text((self.root / "slurm" / name).read_text())
+        for rendered in (self.root / "slurm").iterdir():
+            (plain / rendered.name).write_text(rendered.read_text())
         (plain / "plugstack.conf").write_text("# no SPANK plugin: the baseline\n")
 
     def common_args(self, host: str) -> list:
@@ -86,7 +86,7 @@ def main() -> None:
             cluster.prepare()
             cluster.start_controller()
             for worker in (JAILED, PLAIN):
-                cluster.start_worker(worker, ["-e", "SLURMKUBE_CPUS=1", "-e", "SLURMKUBE_MEMORY_MB=500"])
+                cluster.start_worker(worker)
             smoke.wait_for("both workers idle", lambda: cluster.idle_nodes() >= {JAILED, PLAIN}, timeout=120)
             check_setup(cluster)
             out = cluster.exec(smoke.CONTROLLER_POD, "bash", "-c", LOOP, "loop", str(jobs), JAILED, PLAIN,
@@ -96,7 +96,7 @@ def main() -> None:
     failed = [line for line in out.splitlines() if line.startswith("failed")]
     seconds: dict = {JAILED: [], PLAIN: []}
     for line in out.splitlines():
-        node, _, ns = line.partition(" ")
+        node, _sep, ns = line.partition(" ")
         if node in seconds:
             seconds[node].append(int(ns) / 1e9)
 
