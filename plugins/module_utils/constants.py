@@ -57,6 +57,8 @@ SSHD_CONFIG_MOUNT_DIR = "/etc/slurmkube/sshd"
 SSHD_CONFIG_FILE = "sshd_config"
 JAIL_MOUNT_PATH = "/mnt/jail"
 JAIL_MARKER_FILE = ".slurmkube-jail"
+# A worker pod's own scratch (an emptyDir), shown to jobs as their /tmp; the entrypoint makes it 1777.
+NODE_TMP_DIR = "/mnt/slurmkube/tmp"
 SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from collection_path import ensure_importable  # noqa: E402
+from collection_path import ensure_importable
 
 ensure_importable()
 from ansible_collections.slurmkube.core.plugins.module_utils.model import parse_cluster, parse_nodeset  # noqa: E402
@@ -41,7 +41,7 @@ def resources(sets: int, nodes_per_set: int) -> tuple[dict, list[dict]]:
 def time_render(sets: int, nodes_per_set: int, repeat: int) -> dict:
     cluster_raw, nodesets_raw = resources(sets, nodes_per_set)
     best = float("inf")
-    for _ in range(repeat):
+    for _attempt in range(repeat):
         start = time.perf_counter()
         cluster = parse_cluster(cluster_raw)
         nodesets = [parse_nodeset(n) for n in nodesets_raw]

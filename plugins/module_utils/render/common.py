@@ -22,8 +22,6 @@ CONFIG_VOLUME = "slurm-config"
 MUNGE_VOLUME = "munge-key"
 JAIL_VOLUME = "jail"
 SUBMOUNT_HOST_DIR = "/mnt/slurmkube/submounts"
-# The worker pod's own scratch, shown to jobs as their /tmp (the jail's /tmp is shared).
-NODE_TMP_DIR = "/mnt/slurmkube/tmp"
 
 
 def selector_labels(cluster: SlurmCluster, component: str, nodeset: Optional[str] = None) -> Dict[str, str]:

@@ -24,7 +24,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     partitions_of,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import (
-    NODE_TMP_DIR,
     SUBMOUNT_HOST_DIR,
     Manifest,
     config_map_name,
@@ -235,7 +234,7 @@ def render_plugstack_conf(cluster: SlurmCluster) -> str:
     controller Service); /tmp is node-local; a user's sub-mount at /tmp replaces ours.
     """
     jail = cluster.spec.jail
-    submounts = ["%s:/tmp" % NODE_TMP_DIR] + [submount_argument(s) for s in jail.sub_mounts]
+    submounts = ["%s:/tmp" % C.NODE_TMP_DIR] + [submount_argument(s) for s in jail.sub_mounts]
     args = [
         "jail=%s" % C.JAIL_MOUNT_PATH,
         "binds=/etc/hosts,/etc/resolv.conf",

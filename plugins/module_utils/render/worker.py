@@ -71,7 +71,7 @@ def _worker_mounts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
         {"name": SPOOL_VOLUME, "mountPath": C.SLURMD_SPOOL_DIR},
         {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
     ]
-    mounts.append({"name": NODE_TMP_VOLUME, "mountPath": common.NODE_TMP_DIR})
+    mounts.append({"name": NODE_TMP_VOLUME, "mountPath": C.NODE_TMP_DIR})
     for sub in cluster.spec.jail.sub_mounts:
         mounts.append({"name": "sub-" + sub.name, "mountPath": "%s/%s" % (common.SUBMOUNT_HOST_DIR, sub.name)})
     return mounts
