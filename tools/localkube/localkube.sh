@@ -94,7 +94,7 @@ lk_start() {
   mkdir -p "$LK_RUN/pids" "$LK_RUN/logs"
   lk_log "starting $name"
   # setsid: our own session, so a signal to the caller's process group does not reach it.
-  setsid "$@" >>"$LK_RUN/logs/$name.log" 2>&1 </dev/null &
+  setsid "$@" >>"$LK_RUN/logs/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$(lk_pidfile "$name")"
 }
 
@@ -356,9 +356,18 @@ lk_import_image() {
   done
 }
 
+# One build/up/down at a time on this machine: several test sessions may call us, and a
+# down racing an up leaves orphans. The lock fd is closed in every component we start.
+lk_lock() {
+  mkdir -p "$LK_CACHE"
+  exec 9>"$LK_CACHE/lock"
+  flock -w 3600 9 || lk_die "another localkube build/up/down held the lock for an hour"
+}
+
 main() {
   local cmd=${1:-}
   shift || true
+  case $cmd in build | up | down) lk_lock ;; esac
   case $cmd in
   build) lk_build ;;
   up) lk_up ;;
