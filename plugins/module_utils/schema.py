@@ -34,8 +34,10 @@ def type_schema(hint: Any) -> Dict[str, Any]:
     if dataclasses.is_dataclass(hint):
         return object_schema(hint)
     if hint is Quantity:
+        # The only anyOf a structural schema allows: bare types, constraints beside them.
         return {
-            "anyOf": [{"type": "integer"}, {"type": "string", "pattern": QUANTITY_PATTERN}],
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
             "x-kubernetes-int-or-string": True,
         }
     if hint is FreeForm:
