@@ -98,6 +98,10 @@ def sinfo_nodes(kube: Cluster) -> dict:
     return {n["name"]: set(n["state"]) for n in nodes}
 
 
+def worker_pods(kube: Cluster, nodeset: str) -> set:
+    return {p["metadata"]["name"] for p in kube.get_json("pods", "-l", "slurmkube.io/nodeset=" + nodeset)["items"]}
+
+
 def pods_by_uid(kube: Cluster) -> dict:
     pods = kube.get_json("pods", "-l", "slurmkube.io/cluster=%s" % CLUSTER)["items"]
     return {p["metadata"]["name"]: (p["metadata"]["uid"], sum(c.get("restartCount", 0) for c in
@@ -152,8 +156,9 @@ def test_scale_down_waits_for_the_running_job_and_leaves_no_ghost(slurm_cluster:
     wait_for(lambda: set(sinfo_nodes(kube)) == {"demo-cpu-0", "demo-big-0"}, 300, 3)
     history = slurm(kube, "scontrol", "show", "job", job, "--json")
     assert json.loads(history)["jobs"][0]["job_state"] == ["COMPLETED"]
-    pods = {p["metadata"]["name"] for p in kube.get_json("pods", "-l", "slurmkube.io/nodeset=cpu")["items"]}
-    assert pods == {"demo-cpu-0"}
+    # Slurm forgot the nodes first; their pods go on the next pass, never the other way round.
+    wait_for(lambda: worker_pods(kube, "cpu") == {"demo-cpu-0"}, 180, 3)
+    assert set(sinfo_nodes(kube)) == {"demo-cpu-0", "demo-big-0"}
     wait_ready(kube, operator)
 
 
