@@ -262,7 +262,8 @@ class Reconciler:
     def apply_all(self, desired: Sequence[Mapping[str, Any]], owner: Mapping[str, Any]) -> List[str]:
         """Apply every object that differs; returns 'Kind/name' of those applied."""
         stamped = [stamp(obj, None if is_kept_on_delete(obj) else owner) for obj in desired]
-        return ["%s/%s" % (obj["kind"], obj["metadata"]["name"]) for obj, _ in apply_changed(self.kube, stamped)]
+        applied = apply_changed(self.kube, stamped)
+        return ["%s/%s" % (pair[0]["kind"], pair[0]["metadata"]["name"]) for pair in applied]
 
     # ----------------------------------------------------------------- Slurm
 

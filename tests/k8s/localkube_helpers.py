@@ -16,7 +16,7 @@ LOCALKUBE = REPO / "tools" / "localkube" / "localkube.sh"
 
 
 def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(LOCALKUBE), *args], timeout=timeout, text=True, capture_output=True)
+    result = subprocess.run([str(LOCALKUBE), *args], timeout=timeout, text=True, capture_output=True, check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"localkube.sh {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return result
@@ -26,7 +26,7 @@ def localkube_env() -> dict:
     """KUBECONFIG and PATH (with our kubectl first), from `localkube.sh env`."""
     env = dict(os.environ)
     for line in localkube("env").stdout.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
+        key, value = line.removeprefix("export ").split("=", 1)
         if key == "PATH":
             value = shlex.split(value.removesuffix(':"$PATH"'))[0] + os.pathsep + os.environ["PATH"]
         else:
@@ -44,7 +44,8 @@ class Cluster:
         self, *args: str, input: Optional[str] = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess:
         result = subprocess.run(
-            ["kubectl", *args], env=self.env, input=input, text=True, capture_output=True, timeout=timeout
+            ["kubectl", *args], env=self.env, input=input, text=True, capture_output=True, timeout=timeout,
+            check=False,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")

@@ -20,7 +20,7 @@ class MemoryKube:
         return copy.deepcopy(obj) if obj else None
 
     def list(self, api_version, kind, namespace=None, labels=None):
-        return [copy.deepcopy(o) for (k, ns, _), o in sorted(self.objects.items()) if k == kind and ns == namespace]
+        return [copy.deepcopy(o) for key, o in sorted(self.objects.items()) if key[:2] == (kind, namespace)]
 
     def apply(self, obj, dry_run=False):
         if dry_run:

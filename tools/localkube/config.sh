@@ -188,5 +188,5 @@ lk_render_addons() {
     -e "s|@CLUSTER_DOMAIN@|$LK_CLUSTER_DOMAIN|g" \
     -e "s|@COREDNS_IMAGE@|$LK_COREDNS_IMAGE|g" \
     -e "s|@STORAGE_CLASS@|$LK_STORAGE_CLASS|g" \
-    "$LK_HERE/addons/coredns.yaml" "$LK_HERE/addons/storageclass.yaml"
+    "$LK_HERE/addons/coredns.yaml.in" "$LK_HERE/addons/storageclass.yaml.in"
 }

@@ -41,19 +41,22 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
             "concurrencyPolicy": "Forbid",
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {
-                "backoffLimit": 1,
-                "activeDeadlineSeconds": LONG_CHECKS_DEADLINE_SECONDS,
-                "template": {
-                "metadata": {"labels": common.labels(cluster, C.COMPONENT_HEALTHCHECK)},
+            "jobTemplate": {
                 "spec": {
-                    "serviceAccountName": common.service_account_name(cluster),
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "restartPolicy": "Never",
-                    "containers": [container],
-                    "volumes": [common.config_volume(cluster), common.munge_volume(cluster)],
+                    "backoffLimit": 1,
+                    "activeDeadlineSeconds": LONG_CHECKS_DEADLINE_SECONDS,
+                    "template": {
+                        "metadata": {"labels": common.labels(cluster, C.COMPONENT_HEALTHCHECK)},
+                        "spec": {
+                            "serviceAccountName": common.service_account_name(cluster),
+                            "automountServiceAccountToken": False,
+                            "enableServiceLinks": False,
+                            "restartPolicy": "Never",
+                            "containers": [container],
+                            "volumes": [common.config_volume(cluster), common.munge_volume(cluster)],
+                        },
+                    },
                 },
-            }}},
+            },
         },
     }
