@@ -151,7 +151,7 @@ def test_scale_down_waits_for_the_running_job_and_leaves_no_ghost(slurm_cluster:
     wait_for(lambda: "demo-cpu-2" in sinfo_nodes(kube) and "IDLE" in sinfo_nodes(kube)["demo-cpu-2"], 180, 3)
     job = slurm(kube, "sbatch", "--parsable", "-w", "demo-cpu-2", "-o", "/tmp/scale-%j.out",
                 "--wrap", "sleep 25; echo done").strip()
-    wait_for(lambda: "RUNNING" in slurm(kube, "squeue", "-h", "-j", job, "-o", "%T"), 60, 1)
+    wait_running(kube, job)
     kube.kubectl("-n", kube.namespace, "patch", "nodeset", "cpu", "--type=merge", "-p", '{"spec":{"replicas":1}}')
     wait_for(lambda: set(sinfo_nodes(kube)) == {"demo-cpu-0", "demo-big-0"}, 300, 3)
     history = slurm(kube, "scontrol", "show", "job", job, "--json")
@@ -162,10 +162,19 @@ def test_scale_down_waits_for_the_running_job_and_leaves_no_ghost(slurm_cluster:
     wait_ready(kube, operator)
 
 
+def wait_running(kube: Cluster, job: str, timeout: float = 90) -> None:
+    try:
+        wait_for(lambda: "RUNNING" in slurm(kube, "squeue", "-h", "-j", job, "-o", "%T"), timeout, 1)
+    except AssertionError:
+        raise AssertionError("job %s not running:\n%s\n%s" % (
+            job, slurm(kube, "squeue", "-o", "%i %T %r %N"), slurm(kube, "sinfo", "-N", "-o", "%N %T %E"))) from None
+
+
 def test_controller_restart_keeps_the_running_job(slurm_cluster: Cluster, operator):
     kube = slurm_cluster
-    job = slurm(kube, "sbatch", "--parsable", "--wrap", "sleep 30").strip()
-    wait_for(lambda: "RUNNING" in slurm(kube, "squeue", "-h", "-j", job, "-o", "%T"), 60, 1)
+    # Root jobs may not write to the worker's own root (the jail plugin makes it read-only).
+    job = slurm(kube, "sbatch", "--parsable", "-o", "/tmp/restart-%j.out", "--wrap", "sleep 30").strip()
+    wait_running(kube, job)
     kube.kubectl("-n", kube.namespace, "delete", "pod", "%s-controller-0" % CLUSTER, "--wait=true")
     kube.wait_pod_ready("%s-controller-0" % CLUSTER, timeout=180)
     wait_for(lambda: "COMPLETED" in slurm(kube, "scontrol", "show", "job", job), 120, 3)
