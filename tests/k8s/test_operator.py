@@ -135,6 +135,16 @@ def test_cluster_with_two_nodesets_comes_up_idle(slurm_cluster: Cluster):
     assert nodeset["replicas"] == 2 and nodeset["readyReplicas"] == 2
 
 
+def test_partitions_are_what_the_spec_says(slurm_cluster: Cluster):
+    partitions = json.loads(slurm(slurm_cluster, "scontrol", "show", "partition", "--json"))["partitions"]
+    assert {p["name"]: p["node_sets"] for p in partitions} == {"main": "big,cpu", "big": "big"}
+    assert {p["name"]: p["nodes"]["total"] for p in partitions} == {"main": 3, "big": 1}
+    # The JSON has no default flag; the one-line form does (key=value words, not columns).
+    words = dict(w.split("=", 1) for w in slurm(slurm_cluster, "scontrol", "-o", "show", "partition", "main").split()
+                 if "=" in w)
+    assert words["Default"] == "YES"
+
+
 def test_setting_change_reaches_slurm_without_restarting_pods(slurm_cluster: Cluster):
     before = pods_by_uid(slurm_cluster)
     patch = {"spec": {"slurm": {"config": {"MinJobAge": 600}}}}
