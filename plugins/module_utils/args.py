@@ -1,10 +1,19 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Argument specs shared by the modules (twins of plugins/doc_fragments/kube_auth.py)."""
+"""What the modules share: argument specs (twins of plugins/doc_fragments/kube_auth.py) and the client."""
 
 from __future__ import annotations
 
 from typing import Any, Dict
+
+from ansible.module_utils.basic import missing_required_lib
+
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import (
+    HAS_KUBERNETES,
+    KUBERNETES_IMPORT_ERROR,
+    Kube,
+    api_client,
+)
 
 KUBE_AUTH_ARGS: Dict[str, Dict[str, Any]] = {
     "kubeconfig": {"type": "path"},
@@ -24,3 +33,10 @@ def with_common(spec: Dict[str, Dict[str, Any]], wait: bool = False) -> Dict[str
     if wait:
         out.update(WAIT_ARGS)
     return out
+
+
+def kube_for(module: Any) -> Kube:
+    """The client for a module's kubeconfig/context; fails the module when the library is missing."""
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_IMPORT_ERROR))
+    return Kube(api_client(module.params["kubeconfig"], module.params["context"]))

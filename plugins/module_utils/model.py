@@ -549,28 +549,29 @@ def _identity(resource: Mapping[str, Any], problems: List[Tuple[str, str]]) -> T
     return name, namespace
 
 
-def parse_cluster(resource: Mapping[str, Any]) -> SlurmCluster:
-    """Validate a SlurmCluster resource ({metadata, spec}) and return its model."""
+def _parse_resource(resource: Mapping[str, Any], spec_cls: Any, rules: Any) -> Tuple[str, str, Any]:
+    """(name, namespace, spec) of a valid resource; SpecError with every problem otherwise.
+
+    Cross-field rules run only on a spec whose fields are each valid.
+    """
     parser = _Parser()
     name, namespace = _identity(resource, parser.problems)
-    spec = parser.parse(SlurmClusterSpec, resource.get("spec"), "spec")
+    spec = parser.parse(spec_cls, resource.get("spec"), "spec")
     if not parser.problems:
-        parser.problems.extend(_cluster_rules(name, spec))
+        parser.problems.extend(rules(name, spec))
     if parser.problems:
         raise SpecError(parser.problems)
-    return SlurmCluster(name=name, namespace=namespace, spec=spec)
+    return name, namespace, spec
+
+
+def parse_cluster(resource: Mapping[str, Any]) -> SlurmCluster:
+    """Validate a SlurmCluster resource ({metadata, spec}) and return its model."""
+    return SlurmCluster(*_parse_resource(resource, SlurmClusterSpec, _cluster_rules))
 
 
 def parse_nodeset(resource: Mapping[str, Any]) -> NodeSet:
     """Validate a NodeSet resource ({metadata, spec}) and return its model."""
-    parser = _Parser()
-    name, namespace = _identity(resource, parser.problems)
-    spec = parser.parse(NodeSetSpec, resource.get("spec"), "spec")
-    if not parser.problems:
-        parser.problems.extend(_nodeset_rules(name, spec))
-    if parser.problems:
-        raise SpecError(parser.problems)
-    return NodeSet(name=name, namespace=namespace, spec=spec)
+    return NodeSet(*_parse_resource(resource, NodeSetSpec, _nodeset_rules))
 
 
 # --------------------------------------------------------------------------- rules

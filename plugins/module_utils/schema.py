@@ -110,39 +110,36 @@ def _counts_schema() -> Dict[str, Any]:
     return {"type": "object", "properties": {"ready": {"type": "integer"}, "desired": {"type": "integer"}}}
 
 
+def _status_schema(**extra: Dict[str, Any]) -> Dict[str, Any]:
+    """A status with the fields every kind has (phase, message, generation, conditions, node states)."""
+    properties = {
+        "phase": {"type": "string"},
+        "message": {"type": "string"},
+        "observedGeneration": {"type": "integer"},
+        "conditions": {"type": "array", "items": _condition_schema()},
+        "nodesByState": {"type": "object", "additionalProperties": {"type": "integer"}},
+    }
+    properties.update(extra)
+    return {"type": "object", "properties": properties}
+
+
 def cluster_status_schema() -> Dict[str, Any]:
     """status of a SlurmCluster, written by the operator."""
-    return {
-        "type": "object",
-        "properties": {
-            "phase": {"type": "string"},
-            "message": {"type": "string"},
-            "observedGeneration": {"type": "integer"},
-            "conditions": {"type": "array", "items": _condition_schema()},
-            "controller": _counts_schema(),
-            "login": _counts_schema(),
-            "nodes": _counts_schema(),
-            "nodesByState": {"type": "object", "additionalProperties": {"type": "integer"}},
-            "configHash": {"type": "string", "description": "Digest of the Slurm configuration in effect."},
-        },
-    }
+    return _status_schema(
+        controller=_counts_schema(),
+        login=_counts_schema(),
+        nodes=_counts_schema(),
+        configHash={"type": "string", "description": "Digest of the Slurm configuration in effect."},
+    )
 
 
 def nodeset_status_schema() -> Dict[str, Any]:
     """status of a NodeSet; replicas and selector serve the scale subresource."""
-    return {
-        "type": "object",
-        "properties": {
-            "phase": {"type": "string"},
-            "message": {"type": "string"},
-            "observedGeneration": {"type": "integer"},
-            "conditions": {"type": "array", "items": _condition_schema()},
-            "replicas": {"type": "integer"},
-            "readyReplicas": {"type": "integer"},
-            "selector": {"type": "string"},
-            "nodesByState": {"type": "object", "additionalProperties": {"type": "integer"}},
-        },
-    }
+    return _status_schema(
+        replicas={"type": "integer"},
+        readyReplicas={"type": "integer"},
+        selector={"type": "string"},
+    )
 
 
 def _column(name: str, path: str, kind: str = "string") -> Dict[str, str]:

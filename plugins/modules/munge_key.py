@@ -87,16 +87,10 @@ secret:
   sample: demo-munge-key
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import (
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
-    Kube,
-    KubeError,
-    api_client,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.munge import (
     MungeKeyError,
     ensure_key,
@@ -121,12 +115,10 @@ def main() -> None:
         mutually_exclusive=[("src", "content")],
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_IMPORT_ERROR))
     p = module.params
     try:
         name = secret_name_for(p)
-        kube = Kube(api_client(p["kubeconfig"], p["context"]))
+        kube = kube_for(module)
         if p["state"] == "absent":
             result = remove_key(kube, name, p["namespace"], module.check_mode)
         else:

@@ -113,9 +113,9 @@ spec:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import (
     Change,
     ClusterError,
@@ -127,13 +127,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource im
     validate,
     wait_ready,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import (
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
-    Kube,
-    KubeError,
-    api_client,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.model import SpecError
 
 
@@ -151,14 +145,12 @@ def main() -> None:
         }, wait=True),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_IMPORT_ERROR))
     p = module.params
     cluster = cluster_resource(p["name"], p["namespace"], p["spec"])
     nodesets = [nodeset_resource(p["name"], p["namespace"], item) for item in p["node_sets"]]
     result = {"changed": False}
     try:
-        kube = Kube(api_client(p["kubeconfig"], p["context"]))
+        kube = kube_for(module)
         if p["state"] == "absent":
             record(module, result, ensure_absent(kube, p["name"], p["namespace"], module.check_mode))
         else:

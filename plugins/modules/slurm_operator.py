@@ -69,22 +69,16 @@ namespace:
   sample: slurmkube-system
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.install import (
     InstallError,
     ensure_operator,
     remove_operator,
     wait_operator,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import (
-    HAS_KUBERNETES,
-    KUBERNETES_IMPORT_ERROR,
-    Kube,
-    KubeError,
-    api_client,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
 
 
 def main() -> None:
@@ -98,11 +92,9 @@ def main() -> None:
         }, wait=True),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_IMPORT_ERROR))
     p = module.params
     try:
-        kube = Kube(api_client(p["kubeconfig"], p["context"]))
+        kube = kube_for(module)
         if p["state"] == "absent":
             change = remove_operator(kube, p["namespace"], p["remove_crds"], module.check_mode)
         else:
