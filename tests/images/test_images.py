@@ -392,7 +392,7 @@ class Cluster:
         if env_from_limits:
             env = [v for v in env if v["name"] not in (C.ENV_CPUS, C.ENV_MEMORY_MB)]
         # emptyDirs are directories of the node, mode 0777.
-        empty_dirs = {C.SLURMD_SPOOL_DIR: "spool", render_common.NODE_TMP_DIR: "tmp"}
+        empty_dirs = {C.SLURMD_SPOOL_DIR: "spool", C.NODE_TMP_DIR: "tmp"}
         volumes = []
         for path, name in empty_dirs.items():
             node_dir = self.root / "nodes" / host / name
@@ -485,7 +485,7 @@ def test_rendered_config_is_what_the_daemons_run_with(cluster):
     assert "HealthCheckProgram      = %s" % C.HEALTHCHECK_PROGRAM in conf
     assert "PlugStackConfig         = %s/plugstack.conf" % C.SLURM_CONFIG_DIR in conf
     plugstack = (cluster.root / "slurm/plugstack.conf").read_text()
-    assert "submounts=%s:/tmp" % render_common.NODE_TMP_DIR in plugstack
+    assert "submounts=%s:/tmp" % C.NODE_TMP_DIR in plugstack
 
 
 def test_srun_runs_on_all_three_workers(cluster):
@@ -568,9 +568,7 @@ def test_jobs_tmp_is_the_nodes_own_scratch(cluster):
     assert name not in seen
     assert not (cluster.root / "jail" / "tmp" / name).exists()
     assert (cluster.root / "nodes" / WORKERS[0] / "tmp" / name).exists()
-    if not hasattr(C, "NODE_TMP_DIR"):
-        pytest.xfail("the entrypoint makes it sticky once NODE_TMP_DIR is in constants.py (render/common.py has it)")
-    assert mode == "1777"
+    assert mode == "1777"  # sticky: no user deletes another's files
 
 
 def root_sbatch(cluster: Cluster, *args: str) -> str:
