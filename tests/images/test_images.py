@@ -700,7 +700,12 @@ def test_healthcheck_program_drains_on_failure_and_resumes_only_its_own_drain(cl
 
 
 def run_long_checks(cluster: Cluster, *env: str) -> list:
-    """Run the long-checks CronJob's container once; the ids of the jobs it submitted."""
+    """Run the long-checks CronJob's container once; the ids of the jobs it submitted.
+
+    Earlier tests drain and resume nodes; the checks go only to nodes in service, so wait
+    until every worker is back.
+    """
+    wait_for("every worker idle", lambda: cluster.idle_nodes() >= set(WORKERS), 60)
     args = [a for e in env for a in ("-e", e)]
     rendered = env_args(render_common.env(CLUSTER_MODEL, C.ROLE_LONG_CHECKS), "long-checks")
     out = docker("run", "--rm", *cluster.common_args("long-checks")[1:], *rendered, *args,
