@@ -147,7 +147,11 @@ ensure_rootfs() {
     [[ "$(id -u)" == 0 ]] || die "debootstrap needs root"
     command -v debootstrap >/dev/null || {
       log "installing debootstrap"
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+      # A fresh machine may have no package lists yet.
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 || {
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+      }
     }
     mkdir -p "$cache/rootfs"
     tmp="$(mktemp -d "$cache/rootfs/debootstrap.XXXXXX")"
