@@ -1,10 +1,10 @@
 #include "jail_config.h"
 
+#include "jail_error.h"
 #include "jail_path.h"
 
 #include <errno.h>
 #include <linux/capability.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -51,18 +51,6 @@ static const struct {
 	{ "/run/munge", 0 },
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 int jail_cap_from_name(const char *name)
 {
@@ -91,7 +79,7 @@ int jail_config_add_bind(struct jail_config *cfg, const char *src, const char *d
 		flags |= b->flags & JAIL_BIND_RO;
 	if (!b) {
 		if (cfg->nbinds >= JAIL_MAX_BINDS)
-			return fail(err, errlen, "more than %d binds", JAIL_MAX_BINDS);
+			return jail_fail(err, errlen, "more than %d binds", JAIL_MAX_BINDS);
 		b = &cfg->binds[cfg->nbinds++];
 	}
 	snprintf(b->src, sizeof(b->src), "%s", src);
@@ -105,7 +93,7 @@ static int parse_path(const char *in, char *out, size_t outlen, const char *what
 		      char *err, size_t errlen)
 {
 	if (jail_path_normalize(in, out, outlen) < 0)
-		return fail(err, errlen, "%s '%s': must be an absolute path without '..'", what, in);
+		return jail_fail(err, errlen, "%s '%s': must be an absolute path without '..'", what, in);
 	return 0;
 }
 
@@ -126,7 +114,7 @@ static int parse_bind_flags(char *flags_text, const char *entry, unsigned *flags
 		} else if (strcmp(flag, "optional") == 0) {
 			*flags |= JAIL_BIND_OPTIONAL;
 		} else {
-			return fail(err, errlen, "'%s': unknown flag '%s' (ro, rw, optional)", entry, flag);
+			return jail_fail(err, errlen, "'%s': unknown flag '%s' (ro, rw, optional)", entry, flag);
 		}
 	}
 	return 0;
@@ -146,19 +134,19 @@ static int parse_bind_entry(struct jail_config *cfg, const char *entry, bool has
 	bool ro_explicit = false;
 
 	if (snprintf(copy, sizeof(copy), "%s", entry) >= (int) sizeof(copy))
-		return fail(err, errlen, "'%s': too long", entry);
+		return jail_fail(err, errlen, "'%s': too long", entry);
 	rest = strchr(copy, ':');
 	if (rest)
 		*rest++ = '\0';
 	if (parse_path(copy, src, sizeof(src), "bind source", err, errlen) < 0)
 		return -1;
 	if (strcmp(src, "/") == 0)
-		return fail(err, errlen, "'%s': the node's whole root cannot be bound", entry);
+		return jail_fail(err, errlen, "'%s': the node's whole root cannot be bound", entry);
 	snprintf(dst, sizeof(dst), "%s", src);
 	if (has_dst) {
 		dst_text = rest;
 		if (!dst_text || !*dst_text)
-			return fail(err, errlen, "submount '%s': expected HOST:JAILPATH", entry);
+			return jail_fail(err, errlen, "submount '%s': expected HOST:JAILPATH", entry);
 		rest = strchr(dst_text, ':');
 		if (rest)
 			*rest++ = '\0';
@@ -166,7 +154,7 @@ static int parse_bind_entry(struct jail_config *cfg, const char *entry, bool has
 			return -1;
 	}
 	if (strcmp(dst, "/") == 0)
-		return fail(err, errlen, "'%s': cannot mount over the jail's root", entry);
+		return jail_fail(err, errlen, "'%s': cannot mount over the jail's root", entry);
 	if (rest && parse_bind_flags(rest, entry, &flags, &ro_explicit, err, errlen) < 0)
 		return -1;
 	return jail_config_add_bind(cfg, src, dst, flags, ro_explicit, err, errlen);
@@ -180,7 +168,7 @@ static int parse_bind_list(struct jail_config *cfg, const char *list, bool has_d
 	char *entry;
 
 	if (snprintf(copy, sizeof(copy), "%s", list) >= (int) sizeof(copy))
-		return fail(err, errlen, "bind list too long");
+		return jail_fail(err, errlen, "bind list too long");
 	for (entry = strtok_r(copy, ",", &save); entry; entry = strtok_r(NULL, ",", &save)) {
 		if (parse_bind_entry(cfg, entry, has_dst, err, errlen) < 0)
 			return -1;
@@ -200,14 +188,14 @@ static int parse_path_list(struct jail_path_list *list, const char *value, const
 	if (strcmp(value, "none") == 0)
 		return 0;
 	if (snprintf(copy, sizeof(copy), "%s", value) >= (int) sizeof(copy))
-		return fail(err, errlen, "%s list too long", key);
+		return jail_fail(err, errlen, "%s list too long", key);
 	for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		if (list->n >= JAIL_MAX_PATHS)
-			return fail(err, errlen, "%s: more than %d paths", key, JAIL_MAX_PATHS);
+			return jail_fail(err, errlen, "%s: more than %d paths", key, JAIL_MAX_PATHS);
 		if (parse_path(item, list->paths[list->n], PATH_MAX, key, err, errlen) < 0)
 			return -1;
 		if (strcmp(list->paths[list->n], "/") == 0)
-			return fail(err, errlen, "%s: '/' is not allowed", key);
+			return jail_fail(err, errlen, "%s: '/' is not allowed", key);
 		list->n++;
 	}
 	return 0;
@@ -224,12 +212,12 @@ static int parse_drop_caps(struct jail_config *cfg, const char *list, char *err,
 	if (strcmp(list, "none") == 0)
 		return 0;
 	if (snprintf(copy, sizeof(copy), "%s", list) >= (int) sizeof(copy))
-		return fail(err, errlen, "drop_caps list too long");
+		return jail_fail(err, errlen, "drop_caps list too long");
 	for (name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
 		int cap = jail_cap_from_name(name);
 
 		if (cap < 0)
-			return fail(err, errlen, "drop_caps: unknown capability '%s'", name);
+			return jail_fail(err, errlen, "drop_caps: unknown capability '%s'", name);
 		cfg->drop_caps |= UINT64_C(1) << cap;
 	}
 	return 0;
@@ -250,7 +238,7 @@ static int parse_marker(struct jail_config *cfg, const char *value, char *err, s
 {
 	if (!*value || strchr(value, '/') || strcmp(value, ".") == 0 || strcmp(value, "..") == 0
 	    || strlen(value) >= sizeof(cfg->marker))
-		return fail(err, errlen, "marker '%s': must be a plain file name", value);
+		return jail_fail(err, errlen, "marker '%s': must be a plain file name", value);
 	snprintf(cfg->marker, sizeof(cfg->marker), "%s", value);
 	return 0;
 }
@@ -263,12 +251,12 @@ static int parse_word(struct jail_config *cfg, const char *word, char *err, size
 
 #define KEY_IS(k) (klen == sizeof(k) - 1 && strncmp(word, k, klen) == 0)
 	if (!eq)
-		return fail(err, errlen, "'%s': expected key=value", word);
+		return jail_fail(err, errlen, "'%s': expected key=value", word);
 	if (KEY_IS("jail")) {
 		if (parse_path(value, cfg->jail, sizeof(cfg->jail), "jail", err, errlen) < 0)
 			return -1;
 		if (strcmp(cfg->jail, "/") == 0)
-			return fail(err, errlen, "jail=/ would not isolate anything");
+			return jail_fail(err, errlen, "jail=/ would not isolate anything");
 		return 0;
 	}
 	if (KEY_IS("marker"))
@@ -277,7 +265,7 @@ static int parse_word(struct jail_config *cfg, const char *word, char *err, size
 		if (parse_path(value, cfg->spool, sizeof(cfg->spool), "spool", err, errlen) < 0)
 			return -1;
 		if (strcmp(cfg->spool, "/") == 0)
-			return fail(err, errlen, "spool=/ is not slurmd's spool dir");
+			return jail_fail(err, errlen, "spool=/ is not slurmd's spool dir");
 		return 0;
 	}
 	if (KEY_IS("binds"))
@@ -292,11 +280,11 @@ static int parse_word(struct jail_config *cfg, const char *word, char *err, size
 		return parse_drop_caps(cfg, value, err, errlen);
 	if (KEY_IS("chroot_fallback")) {
 		if (parse_bool(value, &cfg->chroot_fallback) < 0)
-			return fail(err, errlen, "chroot_fallback '%s': expected yes or no", value);
+			return jail_fail(err, errlen, "chroot_fallback '%s': expected yes or no", value);
 		return 0;
 	}
 #undef KEY_IS
-	return fail(err, errlen, "unknown option '%.*s'", (int) klen, word);
+	return jail_fail(err, errlen, "unknown option '%.*s'", (int) klen, word);
 }
 
 void jail_config_defaults(struct jail_config *cfg)

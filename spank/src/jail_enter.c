@@ -1,5 +1,6 @@
 #include "jail_enter.h"
 
+#include "jail_error.h"
 #include "jail_path.h"
 
 #include <dirent.h>
@@ -7,7 +8,6 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,18 +20,6 @@
 
 #include <slurm/spank.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* The path through which mount(2) reaches an already-opened file. */
 static void fd_path(int fd, char *buf, size_t len)
@@ -49,11 +37,11 @@ static int check_jail_marker(const struct jail_config *cfg, char *err, size_t er
 	int fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		return fail(err, errlen, "jail %s is not a directory: %s; refusing to run the job "
+		return jail_fail(err, errlen, "jail %s is not a directory: %s; refusing to run the job "
 			    "outside the jail", cfg->jail, strerror(errno));
 	if (fstatat(fd, cfg->marker, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, "jail %s is not mounted (marker file %s missing); refusing "
+		return jail_fail(err, errlen, "jail %s is not mounted (marker file %s missing); refusing "
 			    "to run the job outside the jail", cfg->jail, cfg->marker);
 	}
 	close(fd);
@@ -64,10 +52,10 @@ static int check_jail_marker(const struct jail_config *cfg, char *err, size_t er
 static int make_private_namespace(char *err, size_t errlen)
 {
 	if (unshare(CLONE_NEWNS) < 0)
-		return fail(err, errlen, "unshare(CLONE_NEWNS): %s (the worker needs CAP_SYS_ADMIN)",
+		return jail_fail(err, errlen, "unshare(CLONE_NEWNS): %s (the worker needs CAP_SYS_ADMIN)",
 			    strerror(errno));
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return fail(err, errlen, "making / private: %s", strerror(errno));
+		return jail_fail(err, errlen, "making / private: %s", strerror(errno));
 	return 0;
 }
 
@@ -81,11 +69,11 @@ static int bind_jail_onto_itself(const struct jail_config *cfg, char *err, size_
 	int fd;
 
 	if (mount(cfg->jail, cfg->jail, NULL, MS_BIND | MS_REC, NULL) < 0)
-		return fail(err, errlen, "binding jail %s onto itself: %s", cfg->jail,
+		return jail_fail(err, errlen, "binding jail %s onto itself: %s", cfg->jail,
 			    strerror(errno));
 	fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, "opening jail %s: %s", cfg->jail, strerror(errno));
+		return jail_fail(err, errlen, "opening jail %s: %s", cfg->jail, strerror(errno));
 	return fd;
 }
 
@@ -125,12 +113,12 @@ static int remount_readonly(int jail_fd, const struct jail_bind *b, enum jail_no
 	int rc;
 
 	if (fd < 0)
-		return fail(err, errlen, "reopening %s in the jail: %s", b->dst, strerror(errno));
+		return jail_fail(err, errlen, "reopening %s in the jail: %s", b->dst, strerror(errno));
 	fd_path(fd, path, sizeof(path));
 	rc = mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(fd), NULL);
 	close(fd);
 	if (rc < 0)
-		return fail(err, errlen, "remounting %s read-only: %s", b->dst, strerror(errno));
+		return jail_fail(err, errlen, "remounting %s read-only: %s", b->dst, strerror(errno));
 	return 0;
 }
 
@@ -148,7 +136,7 @@ static int open_bind_source(const struct jail_bind *b, int *fd, char *err, size_
 		slurm_debug("spank_jail: optional bind source %s is absent, skipped", b->src);
 		return 1;
 	}
-	return fail(err, errlen, "bind source %s: %s", b->src, strerror(errno));
+	return jail_fail(err, errlen, "bind source %s: %s", b->src, strerror(errno));
 }
 
 /* An empty tmpfs private to this task, e.g. over the spool dir, so nothing lands on the volume. */
@@ -159,14 +147,14 @@ static int mount_tmpfs_in_jail(int jail_fd, const struct jail_bind *b, char *err
 	int rc;
 
 	if (dst_fd < 0)
-		return fail(err, errlen, "mount point %s in the jail: %s", b->dst,
+		return jail_fail(err, errlen, "mount point %s in the jail: %s", b->dst,
 			    errno == ELOOP ? "a symlink, which could lead out of the jail"
 					   : strerror(errno));
 	fd_path(dst_fd, dst_path, sizeof(dst_path));
 	rc = mount("tmpfs", dst_path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k");
 	close(dst_fd);
 	if (rc < 0)
-		return fail(err, errlen, "tmpfs on %s in the jail: %s", b->dst, strerror(errno));
+		return jail_fail(err, errlen, "tmpfs on %s in the jail: %s", b->dst, strerror(errno));
 	return 0;
 }
 
@@ -187,7 +175,7 @@ static int bind_into_jail(int jail_fd, const struct jail_bind *b, char *err, siz
 		return rc > 0 ? 0 : -1;
 	if (fstat(src_fd, &st) < 0) {
 		close(src_fd);
-		return fail(err, errlen, "bind source %s: %s", b->src, strerror(errno));
+		return jail_fail(err, errlen, "bind source %s: %s", b->src, strerror(errno));
 	}
 	kind = S_ISDIR(st.st_mode) ? JAIL_NODE_DIR : JAIL_NODE_FILE;
 	dst_fd = jail_open_mount_point(jail_fd, b->dst, kind);
@@ -195,15 +183,15 @@ static int bind_into_jail(int jail_fd, const struct jail_bind *b, char *err, siz
 		rc = errno;
 		close(src_fd);
 		if (rc == ELOOP)
-			return fail(err, errlen, "refusing to bind %s: %s in the jail goes through a "
+			return jail_fail(err, errlen, "refusing to bind %s: %s in the jail goes through a "
 				    "symlink, which could lead out of the jail", b->src, b->dst);
-		return fail(err, errlen, "mount point %s in the jail: %s", b->dst, strerror(rc));
+		return jail_fail(err, errlen, "mount point %s in the jail: %s", b->dst, strerror(rc));
 	}
 	fd_path(src_fd, src_path, sizeof(src_path));
 	fd_path(dst_fd, dst_path, sizeof(dst_path));
 	rc = mount(src_path, dst_path, NULL, MS_BIND | MS_REC, NULL);
 	if (rc < 0)
-		rc = fail(err, errlen, "binding %s to %s in the jail: %s", b->src, b->dst,
+		rc = jail_fail(err, errlen, "binding %s to %s in the jail: %s", b->src, b->dst,
 			  strerror(errno));
 	close(src_fd);
 	close(dst_fd);
@@ -226,24 +214,24 @@ static int switch_root(const struct jail_config *cfg, bool *used_chroot, char *e
 {
 	*used_chroot = false;
 	if (chdir(cfg->jail) < 0)
-		return fail(err, errlen, "chdir(%s): %s", cfg->jail, strerror(errno));
+		return jail_fail(err, errlen, "chdir(%s): %s", cfg->jail, strerror(errno));
 	if (syscall(SYS_pivot_root, ".", ".") == 0) {
 		if (umount2(".", MNT_DETACH) < 0)
-			return fail(err, errlen, "detaching the node's root: %s", strerror(errno));
+			return jail_fail(err, errlen, "detaching the node's root: %s", strerror(errno));
 		if (chdir("/") < 0)
-			return fail(err, errlen, "chdir(/) in the jail: %s", strerror(errno));
+			return jail_fail(err, errlen, "chdir(/) in the jail: %s", strerror(errno));
 		return 0;
 	}
 	if ((errno != EPERM && errno != EINVAL) || !cfg->chroot_fallback)
-		return fail(err, errlen, "pivot_root into %s: %s%s", cfg->jail, strerror(errno),
+		return jail_fail(err, errlen, "pivot_root into %s: %s%s", cfg->jail, strerror(errno),
 			    cfg->chroot_fallback ? "" : " (chroot_fallback=no)");
 	slurm_info("spank_jail: pivot_root into %s refused (%s), falling back to chroot; allow "
 		   "pivot_root in the worker's seccomp profile for full isolation",
 		   cfg->jail, strerror(errno));
 	if (chroot(".") < 0)
-		return fail(err, errlen, "chroot(%s): %s", cfg->jail, strerror(errno));
+		return jail_fail(err, errlen, "chroot(%s): %s", cfg->jail, strerror(errno));
 	if (chdir("/") < 0)
-		return fail(err, errlen, "chdir(/) in the jail: %s", strerror(errno));
+		return jail_fail(err, errlen, "chdir(/) in the jail: %s", strerror(errno));
 	*used_chroot = true;
 	return 0;
 }
@@ -255,11 +243,11 @@ static int clear_inheritable(uint64_t caps, char *err, size_t errlen)
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
 
 	if (syscall(SYS_capget, &hdr, data) < 0)
-		return fail(err, errlen, "capget: %s", strerror(errno));
+		return jail_fail(err, errlen, "capget: %s", strerror(errno));
 	data[0].inheritable &= ~(uint32_t) caps;
 	data[1].inheritable &= ~(uint32_t) (caps >> 32);
 	if (syscall(SYS_capset, &hdr, data) < 0)
-		return fail(err, errlen, "capset: %s", strerror(errno));
+		return jail_fail(err, errlen, "capset: %s", strerror(errno));
 	return 0;
 }
 
@@ -278,10 +266,10 @@ static int drop_capabilities(uint64_t caps, char *err, size_t errlen)
 		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
 			continue; /* the running kernel does not know this capability */
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-			return fail(err, errlen, "dropping capability %d: %s", cap, strerror(errno));
+			return jail_fail(err, errlen, "dropping capability %d: %s", cap, strerror(errno));
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-		return fail(err, errlen, "clearing ambient capabilities: %s", strerror(errno));
+		return jail_fail(err, errlen, "clearing ambient capabilities: %s", strerror(errno));
 	return clear_inheritable(caps, err, errlen);
 }
 
@@ -297,7 +285,7 @@ static int seal_directory_fds(char *err, size_t errlen)
 	struct dirent *entry;
 
 	if (!fds)
-		return fail(err, errlen, "listing /proc/self/fd: %s", strerror(errno));
+		return jail_fail(err, errlen, "listing /proc/self/fd: %s", strerror(errno));
 	while ((entry = readdir(fds)) != NULL) {
 		char *end;
 		long fd = strtol(entry->d_name, &end, 10);
@@ -311,7 +299,7 @@ static int seal_directory_fds(char *err, size_t errlen)
 		flags = fcntl((int) fd, F_GETFD);
 		if (flags < 0 || fcntl((int) fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
 			closedir(fds);
-			return fail(err, errlen, "closing directory fd %ld on exec: %s", fd,
+			return jail_fail(err, errlen, "closing directory fd %ld on exec: %s", fd,
 				    strerror(errno));
 		}
 	}
@@ -362,7 +350,7 @@ int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char
 	    || switch_root(cfg, &used_chroot, err, errlen) < 0)
 		return -1;
 	if (access(cfg->marker, F_OK) < 0)
-		return fail(err, errlen, "marker %s not visible after entering the jail", cfg->marker);
+		return jail_fail(err, errlen, "marker %s not visible after entering the jail", cfg->marker);
 	if (used_chroot)
 		drop |= UINT64_C(1) << CAP_SYS_CHROOT; /* chroot again would escape */
 	if (drop_capabilities(drop, err, errlen) < 0)
@@ -384,7 +372,7 @@ static int mirror_jail_dir(int jail_fd, const char *path, char *err, size_t errl
 
 	src_fd = jail_open_existing(jail_fd, path, JAIL_NODE_DIR);
 	if (src_fd < 0 && errno == ELOOP)
-		return fail(err, errlen, "mirror %s: a symlink in the jail, which could lead out of it",
+		return jail_fail(err, errlen, "mirror %s: a symlink in the jail, which could lead out of it",
 			    path);
 	dst_fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (src_fd < 0 || dst_fd < 0) {
@@ -402,7 +390,7 @@ static int mirror_jail_dir(int jail_fd, const char *path, char *err, size_t errl
 	close(src_fd);
 	close(dst_fd);
 	if (rc < 0)
-		return fail(err, errlen, "mirroring %s of the jail: %s", path, strerror(errno));
+		return jail_fail(err, errlen, "mirroring %s of the jail: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -414,7 +402,7 @@ static int keep_writable(const char *path, char *err, size_t errlen)
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
 		return 0;
 	if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
-		return fail(err, errlen, "keeping %s writable: %s", path, strerror(errno));
+		return jail_fail(err, errlen, "keeping %s writable: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -432,7 +420,7 @@ static int cover(const char *path, char *err, size_t errlen)
 	else
 		rc = mount("/dev/null", path, NULL, MS_BIND, NULL);
 	if (rc < 0)
-		return fail(err, errlen, "hiding %s: %s", path, strerror(errno));
+		return jail_fail(err, errlen, "hiding %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -453,7 +441,7 @@ static int protect_node_from_root_job(const struct jail_config *cfg, char *err, 
 	if (root_fd >= 0)
 		close(root_fd);
 	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL) < 0)
-		return fail(err, errlen, "making the node's / read-only: %s", strerror(errno));
+		return jail_fail(err, errlen, "making the node's / read-only: %s", strerror(errno));
 	for (i = 0; i < cfg->hide.n; i++) {
 		if (cover(cfg->hide.paths[i], err, errlen) < 0)
 			return -1;
@@ -470,7 +458,7 @@ int jail_confine_stepd(const struct jail_config *cfg, bool root_job, char *err, 
 		return -1;
 	jail_fd = open(cfg->jail, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (jail_fd < 0)
-		return fail(err, errlen, "opening jail %s: %s", cfg->jail, strerror(errno));
+		return jail_fail(err, errlen, "opening jail %s: %s", cfg->jail, strerror(errno));
 	for (i = 0; i < cfg->mirrors.n && rc == 0; i++)
 		rc = mirror_jail_dir(jail_fd, cfg->mirrors.paths[i], err, errlen);
 	close(jail_fd);
