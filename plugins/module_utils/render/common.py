@@ -73,6 +73,15 @@ def service_account_name(cluster: SlurmCluster) -> str:
     return object_name(cluster, "slurm")
 
 
+def pod_identity(cluster: SlurmCluster) -> Dict[str, Any]:
+    """What every pod of the cluster runs as: the tokenless ServiceAccount, no service env vars."""
+    return {
+        "serviceAccountName": service_account_name(cluster),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+    }
+
+
 def jail_claim_name(cluster: SlurmCluster) -> str:
     """The PersistentVolumeClaim of the jail (the user's own claim when given)."""
     return cluster.spec.jail.existing_claim or object_name(cluster, C.COMPONENT_JAIL)

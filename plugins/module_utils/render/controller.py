@@ -64,9 +64,7 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
     if spec.state_volume.storage_class_name:
         claim["spec"]["storageClassName"] = spec.state_volume.storage_class_name
     pod_spec: Dict[str, Any] = {
-        "serviceAccountName": common.service_account_name(cluster),
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
+        **common.pod_identity(cluster),
         # A force-deleted pod could leave two slurmctld on one state dir: give it time to stop.
         "terminationGracePeriodSeconds": 60,
         "containers": [_controller_container(cluster)],

@@ -48,9 +48,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
                     "template": {
                         "metadata": {"labels": common.labels(cluster, C.COMPONENT_HEALTHCHECK)},
                         "spec": {
-                            "serviceAccountName": common.service_account_name(cluster),
-                            "automountServiceAccountToken": False,
-                            "enableServiceLinks": False,
+                            **common.pod_identity(cluster),
                             "restartPolicy": "Never",
                             "containers": [container],
                             "volumes": [common.config_volume(cluster), common.munge_volume(cluster)],

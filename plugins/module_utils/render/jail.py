@@ -68,9 +68,7 @@ def render_jail_populate_job(cluster: SlurmCluster) -> common.Manifest:
             "template": {
                 "metadata": {"labels": common.labels(cluster, C.COMPONENT_JAIL)},
                 "spec": {
-                    "serviceAccountName": common.service_account_name(cluster),
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
+                    **common.pod_identity(cluster),
                     "restartPolicy": "OnFailure",
                     "containers": [container],
                     "volumes": [common.jail_volume(cluster)],

@@ -114,9 +114,7 @@ def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
     """The login StatefulSet; it rolls when sshd_config changes (sshd reads it at start)."""
     login = cluster.spec.login
     pod_spec: Dict[str, Any] = {
-        "serviceAccountName": common.service_account_name(cluster),
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
+        **common.pod_identity(cluster),
         "containers": [_login_container(cluster)],
         "volumes": [
             common.config_volume(cluster),

@@ -141,9 +141,7 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
     """
     images = cluster.spec.images
     pod_spec: Dict[str, Any] = {
-        "serviceAccountName": common.service_account_name(cluster),
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
+        **common.pod_identity(cluster),
         "terminationGracePeriodSeconds": 60,
         "initContainers": [common.wait_for_controller(cluster, images.worker, images.pull_policy)],
         "containers": [_slurmd_container(cluster, nodeset)],
