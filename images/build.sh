@@ -293,6 +293,9 @@ main() {
   trap 'rm -rf "$staging"' EXIT
   if ((!dry_run)); then
     bash "$here/ensure-docker.sh"
+    # One build at a time: two runs filling the same rootfs or wheel cache corrupt it.
+    exec 8>"$cache/build.lock"
+    flock -w 3600 8 || die "another build.sh held $cache/build.lock for an hour"
   fi
   local name start=$SECONDS
   for name in "${wanted[@]}"; do
