@@ -7,6 +7,7 @@
 #   localkube.sh down             stop what we started; remove mounts, chains, bridge, state
 #   localkube.sh import-image IMG...   docker save IMG | ctr import (nothing is pulled);
 #                                 IMG may also be an image archive file
+#   localkube.sh images           list the image references containerd holds
 #   localkube.sh kubeconfig       print the kubeconfig path
 #   localkube.sh env              print shell exports (KUBECONFIG, PATH with our kubectl)
 #
@@ -374,13 +375,14 @@ main() {
   down) lk_down ;;
   status) lk_status ;;
   import-image) lk_import_image "$@" ;;
+  images) lk_ctr images ls -q ;;
   kubeconfig) echo "$LK_KUBECONFIG" ;;
   env)
     # shellcheck disable=SC2016 # $PATH is for the caller's shell to expand
     printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\n' "$LK_KUBECONFIG" "$LK_BIN"
     ;;
   *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
   esac
