@@ -85,3 +85,8 @@ ROLE_LONG_CHECKS = "long-checks"  # submit the long health checks as Slurm jobs 
 
 # Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart.
 DRAIN_REASON_PREFIX = "slurmkube:"
+
+# The operator: its name (Deployment, ServiceAccount, leader Lease) and what its pods are told.
+OPERATOR_NAME = "slurmkube-operator"
+ENV_OPERATOR_NAMESPACE = "SLURMKUBE_OPERATOR_NAMESPACE"  # where its leader Lease lives
+ENV_OPERATOR_IDENTITY = "SLURMKUBE_OPERATOR_IDENTITY"  # the pod name: who holds the Lease

@@ -12,6 +12,7 @@ try:
     from kubernetes import config as kube_config
     from kubernetes.client import ApiClient, CoreV1Api
     from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import ConflictError as ApiConflictError
     from kubernetes.dynamic.exceptions import NotFoundError
     from kubernetes.stream import stream
 
@@ -26,6 +27,10 @@ Obj = Dict[str, Any]
 
 class KubeError(Exception):
     """A Kubernetes call failed; the message names the object and the reason."""
+
+
+class ConflictError(KubeError):
+    """Someone else wrote first: the object exists already, or our resourceVersion is stale."""
 
 
 def api_client(kubeconfig: Optional[str] = None, context: Optional[str] = None) -> Any:
@@ -88,6 +93,32 @@ class Kube:
             raise KubeError("cannot apply %s: %s" % (_describe(obj), exc)) from exc
         if not dry_run:
             self.writes += 1
+        return result.to_dict()
+
+    def create(self, obj: Mapping[str, Any]) -> Obj:
+        """Create an object; ConflictError when it exists (the loser of a race learns it)."""
+        meta = obj["metadata"]
+        try:
+            result = self._resource(obj["apiVersion"], obj["kind"]).create(
+                body=dict(obj), namespace=meta.get("namespace"), field_manager=C.FIELD_MANAGER)
+        except ApiConflictError as exc:
+            raise ConflictError("%s exists already" % _describe(obj)) from exc
+        except Exception as exc:
+            raise KubeError("cannot create %s: %s" % (_describe(obj), exc)) from exc
+        self.writes += 1
+        return result.to_dict()
+
+    def replace(self, obj: Mapping[str, Any]) -> Obj:
+        """Replace an object whose metadata.resourceVersion we read; ConflictError when it changed since."""
+        meta = obj["metadata"]
+        try:
+            result = self._resource(obj["apiVersion"], obj["kind"]).replace(
+                body=dict(obj), name=meta["name"], namespace=meta.get("namespace"), field_manager=C.FIELD_MANAGER)
+        except ApiConflictError as exc:
+            raise ConflictError("%s changed since it was read" % _describe(obj)) from exc
+        except Exception as exc:
+            raise KubeError("cannot replace %s: %s" % (_describe(obj), exc)) from exc
+        self.writes += 1
         return result.to_dict()
 
     def apply_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:

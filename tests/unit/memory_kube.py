@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import ConflictError
+
 
 class MemoryKube:
     """Stores what is applied, as an API server without defaulting would; counts writes."""
@@ -11,6 +13,7 @@ class MemoryKube:
     def __init__(self):
         self.objects = {}
         self.writes = 0
+        self.version = 0
 
     def key(self, kind, name, namespace):
         return (kind, namespace, name)
@@ -29,6 +32,28 @@ class MemoryKube:
         self.objects[self.key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))] = \
             copy.deepcopy(obj)
         return obj
+
+    def create(self, obj):
+        key = self.key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+        if key in self.objects:
+            raise ConflictError("%s/%s exists already" % key[1:])
+        return self._store(key, obj)
+
+    def replace(self, obj):
+        """Honours metadata.resourceVersion as the API server does: a stale one is a conflict."""
+        key = self.key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+        live = self.objects.get(key)
+        if live is None or live["metadata"]["resourceVersion"] != obj["metadata"].get("resourceVersion"):
+            raise ConflictError("%s/%s changed since it was read" % key[1:])
+        return self._store(key, obj)
+
+    def _store(self, key, obj):
+        self.writes += 1
+        self.version += 1
+        stored = copy.deepcopy(obj)
+        stored["metadata"]["resourceVersion"] = str(self.version)
+        self.objects[key] = stored
+        return copy.deepcopy(stored)
 
     def merge_patch(self, api_version, kind, name, namespace, patch):
         self.writes += 1
