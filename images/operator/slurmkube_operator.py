@@ -1,26 +1,37 @@
 """The slurmkube operator: kopf handlers that call the collection's reconciler.
 
-Run: kopf run --all-namespaces images/operator/slurmkube_operator.py
+Run: kopf run --all-namespaces --standalone images/operator/slurmkube_operator.py
 (the collection must be importable as ansible_collections.slurmkube.core).
 Handlers stay thin: every decision lives in plugins/module_utils/reconcile.py.
+
+Replicas elect a leader through a Lease (plugins/module_utils/leader.py) in the namespace
+named by SLURMKUBE_OPERATOR_NAMESPACE; without it (a local `kopf run`) the process leads
+alone. Every handler is filtered on leadership and a standby writes nothing, not even
+kopf's own annotations, so what it skipped is still news to the leader.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
-from typing import Any, Dict, Mapping
+import time
+from typing import Any, Dict, Mapping, Optional
 
 import kopf
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, api_client
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError, api_client
+from ansible_collections.slurmkube.core.plugins.module_utils.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import Reconciler
 
 RECONCILE_INTERVAL_SECONDS = 10
+ELECTION_RETRY_SECONDS = 2
 
 _kube: Dict[str, Kube] = {}
+_election: Dict[str, Optional[LeaderElector]] = {}
 _locks: Dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -38,13 +49,69 @@ def cluster_lock(namespace: str, name: str) -> threading.Lock:
         return _locks.setdefault("%s/%s" % (namespace, name), threading.Lock())
 
 
+def leading(**_: Any) -> bool:
+    """Whether this process may act now (the filter of every handler)."""
+    elector = _election.get("elector")
+    return elector is None or elector.is_leader()
+
+
+class LeaderOnlyDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf records a change as seen even when filters skipped every handler; a standby must not."""
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        if leading():
+            super().store(body=body, patch=patch, essence=essence)
+
+
+def campaign(elector: LeaderElector, logger: logging.Logger) -> None:
+    """Try for the Lease, then renew it, until the process ends.
+
+    A leader that cannot renew in time exits: work in flight must stop before a standby
+    may take over, and a fresh process comes back as a standby.
+    """
+    was_leader = False
+    while True:
+        try:
+            elector.attempt()
+        except KubeError as exc:
+            logger.warning("leader election: %s", exc)
+        if elector.is_leader() and not was_leader:
+            logger.info("leading as %s", elector.identity)
+        elif was_leader and not elector.is_leader():
+            logger.error("lost the lease %s/%s: exiting", elector.namespace, elector.name)
+            os._exit(1)
+        was_leader = elector.is_leader()
+        time.sleep(ELECTION_RETRY_SECONDS)
+
+
+def start_election(logger: logging.Logger) -> None:
+    """Elect through a Lease when deployed (the namespace is given), else lead alone."""
+    namespace = os.environ.get(C.ENV_OPERATOR_NAMESPACE)
+    if not namespace:
+        _election["elector"] = None
+        return
+    identity = os.environ.get(C.ENV_OPERATOR_IDENTITY) or socket.gethostname()
+    elector = LeaderElector(kube(), namespace, C.OPERATOR_NAME, identity)
+    _election["elector"] = elector
+    threading.Thread(target=campaign, args=(elector, logger), name="leader-election", daemon=True).start()
+
+
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
     """Keep kopf's bookkeeping in annotations: the status belongs to the reconciler."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=C.API_GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=C.API_GROUP)
+    settings.persistence.diffbase_storage = LeaderOnlyDiffBaseStorage(prefix=C.API_GROUP)
     settings.persistence.finalizer = C.API_GROUP + "/operator"
     settings.posting.level = logging.INFO
+    start_election(logger)
+
+
+@kopf.on.cleanup()
+def hand_over(**_: Any) -> None:
+    """A leader stopping (rolling update, pod deleted) gives the Lease back: no wait for expiry."""
+    elector = _election.get("elector")
+    if elector is not None:
+        elector.release()
 
 
 def write_status_if_changed(obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
@@ -54,7 +121,9 @@ def write_status_if_changed(obj: Mapping[str, Any], status: Mapping[str, Any]) -
 
 
 def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
-    """One reconcile pass, its events and status."""
+    """One reconcile pass, its events and status; nothing at all on a standby."""
+    if not leading():
+        return
     meta = body["metadata"]
     with cluster_lock(meta["namespace"], meta["name"]):
         live = kube().get(C.GROUP_VERSION, C.KIND_CLUSTER, meta["name"], meta["namespace"])
@@ -73,23 +142,25 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
                 write_status_if_changed(nodeset, status)
 
 
-@kopf.on.resume(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER)
-@kopf.on.create(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER)
-@kopf.on.update(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER, field="spec")
+@kopf.on.resume(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER, when=leading)
+@kopf.on.create(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER, when=leading)
+@kopf.on.update(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER, field="spec", when=leading)
 def cluster_changed(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     """A SlurmCluster appeared or its spec changed."""
     reconcile_cluster(body, logger)
 
 
+# No `when` filter here: kopf evaluates it only on the object's events, so a standby that
+# becomes leader would get no timer until something edits the cluster.
 @kopf.timer(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER, interval=RECONCILE_INTERVAL_SECONDS)
 def cluster_tick(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     """Drains, rolls and registrations progress without events: look again regularly."""
     reconcile_cluster(body, logger)
 
 
-@kopf.on.create(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET)
-@kopf.on.update(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, field="spec")
-@kopf.on.delete(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, optional=True)
+@kopf.on.create(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, when=leading)
+@kopf.on.update(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, field="spec", when=leading)
+@kopf.on.delete(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, optional=True, when=leading)
 def nodeset_changed(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     """A NodeSet changed: reconcile the cluster it belongs to."""
     name = (body.get("spec") or {}).get("clusterName")

@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
@@ -18,10 +19,22 @@ class InstallError(Exception):
     """The operator could not be installed or did not become available."""
 
 
-def operator_objects(namespace: str, image: str, pull_policy: str) -> List[Dict[str, Any]]:
+@dataclass(frozen=True)
+class OperatorSettings:
+    """How the operator runs: the module's options."""
+
+    namespace: str
+    image: str
+    pull_policy: str = "IfNotPresent"
+    replicas: int = 1
+    watch_namespaces: Sequence[str] = ()
+
+
+def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:
     """Namespace, CRDs, then the operator's own objects, in apply order."""
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    return [ns, *render_crds(), *render_operator(namespace, image, pull_policy)]
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.namespace}}
+    return [ns, *render_crds(), *render_operator(settings.namespace, settings.image, settings.pull_policy,
+                                                 settings.replicas, settings.watch_namespaces)]
 
 
 def _header(obj: Dict[str, Any]) -> str:
@@ -29,10 +42,10 @@ def _header(obj: Dict[str, Any]) -> str:
     return "%s %s" % (obj["kind"], "/".join(p for p in (meta.get("namespace"), meta["name"]) if p))
 
 
-def ensure_operator(kube: Kube, namespace: str, image: str, pull_policy: str, check_mode: bool) -> Change:
+def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) -> Change:
     """Apply what differs. In check mode, objects of a namespace not made yet count as changes."""
-    objects = [stamp(o, None) for o in operator_objects(namespace, image, pull_policy)]
-    if check_mode and kube.get("v1", "Namespace", namespace) is None:
+    objects = [stamp(o, None) for o in operator_objects(settings)]
+    if check_mode and kube.get("v1", "Namespace", settings.namespace) is None:
         return Change(True, [{"after_header": _header(o), "before": {}, "after": o} for o in objects])
     applied = apply_changed(kube, objects, dry_run=check_mode)
     return Change(bool(applied), [{"before_header": _header(o), "after_header": _header(o),
@@ -52,7 +65,7 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
     return Change(bool(found), [{"before_header": _header(o), "before": {"exists": True}, "after": {}} for o in found])
 
 
-def wait_operator(kube: Kube, namespace: str, timeout: int, sleep: Callable[[float], None] = time.sleep,
+def wait_operator(kube: Kube, namespace: str, replicas: int, timeout: int, sleep: Callable[[float], None] = time.sleep,
                   clock: Callable[[], float] = time.monotonic) -> None:
     """Until the operator Deployment's pod is available."""
     deadline = clock() + timeout
@@ -60,7 +73,9 @@ def wait_operator(kube: Kube, namespace: str, timeout: int, sleep: Callable[[flo
         deployment = kube.get("apps/v1", "Deployment", OPERATOR_NAME, namespace) or {}
         status = deployment.get("status") or {}
         current = status.get("observedGeneration") == (deployment.get("metadata") or {}).get("generation")
-        if current and int(status.get("availableReplicas") or 0) >= 1 and not status.get("unavailableReplicas"):
+        updated = int(status.get("updatedReplicas") or 0) >= replicas
+        if current and updated and int(status.get("availableReplicas") or 0) >= replicas \
+                and not status.get("unavailableReplicas"):
             return
         if clock() >= deadline:
             raise InstallError("operator %s/%s not available after %ds: %s"

@@ -30,6 +30,22 @@ options:
     type: str
     choices: [Always, IfNotPresent, Never]
     default: IfNotPresent
+  replicas:
+    description:
+      - Operator pods. They elect a leader through a Lease in O(namespace) and only the
+        leader acts; the others stand by and take over within seconds when it stops.
+      - V(0) stops the operator; the Slurm clusters keep running unmanaged.
+    type: int
+    default: 1
+    version_added: "0.2.0"
+  watch_namespaces:
+    description:
+      - Namespaces whose clusters this operator manages; empty means every namespace.
+      - Two operators must never watch the same namespace.
+    type: list
+    elements: str
+    default: []
+    version_added: "0.2.0"
   state:
     description:
       - V(present) installs or updates; V(absent) removes the operator.
@@ -59,6 +75,12 @@ EXAMPLES = r"""
   slurmkube.core.slurm_operator:
     image: slurmkube/operator:3f2a9c1d0b7e
     pull_policy: Never
+
+- name: Two operator replicas (one leads), managing the clusters of two namespaces only
+  slurmkube.core.slurm_operator:
+    image: slurmkube/operator:3f2a9c1d0b7e
+    replicas: 2
+    watch_namespaces: [hpc-prod, hpc-dev]
 """
 
 RETURN = r"""
@@ -74,6 +96,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.install import (
     InstallError,
+    OperatorSettings,
     ensure_operator,
     remove_operator,
     wait_operator,
@@ -87,20 +110,26 @@ def main() -> None:
             "namespace": {"type": "str", "default": "slurmkube-system"},
             "image": {"type": "str", "default": "slurmkube/operator:latest"},
             "pull_policy": {"type": "str", "choices": ["Always", "IfNotPresent", "Never"], "default": "IfNotPresent"},
+            "replicas": {"type": "int", "default": 1},
+            "watch_namespaces": {"type": "list", "elements": "str", "default": []},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "remove_crds": {"type": "bool", "default": False},
         }, wait=True),
         supports_check_mode=True,
     )
     p = module.params
+    if p["replicas"] < 0:
+        module.fail_json(msg="replicas: must be 0 or more, got %d" % p["replicas"])
     try:
         kube = kube_for(module)
         if p["state"] == "absent":
             change = remove_operator(kube, p["namespace"], p["remove_crds"], module.check_mode)
         else:
-            change = ensure_operator(kube, p["namespace"], p["image"], p["pull_policy"], module.check_mode)
+            settings = OperatorSettings(p["namespace"], p["image"], p["pull_policy"], p["replicas"],
+                                        tuple(p["watch_namespaces"]))
+            change = ensure_operator(kube, settings, module.check_mode)
             if p["wait"] and not module.check_mode:
-                wait_operator(kube, p["namespace"], p["wait_timeout"])
+                wait_operator(kube, p["namespace"], p["replicas"], p["wait_timeout"])
     except (InstallError, KubeError) as exc:
         module.fail_json(msg=str(exc))
     result = {"changed": change.changed, "namespace": p["namespace"]}

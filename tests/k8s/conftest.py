@@ -2,11 +2,15 @@
 
 The session fixture `localkube_cluster` brings the cluster up (building it on a cold
 machine) and takes it down at the end unless it was already running or LOCALKUBE_KEEP=1.
+`slurm_images`, `crds` and `operator` give a test module what it needs to run Slurm
+clusters in the session's namespace (see slurm_helpers.py for manifests and readers).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -14,8 +18,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from localkube_helpers import Cluster, localkube, localkube_env
+from localkube_helpers import REPO, Cluster, localkube, localkube_env, wait_for
+from playbook_runner import run_module
+from slurm_helpers import SLURM_IMAGES, Operator
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +41,45 @@ def localkube_cluster() -> Cluster:
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     if not was_running and os.environ.get("LOCALKUBE_KEEP") != "1":
         localkube("down", check=False)
+
+
+@pytest.fixture(scope="session")
+def slurm_images(localkube_cluster: Cluster) -> dict:
+    """The project's images (Slurm and operator), built or found up to date, imported into the cluster."""
+    wanted = (*SLURM_IMAGES, "operator")
+    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *wanted], capture_output=True,
+                           text=True, timeout=3600, check=False)
+    assert build.returncode == 0, build.stderr[-4000:]
+    refs = json.loads(build.stdout)
+    for name in wanted:
+        localkube("import-image", refs[name])
+    return refs
+
+
+@pytest.fixture(scope="session")
+def crds(localkube_cluster: Cluster) -> None:
+    localkube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    for crd in ("slurmclusters.slurmkube.io", "nodesets.slurmkube.io"):
+        localkube_cluster.kubectl("wait", "--for=condition=Established", "crd/" + crd, "--timeout=60s")
+
+
+@pytest.fixture(scope="session")
+def operator(localkube_cluster: Cluster, slurm_images: dict, tmp_path_factory) -> Operator:
+    """The operator as users run it: installed by the slurm_operator module, two replicas electing a leader.
+
+    It lives in the test namespace and watches only that one, so tests running beside other
+    sessions never share an operator.
+    """
+    namespace = localkube_cluster.namespace
+    proc, result = run_module(tmp_path_factory.mktemp("operator"), "slurm_operator", {
+        "namespace": namespace, "watch_namespaces": [namespace], "image": slurm_images["operator"],
+        "pull_policy": "Never", "replicas": 2, "wait_timeout": 300, "kubeconfig": localkube_cluster.env["KUBECONFIG"],
+    }, env=localkube_cluster.env)
+    assert result is not None, proc.stdout[-4000:]
+    running = Operator(localkube_cluster, namespace)
+    wait_for(running.leader, 60, 2)
+    yield running
+    # Cluster-wide grants are named per namespace: remove ours with the namespace.
+    run_module(tmp_path_factory.mktemp("operator-absent"), "slurm_operator", {
+        "namespace": namespace, "state": "absent", "kubeconfig": localkube_cluster.env["KUBECONFIG"],
+    }, env=localkube_cluster.env)

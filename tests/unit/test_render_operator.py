@@ -1,8 +1,13 @@
-"""The operator's RBAC stays least-privilege and its Deployment never runs two at once."""
+"""The operator's RBAC stays least-privilege and its replicas elect one leader."""
 
 from __future__ import annotations
 
-from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import operator_rules, render_operator
+from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import (
+    kopf_command,
+    lease_rules,
+    operator_rules,
+    render_operator,
+)
 
 
 def test_rules_name_every_group_resource_and_verb_explicitly():
@@ -19,13 +24,41 @@ def test_operator_cannot_touch_nodes_rbac_or_crds():
     assert ("", "pods/exec", "create") in granted
 
 
-def test_deployment_is_single_and_unprivileged():
-    objects = {o["kind"]: o for o in render_operator("slurmkube-system", "slurmkube/operator:abc")}
+def test_deployment_is_unprivileged_and_knows_where_its_lease_is():
+    objects = {o["kind"]: o for o in render_operator("slurmkube-system", "slurmkube/operator:abc", replicas=2)}
     deployment = objects["Deployment"]
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["replicas"] == 2
+    # A new pod is up (as a standby) before an old one stops and hands the Lease over.
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["runAsNonRoot"] is True
     assert "--standalone" in container["command"]
-    binding = objects["ClusterRoleBinding"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurmkube-operator",
-                                    "namespace": "slurmkube-system"}]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"SLURMKUBE_OPERATOR_NAMESPACE": "metadata.namespace", "SLURMKUBE_OPERATOR_IDENTITY": "metadata.name"}
+
+
+def test_bindings_name_the_operator_account_of_its_own_namespace():
+    for namespace in ("ops-a", "ops-b"):
+        objects = {o["kind"]: o for o in render_operator(namespace, "slurmkube/operator:abc")}
+        subject = [{"kind": "ServiceAccount", "name": "slurmkube-operator", "namespace": namespace}]
+        assert objects["ClusterRoleBinding"]["subjects"] == subject
+        assert objects["RoleBinding"]["subjects"] == subject
+        # Cluster-wide names differ per install: a second install never rebinds the first one's role.
+        assert objects["ClusterRole"]["metadata"]["name"] == "slurmkube-operator-" + namespace
+        assert objects["ClusterRoleBinding"]["roleRef"]["name"] == "slurmkube-operator-" + namespace
+        assert "namespace" not in objects["ClusterRoleBinding"]["metadata"]
+        assert objects["Role"]["metadata"]["namespace"] == namespace
+
+
+def test_lease_rights_are_one_named_lease_in_the_operator_namespace():
+    rules = lease_rules()
+    assert {v for r in rules for v in r["verbs"]} == {"create", "get", "update"}
+    # create cannot be limited by name (the name is not known before the object exists).
+    assert all(r.get("resourceNames") == ["slurmkube-operator"] for r in rules if r["verbs"] != ["create"])
+    assert not any(r["resources"] == ["leases"] for r in operator_rules())
+
+
+def test_watch_scope():
+    assert "--all-namespaces" in kopf_command(())
+    scoped = kopf_command(("hpc-a", "hpc-b"))
+    assert "--all-namespaces" not in scoped and {"--namespace=hpc-a", "--namespace=hpc-b"} <= set(scoped)

@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
-OPERATOR_NAME = "slurmkube-operator"
+OPERATOR_NAME = C.OPERATOR_NAME
 OPERATOR_SCRIPT = "/opt/slurmkube/slurmkube_operator.py"
 WRITE = ["get", "list", "watch", "create", "patch", "update", "delete"]
 READ = ["get", "list", "watch"]
@@ -47,25 +47,62 @@ def operator_rules() -> List[Dict[str, Any]]:
     ]
 
 
-def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent") -> List[Dict[str, Any]]:
-    """Everything that runs the operator in its namespace, in apply order.
+def lease_rules() -> List[Dict[str, Any]]:
+    """The leader Lease, in the operator's own namespace only (a Role, not a ClusterRole)."""
+    return [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [OPERATOR_NAME],
+         "verbs": ["get", "update"]},
+    ]
 
-    One replica with the Recreate strategy: two operators never act on one cluster at once.
-    """
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(OPERATOR_NAME, namespace)}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(OPERATOR_NAME),
-            "rules": operator_rules()}
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta(OPERATOR_NAME),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": OPERATOR_NAME},
+
+def cluster_role_name(namespace: str) -> str:
+    """Cluster-wide names carry the namespace: operators installed in two namespaces keep their own grants."""
+    return "%s-%s" % (OPERATOR_NAME, namespace)
+
+
+def kopf_command(watch_namespaces: Sequence[str]) -> List[str]:
+    """kopf over every namespace, or only the ones named."""
+    scope = ["--namespace=%s" % ns for ns in watch_namespaces] or ["--all-namespaces"]
+    # --standalone: leadership is ours (a Lease), not kopf's peering.
+    return ["kopf", "run", *scope, "--standalone", "--liveness=http://0.0.0.0:8080/healthz", OPERATOR_SCRIPT]
+
+
+def _binding(role: Dict[str, Any], namespace: str) -> Dict[str, Any]:
+    """Binds the operator's ServiceAccount to a Role (in its namespace) or a ClusterRole."""
+    meta = role["metadata"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": role["kind"] + "Binding",
+        "metadata": _meta(meta["name"], meta.get("namespace", "")),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": meta["name"]},
         "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_NAME, "namespace": namespace}],
     }
+
+
+def _downward(name: str, field: str) -> Dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field}}}
+
+
+def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent", replicas: int = 1,
+                    watch_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
+    """Everything that runs the operator in its namespace, in apply order.
+
+    Replicas elect a leader through a Lease and only the leader acts, so a rolling update
+    (new pod up as a standby, old pod hands the Lease over when it stops) never runs two
+    operators on one cluster.
+    """
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(OPERATOR_NAME, namespace)}
+    cluster_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": _meta(cluster_role_name(namespace)), "rules": operator_rules()}
+    lease_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                  "metadata": _meta(OPERATOR_NAME, namespace), "rules": lease_rules()}
     container = {
         "name": "operator",
         "image": image,
         "imagePullPolicy": pull_policy,
-        "command": ["kopf", "run", "--all-namespaces", "--standalone", "--liveness=http://0.0.0.0:8080/healthz",
-                    OPERATOR_SCRIPT],
+        "command": kopf_command(watch_namespaces),
+        "env": [_downward(C.ENV_OPERATOR_NAMESPACE, "metadata.namespace"),
+                _downward(C.ENV_OPERATOR_IDENTITY, "metadata.name")],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 20},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
@@ -75,8 +112,8 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(OPERATOR_NAME, namespace),
         "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
+            "replicas": replicas,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": {C.LABEL_NAME: OPERATOR_NAME}},
             "template": {
                 "metadata": {"labels": _labels()},
@@ -86,4 +123,5 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
             },
         },
     }
-    return [account, role, binding, deployment]
+    return [account, cluster_role, _binding(cluster_role, namespace), lease_role, _binding(lease_role, namespace),
+            deployment]

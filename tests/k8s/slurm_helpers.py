@@ -1,0 +1,104 @@
+"""Slurm clusters on localkube for the k8s tests: manifests, readiness, and reading Slurm's JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional
+
+import yaml
+from localkube_helpers import Cluster, wait_for
+
+SLURM_IMAGES = ("controller", "worker", "login", "jail")
+SMALL = {"cpu": "100m", "memory": "256Mi"}
+OPERATOR_LABEL = "app.kubernetes.io/name=slurmkube-operator"
+
+
+def nodeset_manifest(namespace: str, cluster: str, name: str, replicas: int, spec: Optional[Mapping] = None) -> dict:
+    """A NodeSet of 1-CPU nodes that ask the scheduler for a tenth of a core each."""
+    return {"apiVersion": "slurmkube.io/v1alpha1", "kind": "NodeSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterName": cluster, "replicas": replicas, "drainTimeoutSeconds": 600,
+                     "resources": {"cpu": 1, "cpuRequest": "100m", "memory": "1Gi"}, **(spec or {})}}
+
+
+def cluster_manifest(namespace: str, name: str, images: Mapping[str, str], spec: Optional[Mapping] = None) -> dict:
+    """A small SlurmCluster running the project's imported images."""
+    return {
+        "apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "images": dict({n: images[n] for n in SLURM_IMAGES}, pullPolicy="Never"),
+            "controller": {"resources": SMALL, "stateVolume": {"size": "1Gi"}},
+            "login": {"resources": SMALL},
+            "jail": {"size": "5Gi"},
+            **(spec or {}),
+        },
+    }
+
+
+def manifests(*objects: dict) -> str:
+    return yaml.safe_dump_all(list(objects))
+
+
+@dataclass
+class Operator:
+    """The operator Deployment the tests run (in-cluster, from the project's image)."""
+
+    kube: Cluster
+    namespace: str
+
+    def pods(self) -> Dict[str, dict]:
+        items = self.kube.get_json("pods", "-l", OPERATOR_LABEL)["items"]
+        return {p["metadata"]["name"]: p for p in items if not p["metadata"].get("deletionTimestamp")}
+
+    def leader(self) -> str:
+        lease = self.kube.get_json("lease", "slurmkube-operator")
+        return lease["spec"].get("holderIdentity") or ""
+
+    def logs(self, tail: int = 200) -> str:
+        return self.kube.kubectl("-n", self.namespace, "logs", "-l", OPERATOR_LABEL, "--prefix",
+                                 "--tail=%d" % tail, check=False).stdout
+
+
+class SlurmView:
+    """One cluster's Slurm, read through its controller pod."""
+
+    def __init__(self, kube: Cluster, cluster: str) -> None:
+        self.kube, self.cluster = kube, cluster
+
+    def run(self, *argv: str) -> str:
+        return self.kube.exec("%s-controller-0" % self.cluster, *argv).stdout
+
+    def nodes(self) -> Dict[str, set]:
+        nodes = json.loads(self.run("scontrol", "show", "nodes", "--json"))["nodes"]
+        return {n["name"]: set(n["state"]) for n in nodes}
+
+    def job_state(self, job: str) -> str:
+        return json.loads(self.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["job_state"][0]
+
+    def wait_running(self, job: str, timeout: float = 90) -> None:
+        try:
+            wait_for(lambda: self.job_state(job) == "RUNNING", timeout, 1)
+        except AssertionError:
+            raise AssertionError("job %s not running:\n%s\n%s" % (
+                job, self.run("squeue", "-o", "%i %T %r %N"), self.run("sinfo", "-N", "-o", "%N %T %E"))) from None
+
+
+def cluster_status(kube: Cluster, name: str) -> dict:
+    return kube.get_json("slurmcluster", name).get("status") or {}
+
+
+def wait_ready(kube: Cluster, name: str, operator: Operator, timeout: float = 600) -> dict:
+    """The cluster's status once its phase is Ready; on timeout, what the pods and operator said."""
+    def ready() -> Optional[dict]:
+        current = cluster_status(kube, name)
+        generation = kube.get_json("slurmcluster", name)["metadata"]["generation"]
+        return current if current.get("phase") == "Ready" and current.get("observedGeneration") == generation \
+            else None
+    try:
+        return wait_for(ready, timeout, 3)
+    except AssertionError:
+        pods = kube.kubectl("-n", kube.namespace, "get", "pods", "-o", "wide", check=False).stdout
+        raise AssertionError("cluster %s not Ready: %s\npods:\n%s\noperator log:\n%s"
+                             % (name, cluster_status(kube, name), pods, operator.logs()[-6000:])) from None
