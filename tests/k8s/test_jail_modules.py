@@ -7,6 +7,7 @@ module wrote and running a job on the worker as that user.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +19,8 @@ from localkube_helpers import REPO, Cluster, wait_for
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module
 
-try:  # the shared fixtures, until they live in tests/k8s/conftest.py
+with contextlib.suppress(ImportError):  # the shared fixtures, until they live in tests/k8s/conftest.py
     from test_operator import crds, operator, slurm_images  # noqa: F401
-except ImportError:
-    pass
 
 pytestmark = pytest.mark.k8s
 
