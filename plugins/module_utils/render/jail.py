@@ -1,14 +1,58 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The jail: its ReadWriteMany claim and the Job that fills it once from the jail image."""
+"""The jail: its ReadWriteMany claim and the Job that fills it once from the jail image.
+
+The operator renders them from a SlurmCluster (``render_jail_claim``,
+``render_jail_populate_job``); the jail_volume module renders the same objects from its
+options through the value-taking builders below, so both fill a jail the same way.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+
+# The populate program leaves a jail alone when its marker holds the version, takes the
+# update path (image's /usr replaced, missing files added, nothing else touched) when the
+# marker holds anything else, and copies everything when there is no marker. Repopulating
+# an existing jail therefore rewrites the marker first: it must never take the full-copy
+# path, which would overwrite the users' /etc/passwd.
+REPOPULATE_MARKER = "slurmkube-repopulate"
+
+
+def jail_claim(metadata: Mapping[str, Any], size: str, storage_class_name: Optional[str],
+               volume_name: Optional[str] = None) -> common.Manifest:
+    """A ReadWriteMany claim; bound to a given PersistentVolume when volume_name is set."""
+    spec: Dict[str, Any] = {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class_name is not None:
+        spec["storageClassName"] = storage_class_name
+    if volume_name is not None:
+        spec["volumeName"] = volume_name
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": dict(metadata), "spec": spec}
+
+
+def nfs_volume(metadata: Mapping[str, Any], size: str, server: str, path: str, claim_namespace: str,
+               claim_name: str) -> common.Manifest:
+    """A PersistentVolume for an NFS export, reserved for one claim; deleting it keeps the export's files."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": dict(metadata),
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": claim_namespace, "name": claim_name},
+            "nfs": {"server": server, "path": path},
+        },
+    }
 
 
 def render_jail_claim(cluster: SlurmCluster) -> Optional[common.Manifest]:
@@ -19,18 +63,8 @@ def render_jail_claim(cluster: SlurmCluster) -> Optional[common.Manifest]:
     jail = cluster.spec.jail
     if jail.existing_claim or jail.nfs:
         return None
-    spec: Dict[str, Any] = {
-        "accessModes": ["ReadWriteMany"],
-        "resources": {"requests": {"storage": str(jail.size)}},
-    }
-    if jail.storage_class_name:
-        spec["storageClassName"] = jail.storage_class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": common.metadata(cluster, common.jail_claim_name(cluster), C.COMPONENT_JAIL),
-        "spec": spec,
-    }
+    return jail_claim(common.metadata(cluster, common.jail_claim_name(cluster), C.COMPONENT_JAIL),
+                      str(jail.size), jail.storage_class_name)
 
 
 def jail_version(cluster: SlurmCluster) -> str:
@@ -38,41 +72,67 @@ def jail_version(cluster: SlurmCluster) -> str:
     return cluster.spec.images.jail
 
 
+def populate_job_suffix(version: str) -> str:
+    """The part of a populate Job's name that changes with the version (a new image, a new Job)."""
+    return common.content_hash([version])[:8]
+
+
 def populate_job_name(cluster: SlurmCluster) -> str:
     """The populate Job's name carries the version: a new jail image gets a new Job."""
-    return "%s-%s" % (object_name(cluster, "jail-populate"), common.content_hash([jail_version(cluster)])[:8])
+    return "%s-%s" % (object_name(cluster, "jail-populate"), populate_job_suffix(jail_version(cluster)))
 
 
-def render_jail_populate_job(cluster: SlurmCluster) -> common.Manifest:
-    """Job that copies the jail image's root into the volume; a no-op when the marker matches."""
-    images = cluster.spec.images
+def populate_command(repopulate: bool = False) -> List[str]:
+    """The populate program; for a repopulation, behind a marker rewrite that forces its update path."""
+    if not repopulate:
+        return [C.JAIL_POPULATE_PROGRAM]
+    script = 'marker="$%s/%s"; if [ -e "$marker" ]; then echo %s >"$marker"; fi; exec %s' % (
+        C.ENV_JAIL_PATH, C.JAIL_MARKER_FILE, REPOPULATE_MARKER, C.JAIL_POPULATE_PROGRAM)
+    return ["/bin/sh", "-c", script]
+
+
+def populate_job(metadata: Mapping[str, Any], pod_labels: Mapping[str, str], image: str, pull_policy: str,
+                 version: str, volume: Mapping[str, Any], pod_settings: Mapping[str, Any],
+                 cluster_name: Optional[str] = None, command: Optional[List[str]] = None) -> common.Manifest:
+    """Job that copies the jail image's root into the volume; a no-op when the marker holds the version."""
+    env = [{"name": C.ENV_ROLE, "value": C.ROLE_JAIL_POPULATE}]
+    if cluster_name is not None:
+        env.append({"name": C.ENV_CLUSTER, "value": cluster_name})
+    env += [
+        {"name": C.ENV_JAIL_PATH, "value": C.JAIL_MOUNT_PATH},
+        {"name": C.ENV_JAIL_VERSION, "value": version},
+    ]
     container = {
         "name": "populate",
-        "image": images.jail,
-        "imagePullPolicy": images.pull_policy,
-        "command": [C.JAIL_POPULATE_PROGRAM],
-        "env": [
-            {"name": C.ENV_ROLE, "value": C.ROLE_JAIL_POPULATE},
-            {"name": C.ENV_CLUSTER, "value": cluster.name},
-            {"name": C.ENV_JAIL_PATH, "value": C.JAIL_MOUNT_PATH},
-            {"name": C.ENV_JAIL_VERSION, "value": jail_version(cluster)},
-        ],
-        "volumeMounts": [{"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH}],
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": list(command or populate_command()),
+        "env": env,
+        "volumeMounts": [{"name": volume["name"], "mountPath": C.JAIL_MOUNT_PATH}],
     }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": common.metadata(cluster, populate_job_name(cluster), C.COMPONENT_JAIL),
+        "metadata": dict(metadata),
         "spec": {
             "backoffLimit": 3,
             "template": {
-                "metadata": {"labels": common.labels(cluster, C.COMPONENT_JAIL)},
+                "metadata": {"labels": dict(pod_labels)},
                 "spec": {
-                    **common.pod_identity(cluster),
+                    **pod_settings,
                     "restartPolicy": "OnFailure",
                     "containers": [container],
-                    "volumes": [common.jail_volume(cluster)],
+                    "volumes": [dict(volume)],
                 },
             },
         },
     }
+
+
+def render_jail_populate_job(cluster: SlurmCluster) -> common.Manifest:
+    """The cluster's populate Job, run as the cluster's tokenless ServiceAccount."""
+    images = cluster.spec.images
+    return populate_job(
+        common.metadata(cluster, populate_job_name(cluster), C.COMPONENT_JAIL),
+        common.labels(cluster, C.COMPONENT_JAIL), images.jail, images.pull_policy, jail_version(cluster),
+        common.jail_volume(cluster), common.pod_identity(cluster), cluster_name=cluster.name)
