@@ -17,6 +17,8 @@ lk_cert() {
     echo "basicConstraints=CA:FALSE"
     echo "keyUsage=critical,digitalSignature"
     echo "extendedKeyUsage=serverAuth,clientAuth"
+    echo "subjectKeyIdentifier=hash"
+    echo "authorityKeyIdentifier=keyid,issuer"
     [[ -n $sans ]] && echo "subjectAltName=$sans"
   } >"$p/$name.ext"
   openssl x509 -req -in "$p/$name.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" \
@@ -57,8 +59,11 @@ lk_pki() {
   if [[ ! -s $p/ca.crt ]]; then
     lk_log "creating the PKI"
     lk_key "$p/ca.key"
-    openssl req -x509 -new -key "$p/ca.key" -subj "/CN=localkube-ca" -days 3650 \
-      -sha256 -out "$p/ca.crt" 2>/dev/null
+    # Strict verifiers (Python 3.13's ssl default, which the operator image runs) reject a
+    # CA without key usage: state every extension a CA needs.
+    openssl req -x509 -new -key "$p/ca.key" -subj "/CN=localkube-ca" -days 3650 -sha256 \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+      -addext "subjectKeyIdentifier=hash" -out "$p/ca.crt" 2>/dev/null
   fi
   [[ -s $p/sa.key ]] || {
     lk_key "$p/sa.key"
