@@ -201,6 +201,8 @@ stage_context() {
     controller | worker | login | jail)
       copy_tree "$here/common" "$ctx/common"
       write_constants_sh >"$ctx/common/constants.sh"
+      # The node checks (standard library only) run on workers and, for long checks, in the jail.
+      cp "$repo/plugins/module_utils/nodecheck.py" "$ctx/common/nodecheck.py"
       ;;
     spank-build)
       mkdir -p "$ctx/src"

@@ -90,3 +90,16 @@ DRAIN_REASON_PREFIX = "slurmkube:"
 OPERATOR_NAME = "slurmkube-operator"
 ENV_OPERATOR_NAMESPACE = "SLURMKUBE_OPERATOR_NAMESPACE"  # where its leader Lease lives
 ENV_OPERATOR_IDENTITY = "SLURMKUBE_OPERATOR_IDENTITY"  # the pod name: who holds the Lease
+
+# Health checks (issue 7). The rendered settings sit beside slurm.conf in the config ConfigMap;
+# the fast check (bash) sources them and the node-check program (nodecheck.py, copied into the
+# worker and jail images) reads the same file.
+HEALTH_CONFIG_FILE = "slurmkube-health.conf"
+HEALTH_CONFIG_PREFIX = "SLURMKUBE_HC_"
+NODECHECK_PROGRAM = "/usr/local/lib/slurmkube/nodecheck.py"
+NCCL_ALLREDUCE_PROGRAM = "/usr/local/lib/slurmkube/nccl_allreduce.py"
+LONG_CHECKS_SUBMIT_PROGRAM = "/usr/local/sbin/slurmkube-long-checks-submit"
+# Where long checks leave their output and per-node result lines, inside the jail.
+LONG_CHECK_RESULTS_DIR = "/var/log/slurmkube/long-checks"
+# The long check's part of a drain reason: the fast check never resumes these.
+DRAIN_REASON_LONG_CHECK = "long check:"

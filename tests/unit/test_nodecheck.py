@@ -253,3 +253,31 @@ def test_command_line_nccl_judges_a_saved_run(capsys):
     assert code == 1
     assert capsys.readouterr().out == (
         "slurmkube-result node=g-0 busbw_gb_per_s=4.00 FAIL: all-reduce bus bandwidth 4.00 GB/s < 10.00 GB/s\n")
+
+
+# --------------------------------------------------------------------------- the rendered settings
+
+
+def test_rendered_settings_reach_the_node_checks_under_the_names_they_read():
+    from ansible_collections.slurmkube.core.plugins.module_utils.model import parse_cluster
+    from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_health_conf
+
+    cluster = parse_cluster({"metadata": {"name": "c"}, "spec": {"healthChecks": {
+        "checks": ["munged", "gpu"], "scratchMinFreeMib": 7, "scratchMinFreePercent": 8, "memoryMaxStallPercent": 9,
+        "clockMaxSkewSeconds": 11, "gpuMaxTemperatureCelsius": 70, "gpuMaxUncorrectableEccErrors": 2,
+        "gpuCriticalXids": [79], "longChecks": {"minMemoryBandwidthMibPerSecond": 12, "minComputeMibPerSecond": 13,
+                                                "maxLatencyMicroseconds": 14, "minNcclBusBandwidthGbPerSecond": 15}}}})
+    got = N.limits_from_config(N.parse_config(render_health_conf(cluster)))
+    assert got == N.Limits(scratch_min_free_mib=7, scratch_min_free_percent=8, memory_max_stall_percent=9,
+                           clock_max_skew_seconds=11, gpu_max_temperature_c=70, gpu_max_uncorrectable_ecc=2,
+                           gpu_critical_xids=(79,), min_memory_bandwidth_mib_per_s=12.0, min_compute_mib_per_s=13.0,
+                           max_latency_us=14.0, min_nccl_bus_bandwidth_gb_per_s=15.0, checks=("munged", "gpu"))
+
+
+def test_model_defaults_are_the_node_checks_defaults():
+    from ansible_collections.slurmkube.core.plugins.module_utils import model as M
+    from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_health_conf
+
+    assert M.FAST_CHECKS == N.FAST_CHECKS and M.CRITICAL_XIDS == N.CRITICAL_XIDS
+    cluster = M.parse_cluster({"metadata": {"name": "c"}, "spec": {}})
+    assert N.limits_from_config(N.parse_config(render_health_conf(cluster))) == DEFAULTS

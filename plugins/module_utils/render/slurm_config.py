@@ -1,6 +1,7 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""slurm.conf, cgroup.conf, gres.conf, plugstack.conf and topology.conf, and their ConfigMap.
+"""slurm.conf, cgroup.conf, gres.conf, plugstack.conf, topology.conf and the health-check
+settings, and their ConfigMap.
 
 Every file follows one pattern: product defaults, then the user's overrides merged last
 (null deletes a key, list values merge into comma-list keys), keys sorted, booleans as
@@ -11,6 +12,7 @@ partitions name node sets through ``NodeSet=`` lines.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -36,6 +38,7 @@ CGROUP_CONF = "cgroup.conf"
 GRES_CONF = "gres.conf"
 PLUGSTACK_CONF = "plugstack.conf"
 TOPOLOGY_CONF = "topology.conf"
+HEALTH_CONF = C.HEALTH_CONFIG_FILE
 
 # Keys whose value is a comma list: a user's list is merged into ours, not put in its place.
 LIST_KEYS = frozenset(
@@ -257,13 +260,43 @@ def render_topology_conf(cluster: SlurmCluster) -> Optional[str]:
     return "\n".join(lines) + "\n"
 
 
+def health_settings(cluster: SlurmCluster) -> Dict[str, Any]:
+    """The checks' thresholds under the names nodecheck.Limits reads (SLURMKUBE_HC_<FIELD>)."""
+    checks = cluster.spec.health_checks
+    long_checks = checks.long_checks
+    return {
+        "CHECKS": " ".join(checks.checks),
+        "SCRATCH_MIN_FREE_MIB": checks.scratch_min_free_mib,
+        "SCRATCH_MIN_FREE_PERCENT": checks.scratch_min_free_percent,
+        "MEMORY_MAX_STALL_PERCENT": checks.memory_max_stall_percent,
+        "CLOCK_MAX_SKEW_SECONDS": checks.clock_max_skew_seconds,
+        "GPU_MAX_TEMPERATURE_C": checks.gpu_max_temperature_celsius,
+        "GPU_MAX_UNCORRECTABLE_ECC": checks.gpu_max_uncorrectable_ecc_errors,
+        "GPU_CRITICAL_XIDS": " ".join(str(x) for x in checks.gpu_critical_xids),
+        "MIN_MEMORY_BANDWIDTH_MIB_PER_S": long_checks.min_memory_bandwidth_mib_per_second,
+        "MIN_COMPUTE_MIB_PER_S": long_checks.min_compute_mib_per_second,
+        "MAX_LATENCY_US": long_checks.max_latency_microseconds,
+        "MIN_NCCL_BUS_BANDWIDTH_GB_PER_S": long_checks.min_nccl_bus_bandwidth_gb_per_second,
+        "NCCL_PYTHON": long_checks.nccl_python,
+    }
+
+
+def render_health_conf(cluster: SlurmCluster) -> str:
+    """Health-check settings as shell assignments: the fast check sources them, nodecheck.py
+    parses the same lines."""
+    lines = ["%s%s=%s" % (C.HEALTH_CONFIG_PREFIX, key, shlex.quote(str(value)))
+             for key, value in sorted(health_settings(cluster).items())]
+    return header(cluster, "Health-check settings") + "\n".join(lines) + "\n"
+
+
 def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[str, str]:
-    """Every Slurm config file by name."""
+    """Every Slurm config file by name, and the health-check settings."""
     files = {
         SLURM_CONF: render_slurm_conf(cluster, nodesets),
         CGROUP_CONF: render_cgroup_conf(cluster),
         GRES_CONF: render_gres_conf(cluster, nodesets),
         PLUGSTACK_CONF: render_plugstack_conf(cluster),
+        HEALTH_CONF: render_health_conf(cluster),
     }
     topology = render_topology_conf(cluster)
     if topology is not None:
