@@ -96,13 +96,23 @@ def start_election(logger: logging.Logger) -> None:
     threading.Thread(target=campaign, args=(elector, logger), name="leader-election", daemon=True).start()
 
 
+def quiet_timer(record: logging.LogRecord) -> bool:
+    """Drop kopf's "Timer ... succeeded" line: it says nothing, every ten seconds, per cluster."""
+    return not (record.levelno == logging.INFO and record.getMessage().startswith("Timer ")
+                and record.getMessage().endswith(" succeeded."))
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
     """Keep kopf's bookkeeping in annotations: the status belongs to the reconciler."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=C.API_GROUP)
     settings.persistence.diffbase_storage = LeaderOnlyDiffBaseStorage(prefix=C.API_GROUP)
     settings.persistence.finalizer = C.API_GROUP + "/operator"
-    settings.posting.level = logging.INFO
+    # Only warnings become Kubernetes Events by themselves: kopf would otherwise post one for
+    # every handler that succeeds, a write per timer pass. Our transitions are posted explicitly.
+    settings.posting.level = logging.WARNING
+    logging.getLogger("kopf.objects").addFilter(quiet_timer)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # probes every few seconds
     start_election(logger)
 
 
