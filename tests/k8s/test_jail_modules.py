@@ -7,20 +7,17 @@ module wrote and running a job on the worker as that user.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster, wait_for
+from localkube_helpers import REPO, Cluster
+from slurm_helpers import Operator, cluster_manifest, manifests, nodeset_manifest, wait_ready
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module
-
-with contextlib.suppress(ImportError):  # the shared fixtures, until they live in tests/k8s/conftest.py
-    from test_operator import crds, operator, slurm_images  # noqa: F401
 
 pytestmark = pytest.mark.k8s
 
@@ -29,43 +26,31 @@ LOGIN_POD = CLUSTER + "-login-0"
 CONTROLLER_POD = CLUSTER + "-controller-0"
 WORKER_POD = CLUSTER + "-cpu-0"
 KEY_IN_POD = "/tmp/jail-user-test-key"
+JAIL_DATA = "jt-jail-data"
 
 
-def small_cluster(namespace: str, images: dict) -> str:
-    small = {"cpu": "100m", "memory": "256Mi"}
-    cluster = {
-        "apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",
-        "metadata": {"name": CLUSTER, "namespace": namespace},
-        "spec": {
-            "images": dict({n: images[n] for n in ("controller", "worker", "login", "jail")}, pullPolicy="Never"),
-            "controller": {"resources": small, "stateVolume": {"size": "1Gi"}},
-            "login": {"resources": small},
-            "jail": {"size": "5Gi"},
-            "partitions": [{"name": "main", "default": True}],
-        },
-    }
-    nodeset = {"apiVersion": "slurmkube.io/v1alpha1", "kind": "NodeSet",
-               "metadata": {"name": "cpu", "namespace": namespace},
-               "spec": {"clusterName": CLUSTER, "replicas": 1,
-                        "resources": {"cpu": 1, "cpuRequest": "100m", "memory": "1Gi"}}}
-    return yaml.safe_dump_all([cluster, nodeset])
+def volume_args(images: dict, name: str, **extra) -> dict:
+    return dict({"name": name, "size": "2Gi", "image": images["jail"], "image_pull_policy": "Never",
+                 "wait_timeout": 600}, **extra)
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator) -> Cluster:
+def jail_claim(localkube_cluster: Cluster, slurm_images, tmp_path_factory) -> str:
+    """The cluster's jail, made and filled by jail_volume before the cluster exists."""
+    proc, result = module(localkube_cluster, tmp_path_factory.mktemp("jail-volume"), "jail_volume",
+                          volume_args(slurm_images, JAIL_DATA))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return result["claim"]
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator, jail_claim: str) -> Cluster:
+    """Controller, one login, one worker, on the jail jail_volume made (spec.jail.existingClaim)."""
     kube = localkube_cluster
-    kube.apply(small_cluster(kube.namespace, slurm_images))
-
-    def ready():
-        status = kube.get_json("slurmcluster", CLUSTER).get("status") or {}
-        return status.get("phase") == "Ready"
-
-    try:
-        wait_for(ready, timeout=900, interval=5)
-    except AssertionError:
-        pods = kube.kubectl("-n", kube.namespace, "get", "pods", "-o", "wide", check=False).stdout
-        raise AssertionError("cluster %s not Ready:\n%s\noperator log:\n%s"
-                             % (CLUSTER, pods, Path(operator).read_text()[-4000:])) from None
+    spec = {"jail": {"existingClaim": jail_claim}, "partitions": [{"name": "main", "default": True}]}
+    cluster = cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec)
+    kube.apply(manifests(cluster, nodeset_manifest(kube.namespace, CLUSTER, "cpu", 1)))
+    wait_ready(kube, CLUSTER, operator, timeout=900)
     return kube
 
 
@@ -172,3 +157,83 @@ def test_jail_user_absent_keeps_the_home_unless_asked(slurm_cluster: Cluster, tm
     module(slurm_cluster, tmp_path, "jail_user", args)
     module(slurm_cluster, tmp_path, "jail_user", dict(args, state="absent", remove_home=True))
     assert slurm_cluster.exec(LOGIN_POD, "test", "-d", "/mnt/jail/home/dave", check=False).returncode != 0
+
+
+def test_jail_volume_made_for_the_cluster_is_not_fought_by_the_operator(slurm_cluster: Cluster, slurm_images,
+                                                                          tmp_path: Path):
+    kube = slurm_cluster
+    claim = kube.get_json("pvc", JAIL_DATA)
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and "slurmkube.io/cluster" not in claim["metadata"][
+        "labels"]
+    # The operator made no claim of its own and its populate Job found the marker at the version.
+    assert kube.kubectl("-n", kube.namespace, "get", "pvc", CLUSTER + "-jail", check=False).returncode != 0
+    marker = kube.exec(LOGIN_POD, "head", "-n1", "/mnt/jail/.slurmkube-jail").stdout.strip()
+    assert marker == slurm_images["jail"]
+    proc, result = module(kube, tmp_path, "jail_volume", volume_args(slurm_images, JAIL_DATA))
+    assert proc.returncode == 0 and result["changed"] is False, proc.stdout[-3000:]
+
+
+def helper_pod(kube: Cluster, images: dict, claim: str) -> str:
+    """A pod that mounts the claim, to look into the jail from outside."""
+    name = "look-" + claim
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": kube.namespace},
+           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "look", "image": images["jail"], "imagePullPolicy": "Never",
+                                    "command": ["sleep", "infinity"],
+                                    "volumeMounts": [{"name": "jail", "mountPath": "/mnt/jail"}]}],
+                    "volumes": [{"name": "jail", "persistentVolumeClaim": {"claimName": claim}}]}}
+    kube.apply(yaml.safe_dump(pod))
+    kube.wait_pod_ready(name, timeout=180)
+    return name
+
+
+def test_jail_volume_check_create_rerun_repopulate_keeps_user_data(localkube_cluster: Cluster, slurm_images,
+                                                                   tmp_path: Path):
+    kube = localkube_cluster
+    args = volume_args(slurm_images, "scratch-jail", storage_class="localkube-rwx")
+    proc, result = module(kube, tmp_path, "jail_volume", args, "--check", "--diff")
+    assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
+    assert "ReadWriteMany" in proc.stdout
+    assert kube.kubectl("-n", kube.namespace, "get", "pvc", "scratch-jail", check=False).returncode != 0
+    assert not kube.get_json("jobs", "-l", "app.kubernetes.io/instance=scratch-jail")["items"]
+
+    proc, result = module(kube, tmp_path, "jail_volume", args, "--diff")
+    assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
+    assert result["claim"] == "scratch-jail" and "populate" in proc.stdout
+    job = kube.get_json("job", result["populate_job"])
+    assert job["status"].get("succeeded") == 1
+    assert module(kube, tmp_path, "jail_volume", args)[1]["changed"] is False
+
+    look = helper_pod(kube, slurm_images, "scratch-jail")
+    assert kube.exec(look, "head", "-n1", "/mnt/jail/.slurmkube-jail").stdout.strip() == slurm_images["jail"]
+    kube.exec(look, "sh", "-c", "echo mine >/mnt/jail/etc/users-file; echo 'u:x:3000:3000::/:/bin/sh' "
+              ">>/mnt/jail/etc/passwd")
+    proc, result = module(kube, tmp_path, "jail_volume", dict(args, repopulate=True))
+    assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
+    assert kube.exec(look, "cat", "/mnt/jail/etc/users-file").stdout == "mine\n"
+    assert "u:x:3000:3000::/:/bin/sh" in kube.exec(look, "cat", "/mnt/jail/etc/passwd").stdout
+    assert kube.exec(look, "head", "-n1", "/mnt/jail/.slurmkube-jail").stdout.strip() == slurm_images["jail"]
+
+    # absent keeps the data; purge is refused while a pod mounts the claim.
+    proc, result = module(kube, tmp_path, "jail_volume", dict(args, state="absent"))
+    assert result["changed"] is True and kube.get_json("pvc", "scratch-jail")["metadata"]["name"] == "scratch-jail"
+    proc, result = module(kube, tmp_path, "jail_volume", dict(args, state="absent", purge=True))
+    assert result is None and "purge: claim scratch-jail is still mounted by pod %s" % look in proc.stdout
+    kube.kubectl("-n", kube.namespace, "delete", "pod", look, "--wait=true")
+    proc, result = module(kube, tmp_path, "jail_volume", dict(args, state="absent", purge=True))
+    assert result["changed"] is True, proc.stdout[-3000:]
+    assert kube.kubectl("-n", kube.namespace, "get", "pvc", "scratch-jail", check=False).returncode != 0
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"storage_class": "no-such-class"}, "storage_class: no StorageClass named no-such-class"),
+    ({"size": "ten gigs"}, "size: 'ten gigs' is not a Kubernetes quantity"),
+    ({"existing_claim": "nobody-has-this"}, "existing_claim: no PersistentVolumeClaim nobody-has-this"),
+])
+def test_jail_volume_bad_options_fail_before_writing(localkube_cluster: Cluster, slurm_images, tmp_path: Path,
+                                                     extra, message):
+    kube = localkube_cluster
+    proc, result = module(kube, tmp_path, "jail_volume", volume_args(slurm_images, "bad-jail", **extra))
+    assert result is None and message in proc.stdout, proc.stdout[-3000:]
+    assert kube.kubectl("-n", kube.namespace, "get", "pvc", "bad-jail", check=False).returncode != 0
+    assert not kube.get_json("jobs", "-l", "app.kubernetes.io/instance=bad-jail")["items"]
