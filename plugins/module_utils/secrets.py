@@ -57,8 +57,11 @@ def new_ssh_host_keys() -> Dict[str, bytes]:
             try:
                 subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "", "-f", path],
                                check=True, capture_output=True)
-            except (OSError, subprocess.CalledProcessError) as exc:
+            except OSError as exc:
                 raise SecretError("ssh-keygen could not make a %s host key: %s" % (kind, exc)) from exc
+            except subprocess.CalledProcessError as exc:
+                raise SecretError("ssh-keygen could not make a %s host key: %s" % (
+                    kind, exc.stderr.decode("utf-8", "replace").strip() or exc)) from exc
             for name in (path, path + ".pub"):
                 with open(name, "rb") as handle:
                     keys[os.path.basename(name)] = handle.read()

@@ -109,6 +109,7 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
+                            "runAsGroup": 65532,
                             "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True},
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     }
