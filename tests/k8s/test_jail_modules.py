@@ -237,3 +237,29 @@ def test_jail_volume_bad_options_fail_before_writing(localkube_cluster: Cluster,
     assert result is None and message in proc.stdout, proc.stdout[-3000:]
     assert kube.kubectl("-n", kube.namespace, "get", "pvc", "bad-jail", check=False).returncode != 0
     assert not kube.get_json("jobs", "-l", "app.kubernetes.io/instance=bad-jail")["items"]
+
+
+def test_slurm_cluster_info_reports_nodes_partitions_and_a_users_job(slurm_cluster: Cluster, tmp_path: Path,
+                                                                     ssh_key):
+    kube = slurm_cluster
+    module(kube, tmp_path, "jail_user", alice(ssh_key[1]))
+    submitted = ssh_in_login_pod(kube, ssh_key[0], "alice", "sbatch --parsable -w %s --wrap 'sleep 120'" % WORKER_POD)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job_id = int(submitted.stdout.strip())
+    try:
+        proc, info = module(kube, tmp_path, "slurm_cluster_info", {"name": CLUSTER}, "--check")
+        assert proc.returncode == 0 and info["changed"] is False, proc.stdout[-3000:]
+        assert info["slurm_reachable"] is True and info["status"]["phase"] == "Ready"
+        nodes = {n["name"]: n for n in info["nodes"]}
+        assert set(nodes) == {WORKER_POD} and nodes[WORKER_POD]["partitions"] == ["main"]
+        assert nodes[WORKER_POD]["cpus"] >= 1 and "cpu" in nodes[WORKER_POD]["features"]
+        assert [(p["name"], p["default"], p["total_nodes"]) for p in info["partitions"]] == [("main", True, 1)]
+        job = next(j for j in info["jobs"] if j["job_id"] == job_id)
+        assert job["user"] == "alice" and job["state"][0] in ("RUNNING", "PENDING", "CONFIGURING")
+    finally:
+        kube.exec(CONTROLLER_POD, "scancel", str(job_id), check=False)
+
+
+def test_slurm_cluster_info_unknown_cluster_names_the_option(slurm_cluster: Cluster, tmp_path: Path):
+    proc, result = module(slurm_cluster, tmp_path, "slurm_cluster_info", {"name": "nosuch"})
+    assert result is None and "name: no SlurmCluster nosuch in namespace %s" % slurm_cluster.namespace in proc.stdout

@@ -1,0 +1,150 @@
+#!/usr/bin/python
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: slurm_cluster_info
+short_description: Read a Slurm cluster's nodes, partitions and jobs, and its SlurmCluster status
+version_added: "0.2.0"
+description:
+  - Returns the C(SlurmCluster)'s spec and status, and what slurmctld reports, that is every
+    node with its state flags and reason, the partitions, and the jobs in the queue.
+  - Slurm is read with C(scontrol) and C(squeue) JSON output, run in a ready controller pod
+    through the Kubernetes exec API. Nothing is changed.
+  - While slurmctld cannot answer (the cluster is still starting), the Slurm lists are empty,
+    RV(slurm_reachable) is false and RV(slurm_error) says why; the status is still returned.
+author:
+  - slurmkube maintainers (@slurmkube)
+options:
+  name:
+    description: Name of the SlurmCluster.
+    type: str
+    required: true
+  namespace:
+    description: Namespace of the cluster.
+    type: str
+    default: default
+  jobs:
+    description: Read the job queue too (it can be long on a busy cluster).
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - slurmkube.core.kube_auth
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads.
+  diff_mode:
+    support: none
+    description: Nothing is changed.
+"""
+
+EXAMPLES = r"""
+- name: Read cluster demo
+  slurmkube.core.slurm_cluster_info:
+    name: demo
+    namespace: slurm
+  register: demo
+
+- name: Fail when a node is drained
+  ansible.builtin.assert:
+    that: demo.nodes_by_state.drain | default(0) == 0
+    fail_msg: "drained: {{ demo.nodes | selectattr('state', 'contains', 'DRAIN') | map(attribute='name') | list }}"
+"""
+
+RETURN = r"""
+spec:
+  description: The SlurmCluster's spec.
+  returned: always
+  type: dict
+status:
+  description: The SlurmCluster's status (phase, conditions, nodes ready/desired, nodes by state).
+  returned: always
+  type: dict
+  sample: {"phase": "Ready", "nodes": {"ready": 2, "desired": 2}}
+slurm_reachable:
+  description: slurmctld answered; the Slurm lists below are empty when it did not.
+  returned: always
+  type: bool
+slurm_error:
+  description: Why Slurm could not be read.
+  returned: when RV(slurm_reachable) is false
+  type: str
+nodes:
+  description: Every node slurmctld knows, by name.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: demo-cpu-0
+      state: [IDLE, DRAIN]
+      reason: "slurmkube: healthcheck failed"
+      cpus: 4
+      alloc_cpus: 0
+      real_memory_mb: 7936
+      partitions: [main]
+      features: [cpu]
+nodes_by_state:
+  description: How many nodes are idle, allocated, mixed, down, future, drain.
+  returned: always
+  type: dict
+  sample: {"idle": 3, "drain": 1}
+partitions:
+  description: The partitions, in slurm.conf order.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: main
+      state: [UP]
+      default: true
+      nodes: demo-cpu-[0-3]
+      total_nodes: 4
+      total_cpus: 16
+      node_sets: [cpu]
+      max_time_minutes: null
+jobs:
+  description: The jobs in the queue (empty when O(jobs=false)), by id.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - job_id: 42
+      name: train
+      user: alice
+      state: [RUNNING]
+      state_reason: None
+      partition: main
+      nodes: demo-cpu-[0-1]
+      node_count: 2
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.cluster_info import ClusterInfoError, gather
+from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=with_common({
+            "name": {"type": "str", "required": True},
+            "namespace": {"type": "str", "default": "default"},
+            "jobs": {"type": "bool", "default": True},
+        }),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        facts = gather(kube_for(module), p["name"], p["namespace"], p["jobs"])
+    except (ClusterInfoError, KubeError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **facts)
+
+
+if __name__ == "__main__":
+    main()
