@@ -97,7 +97,7 @@ ENV_OPERATOR_IDENTITY = "SLURMKUBE_OPERATOR_IDENTITY"  # the pod name: who holds
 HEALTH_CONFIG_FILE = "slurmkube-health.conf"
 HEALTH_CONFIG_PREFIX = "SLURMKUBE_HC_"
 NODECHECK_PROGRAM = "/usr/local/lib/slurmkube/nodecheck.py"
-NCCL_ALLREDUCE_PROGRAM = "/usr/local/lib/slurmkube/nccl_allreduce.py"
+NCCL_CHECK_PROGRAM = "/usr/local/lib/slurmkube/nccl_check.py"  # jail image only
 LONG_CHECKS_SUBMIT_PROGRAM = "/usr/local/sbin/slurmkube-long-checks-submit"
 # Where long checks leave their output and per-node result lines, inside the jail.
 LONG_CHECK_RESULTS_DIR = "/var/log/slurmkube/long-checks"

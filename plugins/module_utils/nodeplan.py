@@ -6,8 +6,11 @@ Scale-down drains the nodes that go, waits until they are idle (or requeues thei
 the drain timeout has passed), removes them from slurmctld and only then lets the
 StatefulSet delete their pods, so `sinfo` never lists a node that no longer exists and no
 job is killed without being requeued. Updates replace one node at a time, each drained and
-idle first. The decisions depend only on what Slurm and Kubernetes report: the drain
-reasons carry their start time, so an operator restart picks up where it was.
+idle first. Replacement (spec.healthChecks.replaceDrainedNodes) deletes the pod of an idle
+node that the health checks drained for a hardware reason, one per node set at a time, and
+resumes the node once its new pod is ready. The decisions depend only on what Slurm and
+Kubernetes report: the drain reasons carry their start time, so an operator restart picks up
+where it was.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmN
 
 PURPOSE_SCALE_DOWN = "scale-down"
 PURPOSE_UPDATE = "update"
+PURPOSE_REPLACE = "replace"
+# What the health checks (nodecheck.py, slurmkube-long-check) say after 'slurmkube: ' when the
+# machine is at fault: GPUs, disk, CPU, memory bandwidth, clock, network. munged, slurmd, the
+# jail and memory pressure are software or load: a new pod on the same machine changes nothing
+# there, or the node's own check resumes it.
+_HARDWARE_WHY = re.compile(r"^(gpu |\d+ of \d+ GPUs|nvidia-smi |all-reduce|memory bandwidth |compute |scratch |"
+                           r"clock |latency to |\d+ CPUs did not hash|cannot (write|allocate|create)|data read back)")
 _REASON_RE = re.compile(r"^%s ?(?P<purpose>[a-z-]+) since (?P<since>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$"
                         % re.escape(C.DRAIN_REASON_PREFIX))
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -103,12 +113,13 @@ def plan_scale(base: str, desired: int, current: int, nodes: Mapping[str, SlurmN
 
 
 class PodView(NamedTuple):
-    """What the update planner needs to know of a worker pod."""
+    """What the update and replacement planners need to know of a worker pod."""
 
     name: str
     revision: str
     ready: bool
     terminating: bool
+    created: Optional[datetime.datetime] = None
 
 
 def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[str, SlurmNode],
@@ -141,6 +152,61 @@ def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[st
 def pod_is_draining_for_update(node: Optional[SlurmNode]) -> bool:
     """A node we are already replacing."""
     return node is not None and _ours(node, PURPOSE_UPDATE) is not None
+
+
+def is_hardware_drain(reason: str) -> bool:
+    """A drain the health checks set because of the machine (any of its '; '-joined problems)."""
+    prefix = C.DRAIN_REASON_PREFIX + " "
+    if not reason.startswith(prefix):
+        return False
+    why = reason[len(prefix):]
+    if why.startswith(C.DRAIN_REASON_LONG_CHECK):
+        why = why[len(C.DRAIN_REASON_LONG_CHECK):].lstrip()
+    return any(_HARDWARE_WHY.match(part) for part in why.split("; "))
+
+
+def _replacement_step(pod: PodView, node: SlurmNode, since: datetime.datetime) -> Optional[NodeAction]:
+    """For a node being replaced: delete its old pod again, resume it once the new one serves, or
+    wait (None)."""
+    if pod.terminating:
+        return None
+    if pod.created is not None and pod.created < since:
+        return NodeAction("delete-pod", pod.name)  # the old pod is still there: delete it again
+    if pod.ready and node.responding:
+        return NodeAction("resume", pod.name)
+    return None
+
+
+def plan_replacements(pods: Sequence[PodView], nodes: Mapping[str, SlurmNode],
+                      now: datetime.datetime) -> List[NodeAction]:
+    """Steps that replace a node set's hardware-drained idle nodes, one at a time.
+
+    The node's reason is first rewritten to '<prefix> replace since <now>' (the old reason goes
+    to the Event): the fast check never resumes that form, the node stays drained while its pod
+    is gone, and the time tells the new pod from the old. A pod missing altogether is the
+    StatefulSet's to recreate; nothing is done until it exists.
+    """
+    actions: List[NodeAction] = []
+    busy_replacing = False
+    for pod in sorted(pods, key=lambda p: p.name):
+        node = nodes.get(pod.name)
+        since = _ours(node, PURPOSE_REPLACE) if node is not None else None
+        if node is None or since is None:
+            continue
+        step = _replacement_step(pod, node, since)
+        if step is not None:
+            actions.append(step)
+        busy_replacing = True  # the next replacement starts once this node is back in service
+    if busy_replacing:
+        return actions
+    for pod in sorted(pods, key=lambda p: p.name):
+        node = nodes.get(pod.name)
+        if node is None or pod.terminating or not node.draining or node.busy or not is_hardware_drain(node.reason):
+            continue
+        actions.append(NodeAction("drain", pod.name, drain_reason(PURPOSE_REPLACE, now)))
+        actions.append(NodeAction("delete-pod", pod.name, node.reason))
+        break
+    return actions
 
 
 def nodes_by_name(nodes: Sequence[SlurmNode]) -> Dict[str, SlurmNode]:

@@ -33,6 +33,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
     NodeAction,
     PodView,
     nodes_by_name,
+    parse_drain_reason,
+    plan_replacements,
     plan_scale,
     plan_update,
 )
@@ -62,6 +64,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.status import (
 ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
 ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"
 CONTROLLER_CONTAINER = "slurmctld"
+WORKER_CONTAINER = "slurmd"
+# An unresponsive node's health check, run through the exec API, may wait on a hung jail.
+REPORT_TIMEOUT_SECONDS = 120
 # A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
 RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 REVISION_LABEL = "controller-revision-hash"
@@ -72,6 +77,23 @@ Clock = Callable[[], datetime.datetime]
 def utc_now() -> datetime.datetime:
     """The current time in UTC."""
     return datetime.datetime.now(datetime.timezone.utc)
+
+
+def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
+    """A Kubernetes timestamp ('2026-11-22T04:00:00Z'), or None."""
+    if not text:
+        return None
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+
+
+def may_explain(node: SlurmNode) -> bool:
+    """An unresponsive node whose drain state is ours to set: not drained, or drained by the
+    health checks (an admin's or the operator's planned drain stays as it is)."""
+    if node.responding:
+        return False
+    if not node.draining:
+        return True
+    return node.reason.startswith(C.DRAIN_REASON_PREFIX) and parse_drain_reason(node.reason) is None
 
 
 class Event(NamedTuple):
@@ -279,12 +301,16 @@ class Reconciler:
             current = int(live["spec"]["replicas"])
             scale = plan_scale(base, nodeset.spec.replicas, current, slurm_nodes, now,
                                nodeset.spec.drain_timeout_seconds)
-            pods = self.worker_pods(cluster, nodeset)
+            pods = [p for p in self.worker_pods(cluster, nodeset) if p.name not in scale.leaving]
             target = (live.get("status") or {}).get("updateRevision") or ""
-            update = plan_update([p for p in pods if p.name not in scale.leaving], target, slurm_nodes, now) \
-                if target else []
-            for action in scale.actions + update:
+            update = plan_update(pods, target, slurm_nodes, now) if target else []
+            # A rolling update replaces pods itself: replacements wait until it is done.
+            replace = plan_replacements(pods, slurm_nodes, now) \
+                if cluster.spec.health_checks.replace_drained_nodes and not update else []
+            for action in scale.actions + update + replace:
                 self.perform(cluster, slurm, action, events)
+            if cluster.spec.health_checks.enabled:
+                self.explain_unresponsive(cluster, pods, slurm, slurm_nodes, events)
 
     def retire_removed_nodesets(self, cluster: SlurmCluster, known: Set[str], slurm: SlurmControl,
                                 slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
@@ -312,11 +338,34 @@ class Reconciler:
                 events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
 
     def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet) -> List[PodView]:
-        """The node set's pods as the update planner sees them."""
+        """The node set's pods as the update and replacement planners see them."""
         pods = self.kube.list("v1", "Pod", cluster.namespace,
                               selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name))
         return [PodView(p["metadata"]["name"], p["metadata"].get("labels", {}).get(REVISION_LABEL, ""),
-                        pod_ready(p), bool(p["metadata"].get("deletionTimestamp"))) for p in pods]
+                        pod_ready(p), bool(p["metadata"].get("deletionTimestamp")),
+                        parse_time(p["metadata"].get("creationTimestamp"))) for p in pods]
+
+    def explain_unresponsive(self, cluster: SlurmCluster, pods: Sequence[PodView], slurm: SlurmControl,
+                             slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
+        """Drain an unresponsive node with its health check's reason.
+
+        A node whose munged or slurmd died cannot drain itself (its check needs both to reach
+        slurmctld), so its check runs here, in its pod, and the drain comes from the controller.
+        When the node answers again, its own check resumes it.
+        """
+        for pod in pods:
+            node = slurm_nodes.get(pod.name)
+            if node is None or pod.terminating or not may_explain(node):
+                continue
+            try:
+                code, out = self.kube.exec(cluster.namespace, pod.name, WORKER_CONTAINER,
+                                           [C.HEALTHCHECK_PROGRAM, "--report"], timeout=REPORT_TIMEOUT_SECONDS)[:2]
+            except KubeError:
+                continue  # the pod's container is not running: nothing to ask
+            problems = [line.strip() for line in out.splitlines() if line.strip()]
+            reason = "%s %s" % (C.DRAIN_REASON_PREFIX, "; ".join(problems))
+            if code == 1 and problems and node.reason != reason:
+                self.perform(cluster, slurm, NodeAction("drain", pod.name, reason), events)
 
     def perform(self, cluster: SlurmCluster, slurm: SlurmControl, action: NodeAction, events: List[Event]) -> None:
         """Carry out one node step and say so in an Event."""

@@ -281,3 +281,18 @@ def test_model_defaults_are_the_node_checks_defaults():
     assert M.FAST_CHECKS == N.FAST_CHECKS and M.CRITICAL_XIDS == N.CRITICAL_XIDS
     cluster = M.parse_cluster({"metadata": {"name": "c"}, "spec": {}})
     assert N.limits_from_config(N.parse_config(render_health_conf(cluster))) == DEFAULTS
+
+
+def test_our_nccl_program_prints_rows_the_parser_reads():
+    from ansible_collections.slurmkube.core.plugins.module_utils import nccl_check as program
+
+    text = "\n".join([
+        "# nccl_check nGpus 8 minBytes 1048576 maxBytes 2097152 iters: 20 warmup iters: 5",
+        program.format_row(1 << 20, (30.5, 34.38, 60.16, 0, 30.1, 34.84, 60.97, 0)),
+        program.format_row(1 << 21, (40.0, 52.43, 91.75, 0, 41.0, 51.15, 89.51, 2)),
+        "# Out of bounds values : 2 FAILED",
+    ])
+    run = N.parse_allreduce_output(text)
+    assert [r.size_bytes for r in run.rows] == [1 << 20, 1 << 21]
+    assert N.peak_bus_bandwidth(run) == 91.75
+    assert N.allreduce_problems(run, 91.75) == ["all-reduce: 4 wrong values"]

@@ -8,11 +8,14 @@ import pytest
 from examples import FIXTURES
 
 from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
+    PURPOSE_REPLACE,
     NodeAction,
     PodView,
     drain_reason,
+    is_hardware_drain,
     nodes_by_name,
     parse_drain_reason,
+    plan_replacements,
     plan_scale,
     plan_update,
 )
@@ -152,3 +155,72 @@ def test_control_builds_commands_and_reports_failures():
     assert len(calls) == 2
     with pytest.raises(SlurmError, match="Invalid node name specified"):
         control.delete(["x"])
+
+
+# --------------------------------------------------------------------------- replacement
+
+GPU_REASON = "slurmkube: gpu 00000000:34:00.0: 1 uncorrectable ECC errors (max 0)"
+OLD = NOW - datetime.timedelta(days=2)
+
+
+def running(name, created=OLD, ready=True, terminating=False):
+    return PodView(name, "rev-1", ready, terminating, created)
+
+
+@pytest.mark.parametrize(("reason", "hardware"), [
+    (GPU_REASON, True),
+    ("slurmkube: 1 of 8 GPUs visible to nvidia-smi", True),
+    ("slurmkube: gpu 0000:44:00: Xid 79", True),
+    ("slurmkube: scratch /mnt/slurmkube/tmp: 10 MiB free (0.1%), need 1024 MiB and 5%", True),
+    ("slurmkube: clock 75 s off slurmctld's (max 60 s)", True),
+    ("slurmkube: long check: memory bandwidth 512 MiB/s < 1000 MiB/s", True),
+    ("slurmkube: long check: all-reduce bus bandwidth 4.00 GB/s < 10.00 GB/s", True),
+    ("slurmkube: long check: latency to c-cpu-1 2500 us > 1000 us", True),
+    ("slurmkube: long check: 1 CPUs did not hash 256 MiB each within 0.01 s", True),
+    ("slurmkube: munged does not answer on /run/munge/munge.socket.2", False),
+    ("slurmkube: jail not readable (/mnt/jail/.slurmkube-jail missing or hung)", False),
+    ("slurmkube: memory pressure: all tasks stalled 80.0% of the last minute (max 50%)", False),
+    ("slurmkube: jail not readable (x); gpu 0000:44:00: Xid 79", True),
+    ("slurmkube: scale-down since 2026-11-22T12:00:00Z", False),
+    ("admin: gpu 3 is flaky", False),
+])
+def test_hardware_reasons_are_told_from_software_and_admins(reason, hardware):
+    assert is_hardware_drain(reason) is hardware
+
+
+def test_idle_hardware_drained_node_is_replaced_one_at_a_time():
+    nodes = nodes_by_name([node("g-0", "IDLE", "DRAIN", reason=GPU_REASON),
+                           node("g-1", "IDLE", "DRAIN", reason="slurmkube: gpu 0000:44:00: Xid 79"),
+                           node("g-2", "IDLE")])
+    actions = plan_replacements([running("g-0"), running("g-1"), running("g-2")], nodes, NOW)
+    assert actions == [NodeAction("drain", "g-0", "slurmkube: replace since 2026-11-22T12:00:00Z"),
+                       NodeAction("delete-pod", "g-0", GPU_REASON)]
+
+
+def test_busy_admin_and_software_drains_are_left_alone():
+    nodes = nodes_by_name([node("g-0", "MIXED", "DRAIN", reason=GPU_REASON),
+                           node("g-1", "IDLE", "DRAIN", reason="admin: gpu 3 is flaky"),
+                           node("g-2", "IDLE", "DRAIN", reason="slurmkube: munged does not answer on /run/munge/x"),
+                           node("g-3", "IDLE", reason=GPU_REASON)])  # not drained (resumed by hand)
+    assert plan_replacements([running("g-%d" % i) for i in range(4)], nodes, NOW) == []
+
+
+def test_replacement_waits_for_the_new_pod_then_resumes():
+    since = NOW - datetime.timedelta(minutes=2)
+    replacing = node("g-0", "IDLE", "DRAIN", "NOT_RESPONDING", reason=drain_reason(PURPOSE_REPLACE, since))
+    other = node("g-1", "IDLE", "DRAIN", reason=GPU_REASON)
+    nodes = nodes_by_name([replacing, other])
+    # The old pod is going: wait, and start no other replacement meanwhile.
+    assert plan_replacements([running("g-0", terminating=True), running("g-1")], nodes, NOW) == []
+    # The new pod runs but slurmd has not registered yet.
+    assert plan_replacements([running("g-0", created=NOW, ready=False), running("g-1")], nodes, NOW) == []
+    # Registered and ready: resume it; the next node waits for the next pass.
+    registered = nodes_by_name([replacing._replace(states=frozenset({"IDLE", "DRAIN"})), other])
+    assert plan_replacements([running("g-0", created=NOW), running("g-1")], registered, NOW) == [
+        NodeAction("resume", "g-0")]
+
+
+def test_an_old_pod_still_there_is_deleted_again():
+    since = NOW - datetime.timedelta(minutes=2)
+    nodes = nodes_by_name([node("g-0", "IDLE", "DRAIN", reason=drain_reason(PURPOSE_REPLACE, since))])
+    assert plan_replacements([running("g-0", created=OLD)], nodes, NOW) == [NodeAction("delete-pod", "g-0")]

@@ -1,0 +1,163 @@
+"""The reconciler's health reactions: replacing hardware-drained nodes, explaining unresponsive ones.
+
+Slurm is a small table behind the exec API (scontrol as the controller pod answers it, with the
+JSON shape of a real 24.11); pods and StatefulSets live in the in-memory API.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+
+import pytest
+from examples import example_resources
+from memory_kube import MemoryKube
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import reconcile as R
+
+T0 = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.timezone.utc)
+GPU_REASON = "slurmkube: gpu 00000000:34:00.0: 1 uncorrectable ECC errors (max 0)"
+MUNGE_DOWN = "munged does not answer on /run/munge/munge.socket.2"
+
+
+class SlurmKube(MemoryKube):
+    """MemoryKube whose controller pod answers scontrol and whose worker pods run the check."""
+
+    def __init__(self):
+        super().__init__()
+        self.nodes = {}
+        self.reports = {}
+        self.execs = []
+
+    def list(self, api_version, kind, namespace=None, labels=None):
+        """As the API server does: only objects carrying every label asked for."""
+        return [o for o in super().list(api_version, kind, namespace)
+                if all((o["metadata"].get("labels") or {}).get(k) == v for k, v in (labels or {}).items())]
+
+    def exec(self, namespace, pod, container, command, timeout=60):
+        self.execs.append((pod, container, tuple(command)))
+        if container == R.WORKER_CONTAINER:
+            return self.reports.get(pod, (0, "healthy\n", ""))
+        if command[:3] == ["scontrol", "show", "nodes"]:
+            return 0, json.dumps({"nodes": list(self.nodes.values())}), ""
+        if command[:2] == ["scontrol", "update"]:
+            name = command[2].split("=", 1)[1]
+            words = dict(w.split("=", 1) for w in command[3:])
+            node = self.nodes[name]
+            if words["state"] == "drain":
+                node["state"] = sorted(set(node["state"]) | {"DRAIN"})
+                node["reason"] = words["reason"]
+            else:
+                node["state"] = [s for s in node["state"] if s != "DRAIN"]
+                node["reason"] = ""
+            return 0, "", ""
+        return 1, "", "not in this test"  # e.g. `cat` of the config: no reconfigure here
+
+    def node(self, name, *states, reason=""):
+        self.nodes[name] = {"name": name, "state": list(states), "reason": reason, "features": ["compute"]}
+
+    def pod(self, name, created, ready=True):
+        sts = self.get("apps/v1", "StatefulSet", name.rsplit("-", 1)[0], "research")
+        labels = sts["spec"]["template"]["metadata"]["labels"] if sts else {}
+        self.objects[("Pod", "research", name)] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "research", "labels": labels,
+                         "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        }
+
+
+@pytest.fixture
+def world(monkeypatch):
+    keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda: keys)
+    kube = SlurmKube()
+    raw = example_resources("cpu-only")
+    cluster = copy.deepcopy(raw["cluster"])
+    cluster["metadata"].update(uid="u-1", generation=1)
+    cluster["spec"] = {"healthChecks": {"replaceDrainedNodes": True}}
+    for nodeset in raw["nodesets"]:
+        kube.apply(nodeset)
+    R.Reconciler(kube, clock=lambda: T0).reconcile(cluster)  # objects exist; Slurm is not up yet
+    kube.pod("cpu-controller-0", T0 - datetime.timedelta(days=3))
+    for i in range(4):
+        kube.pod("cpu-compute-%d" % i, T0 - datetime.timedelta(days=2))
+        kube.node("cpu-compute-%d" % i, "IDLE")
+    return kube, cluster
+
+
+def reconcile_at(kube, cluster, when):
+    return R.Reconciler(kube, clock=lambda: when).reconcile(cluster)
+
+
+def test_hardware_drained_idle_node_gets_a_new_pod_and_rejoins(world):
+    kube, cluster = world
+    kube.node("cpu-compute-1", "IDLE", "DRAIN", reason=GPU_REASON)
+    kube.node("cpu-compute-2", "IDLE", "DRAIN", reason="slurmkube: gpu 0000:44:00: Xid 79")
+    outcome = reconcile_at(kube, cluster, T0)
+    # One at a time: compute-1's pod goes, its drain now says why it stays drained.
+    assert ("Pod", "research", "cpu-compute-1") not in kube.objects
+    assert ("Pod", "research", "cpu-compute-2") in kube.objects
+    assert kube.nodes["cpu-compute-1"]["reason"] == "slurmkube: replace since 2026-11-22T12:00:00Z"
+    assert R.Event("Normal", "NodeDeletePod", "delete-pod cpu-compute-1: " + GPU_REASON) in outcome.events
+    # The StatefulSet made a new pod; slurmd has not registered yet: nothing happens.
+    later = T0 + datetime.timedelta(minutes=1)
+    kube.pod("cpu-compute-1", later, ready=False)
+    kube.node("cpu-compute-1", "IDLE", "DRAIN", "NOT_RESPONDING", reason=kube.nodes["cpu-compute-1"]["reason"])
+    reconcile_at(kube, cluster, later)
+    assert ("Pod", "research", "cpu-compute-2") in kube.objects
+    # Registered and ready: resumed; the next node's turn comes on the next pass.
+    kube.pod("cpu-compute-1", later, ready=True)
+    kube.node("cpu-compute-1", "IDLE", "DRAIN", reason=kube.nodes["cpu-compute-1"]["reason"])
+    reconcile_at(kube, cluster, later + datetime.timedelta(minutes=1))
+    assert kube.nodes["cpu-compute-1"]["state"] == ["IDLE"]
+    assert ("Pod", "research", "cpu-compute-2") in kube.objects
+    reconcile_at(kube, cluster, later + datetime.timedelta(minutes=2))
+    assert ("Pod", "research", "cpu-compute-2") not in kube.objects
+
+
+def test_without_replace_drained_nodes_nothing_is_replaced(world):
+    kube, cluster = world
+    cluster["spec"] = {}
+    kube.node("cpu-compute-1", "IDLE", "DRAIN", reason=GPU_REASON)
+    reconcile_at(kube, cluster, T0)
+    assert ("Pod", "research", "cpu-compute-1") in kube.objects
+    assert kube.nodes["cpu-compute-1"]["reason"] == GPU_REASON
+
+
+def test_unresponsive_node_is_drained_with_its_checks_reason(world):
+    kube, cluster = world
+    kube.node("cpu-compute-3", "IDLE", "NOT_RESPONDING")
+    kube.reports["cpu-compute-3"] = (1, MUNGE_DOWN + "\n", "")
+    outcome = reconcile_at(kube, cluster, T0)
+    assert kube.nodes["cpu-compute-3"]["reason"] == "%s %s" % (C.DRAIN_REASON_PREFIX, MUNGE_DOWN)
+    assert "DRAIN" in kube.nodes["cpu-compute-3"]["state"]
+    assert any(e.reason == "NodeDrain" for e in outcome.events)
+    # Responding nodes are not asked at all.
+    asked = {e[0] for e in kube.execs if e[1] == R.WORKER_CONTAINER}
+    assert asked == {"cpu-compute-3"}
+    # Already drained with that reason: no second write.
+    kube.execs.clear()
+    outcome = reconcile_at(kube, cluster, T0)
+    assert not any(e.reason == "NodeDrain" for e in outcome.events)
+
+
+def test_admin_and_planned_drains_of_unresponsive_nodes_are_not_rewritten(world):
+    kube, cluster = world
+    kube.node("cpu-compute-2", "IDLE", "DRAIN", "NOT_RESPONDING", reason="admin: reseating the NIC")
+    kube.node("cpu-compute-3", "IDLE", "DRAIN", "NOT_RESPONDING",
+              reason="slurmkube: update since 2026-11-22T11:59:00Z")
+    kube.reports.update({n: (1, MUNGE_DOWN + "\n", "") for n in ("cpu-compute-2", "cpu-compute-3")})
+    reconcile_at(kube, cluster, T0)
+    assert kube.nodes["cpu-compute-2"]["reason"] == "admin: reseating the NIC"
+    assert kube.nodes["cpu-compute-3"]["reason"] == "slurmkube: update since 2026-11-22T11:59:00Z"
+    assert not [e for e in kube.execs if e[1] == R.WORKER_CONTAINER]
+
+
+def test_unresponsive_node_whose_check_passes_is_left_to_slurm(world):
+    kube, cluster = world
+    kube.node("cpu-compute-0", "IDLE", "NOT_RESPONDING")
+    reconcile_at(kube, cluster, T0)
+    assert kube.nodes["cpu-compute-0"]["state"] == ["IDLE", "NOT_RESPONDING"]
