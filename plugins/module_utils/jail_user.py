@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.status import pod_ready
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
@@ -393,14 +394,6 @@ def carry_out(jail: JailAccounts, want: WantedUser, plan: Plan) -> Dict[str, Any
     return user_facts(entry, accounts, jail.read_keys(entry))
 
 
-def pod_is_ready(pod: Mapping[str, Any]) -> bool:
-    """Running with every container ready (a starting login pod may not have bound the jail yet)."""
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-
-
 def container_mounting(pod: Mapping[str, Any], path: str) -> Optional[str]:
     """The first container of the pod that mounts a volume at path."""
     for container in (pod.get("spec") or {}).get("containers") or []:
@@ -414,14 +407,14 @@ def find_jail_pod(kube: Kube, namespace: str, cluster: Optional[str], pod: Optio
     """(pod, container) to run the account tools in: the named pod, else a ready login or worker pod."""
     if pod:
         obj = kube.get("v1", "Pod", pod, namespace)
-        if obj is None or not pod_is_ready(obj):
+        if obj is None or not pod_ready(obj):
             raise JailUserError("pod: %s/%s is not a running, ready pod" % (namespace, pod))
         candidates = [obj]
     else:
         candidates = []
         for component in JAIL_POD_COMPONENTS:
             found = kube.list("v1", "Pod", namespace, {C.LABEL_CLUSTER: cluster or "", C.LABEL_COMPONENT: component})
-            candidates += sorted((p for p in found if pod_is_ready(p)), key=lambda p: p["metadata"]["name"])
+            candidates += sorted((p for p in found if pod_ready(p)), key=lambda p: p["metadata"]["name"])
         if not candidates:
             raise JailUserError("cluster: no ready login or worker pod of SlurmCluster %s in namespace %s; "
                                 "is the cluster up? (or name a pod that mounts the jail with pod)"
