@@ -212,3 +212,24 @@ def plan_replacements(pods: Sequence[PodView], nodes: Mapping[str, SlurmNode],
 def nodes_by_name(nodes: Sequence[SlurmNode]) -> Dict[str, SlurmNode]:
     """Index nodes by name."""
     return {n.name: n for n in nodes}
+
+
+# slurmd registers a dynamic node within seconds of starting; a pod that has been Ready this
+# long without its node in Slurm lost its registration (its node was deleted from slurmctld
+# by an interrupted scale-down, or by hand) and only a new slurmd registers again.
+REGISTRATION_GRACE_SECONDS = 60
+
+
+def plan_reregistration(base: str, desired: int, pods: Sequence[PodView], nodes: Mapping[str, SlurmNode],
+                        now: datetime.datetime) -> List[NodeAction]:
+    """Delete the pods that run but are not Slurm nodes, so that their replacements register.
+
+    Only the ordinals the node set wants count: a pod past them whose node has left Slurm is
+    waiting for the StatefulSet to shrink, and a new one would register again.
+    """
+    grace = datetime.timedelta(seconds=REGISTRATION_GRACE_SECONDS)
+    wanted = {"%s-%d" % (base, ordinal) for ordinal in range(desired)}
+    return [NodeAction("delete-pod", pod.name, "running but not registered with slurmctld")
+            for pod in sorted(pods, key=lambda p: p.name)
+            if pod.name in wanted and pod.name not in nodes and pod.ready and not pod.terminating
+            and pod.created is not None and now - pod.created >= grace]

@@ -35,6 +35,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
     nodes_by_name,
     parse_drain_reason,
     plan_replacements,
+    plan_reregistration,
     plan_scale,
     plan_update,
 )
@@ -307,7 +308,8 @@ class Reconciler:
             # A rolling update replaces pods itself: replacements wait until it is done.
             replace = plan_replacements(pods, slurm_nodes, now) \
                 if cluster.spec.health_checks.replace_drained_nodes and not update else []
-            for action in scale.actions + update + replace:
+            lost = plan_reregistration(base, nodeset.spec.replicas, pods, slurm_nodes, now)
+            for action in scale.actions + update + replace + lost:
                 self.perform(cluster, slurm, action, events)
             if cluster.spec.health_checks.enabled:
                 self.explain_unresponsive(cluster, pods, slurm, slurm_nodes, events)
@@ -355,7 +357,8 @@ class Reconciler:
         """
         for pod in pods:
             node = slurm_nodes.get(pod.name)
-            if node is None or pod.terminating or not may_explain(node):
+            # A pod not ready has no slurmd listening yet (starting, restarting): nothing to explain.
+            if node is None or pod.terminating or not pod.ready or not may_explain(node):
                 continue
             try:
                 code, out = self.kube.exec(cluster.namespace, pod.name, WORKER_CONTAINER,
