@@ -161,3 +161,13 @@ def test_unresponsive_node_whose_check_passes_is_left_to_slurm(world):
     kube.node("cpu-compute-0", "IDLE", "NOT_RESPONDING")
     reconcile_at(kube, cluster, T0)
     assert kube.nodes["cpu-compute-0"]["state"] == ["IDLE", "NOT_RESPONDING"]
+
+
+def test_a_starting_pod_is_not_asked(world):
+    kube, cluster = world
+    kube.pod("cpu-compute-3", T0, ready=False)  # restarted; slurmd not listening yet
+    kube.node("cpu-compute-3", "IDLE", "NOT_RESPONDING")
+    kube.reports["cpu-compute-3"] = (1, "slurmd is not running\n", "")
+    reconcile_at(kube, cluster, T0)
+    assert kube.nodes["cpu-compute-3"]["state"] == ["IDLE", "NOT_RESPONDING"]
+    assert not [e for e in kube.execs if e[1] == R.WORKER_CONTAINER]
