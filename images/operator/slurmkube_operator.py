@@ -17,7 +17,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import kopf
 
@@ -96,12 +96,6 @@ def start_election(logger: logging.Logger) -> None:
     threading.Thread(target=campaign, args=(elector, logger), name="leader-election", daemon=True).start()
 
 
-def quiet_timer(record: logging.LogRecord) -> bool:
-    """Drop kopf's "Timer ... succeeded" line: it says nothing, every ten seconds, per cluster."""
-    return not (record.levelno == logging.INFO and record.getMessage().startswith("Timer ")
-                and record.getMessage().endswith(" succeeded."))
-
-
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
     """Keep kopf's bookkeeping in annotations: the status belongs to the reconciler."""
@@ -109,11 +103,11 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
     settings.persistence.diffbase_storage = LeaderOnlyDiffBaseStorage(prefix=C.API_GROUP)
     settings.persistence.finalizer = C.API_GROUP + "/operator"
     # Only warnings become Kubernetes Events by themselves: kopf would otherwise post one for
-    # every handler that succeeds, a write per timer pass. Our transitions are posted explicitly.
+    # every handler that succeeds. Our transitions are posted explicitly.
     settings.posting.level = logging.WARNING
-    logging.getLogger("kopf.objects").addFilter(quiet_timer)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # probes every few seconds
     start_election(logger)
+    threading.Thread(target=resync_forever, args=(logger,), name="resync", daemon=True).start()
 
 
 @kopf.on.cleanup()
@@ -141,7 +135,7 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
             return
         outcome = Reconciler(kube()).reconcile(live)
         for event in outcome.events:
-            kopf.event(body, type=event.kind, reason=event.reason, message=event.message)
+            kube().post_event(live, event.kind, event.reason, event.message, C.OPERATOR_NAME)
         if outcome.applied:
             logger.info("applied %s", ", ".join(outcome.applied))
         write_status_if_changed(live, outcome.status)
@@ -160,12 +154,34 @@ def cluster_changed(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     reconcile_cluster(body, logger)
 
 
-# No `when` filter here: kopf evaluates it only on the object's events, so a standby that
-# becomes leader would get no timer until something edits the cluster.
-@kopf.timer(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER, interval=RECONCILE_INTERVAL_SECONDS)
-def cluster_tick(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
-    """Drains, rolls and registrations progress without events: look again regularly."""
-    reconcile_cluster(body, logger)
+def watched_clusters() -> List[Dict[str, Any]]:
+    """Every SlurmCluster this operator manages (the namespaces kopf was told to watch)."""
+    namespaces = [ns for ns in os.environ.get(C.ENV_WATCH_NAMESPACES, "").split(",") if ns] or [None]
+    return [obj for ns in namespaces for obj in kube().list(C.GROUP_VERSION, C.KIND_CLUSTER, ns)]
+
+
+def resync_forever(logger: logging.Logger) -> None:
+    """Drains, rolls and registrations progress without events: look at every cluster regularly.
+
+    Not a kopf timer: kopf puts a finalizer on every object with a timer, and a cluster
+    whose operator is gone (uninstalled first, or its namespace deleted) could never be
+    deleted. Nothing here needs one: owner references delete what a cluster owns.
+    """
+    while True:
+        time.sleep(RECONCILE_INTERVAL_SECONDS)
+        if not leading():
+            continue
+        try:
+            clusters = watched_clusters()
+        except KubeError as exc:
+            logger.warning("resync: %s", exc)
+            continue
+        for cluster in clusters:
+            try:
+                reconcile_cluster(cluster, logger)
+            except Exception:  # one broken cluster must not stop the others' passes
+                logger.exception("resync of %s/%s failed", cluster["metadata"]["namespace"],
+                                 cluster["metadata"]["name"])
 
 
 @kopf.on.create(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, when=leading)

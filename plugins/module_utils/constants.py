@@ -90,6 +90,7 @@ DRAIN_REASON_PREFIX = "slurmkube:"
 OPERATOR_NAME = "slurmkube-operator"
 ENV_OPERATOR_NAMESPACE = "SLURMKUBE_OPERATOR_NAMESPACE"  # where its leader Lease lives
 ENV_OPERATOR_IDENTITY = "SLURMKUBE_OPERATOR_IDENTITY"  # the pod name: who holds the Lease
+ENV_WATCH_NAMESPACES = "SLURMKUBE_WATCH_NAMESPACES"  # comma-separated; empty: every namespace
 
 # Health checks (issue 7). The rendered settings sit beside slurm.conf in the config ConfigMap;
 # the fast check (bash) sources them and the node-check program (nodecheck.py, copied into the

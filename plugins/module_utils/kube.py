@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -120,6 +121,24 @@ class Kube:
             raise KubeError("cannot replace %s: %s" % (_describe(obj), exc)) from exc
         self.writes += 1
         return result.to_dict()
+
+    def post_event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str, source: str) -> None:
+        """A Kubernetes Event about an object (what `kubectl describe` shows under Events)."""
+        meta = obj["metadata"]
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": meta["name"] + ".", "namespace": meta.get("namespace")},
+            "involvedObject": {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
+                               "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+            "type": kind, "reason": reason, "message": message[:1024], "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now, "source": {"component": source},
+        }
+        try:
+            self._resource("v1", "Event").create(body=event, namespace=meta.get("namespace"))
+        except Exception as exc:
+            raise KubeError("cannot post event %s for %s: %s" % (reason, _describe(obj), exc)) from exc
+        self.writes += 1
 
     def apply_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         """Server-side apply of the status subresource only."""

@@ -30,8 +30,10 @@ CLUSTER = "demo"
 @pytest.fixture(scope="module")
 def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
     kube = localkube_cluster
-    partitions = {"partitions": [{"name": "main", "default": True}, {"name": "big", "nodeSets": ["big"]}]}
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, partitions),
+    spec = {"partitions": [{"name": "main", "default": True}, {"name": "big", "nodeSets": ["big"]}],
+            "slurm": {"topology": [{"name": "leaf", "nodes": "demo-cpu-[0-9],demo-big-0"},
+                                   {"name": "spine", "switches": ["leaf"]}]}}
+    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
                          nodeset_manifest(kube.namespace, CLUSTER, "cpu", 3),
                          nodeset_manifest(kube.namespace, CLUSTER, "big", 1)))
     wait_ready(kube, CLUSTER, operator)
@@ -64,6 +66,13 @@ def resource_versions(kube: Cluster) -> dict:
     return {"%s/%s" % (o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in items}
 
 
+def leaf_nodes(slurm: SlurmView) -> set:
+    """Nodes Slurm's topology puts on the leaf switch (key=value words of `scontrol show topology`)."""
+    words = dict(w.split("=", 1) for w in slurm.run("scontrol", "show", "topology", "leaf").split() if "=" in w)
+    return set(slurm.run("scontrol", "show", "hostnames", words.get("Nodes", "")).split()) if words.get("Nodes") \
+        else set()
+
+
 def patch(kube: Cluster, kind: str, name: str, body: dict) -> None:
     kube.kubectl("-n", kube.namespace, "patch", kind, name, "--type=merge", "-p", json.dumps(body))
 
@@ -75,6 +84,12 @@ def test_cluster_with_two_nodesets_comes_up_idle(slurm_cluster: Cluster, slurm: 
     assert all("IDLE" in states and "DRAIN" not in states for states in nodes.values()), nodes
     nodeset = slurm_cluster.get_json("nodeset", "cpu")["status"]
     assert nodeset["replicas"] == 3 and nodeset["readyReplicas"] == 3
+    # No finalizer: a cluster whose operator is gone (uninstalled, namespace deleted) still deletes.
+    assert not slurm_cluster.get_json("slurmcluster", CLUSTER)["metadata"].get("finalizers")
+
+
+def test_topology_places_every_node(slurm: SlurmView):
+    wait_for(lambda: leaf_nodes(slurm) == {"demo-cpu-0", "demo-cpu-1", "demo-cpu-2", "demo-big-0"}, 120, 3)
 
 
 def test_partitions_are_what_the_spec_says(slurm: SlurmView):
@@ -106,6 +121,8 @@ def test_scale_3_5_2_with_a_job_on_a_removed_node_while_the_leader_dies(slurm_cl
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 5}})
     wanted = {"demo-cpu-%d" % i for i in range(5)} | {"demo-big-0"}
     wait_for(lambda: set(slurm.nodes()) == wanted and all("IDLE" in s for s in slurm.nodes().values()), 240, 3)
+    # topology/tree ignores dynamic nodes until a reconfigure: the operator makes one for new nodes.
+    wait_for(lambda: leaf_nodes(slurm) == wanted, 120, 3)
     job = slurm.run("sbatch", "--parsable", "-w", "demo-cpu-4", "-o", "/tmp/scale-%j.out",
                     "--wrap", "sleep 30; echo done").strip()
     slurm.wait_running(job)
@@ -136,14 +153,28 @@ def test_deleted_worker_pod_comes_back_and_registers(slurm_cluster: Cluster, slu
     assert list(slurm.nodes()).count("demo-big-0") == 1
 
 
-def test_controller_restart_keeps_the_running_job(slurm_cluster: Cluster, slurm: SlurmView):
+def test_a_node_deleted_from_slurm_under_a_running_pod_registers_again(slurm_cluster: Cluster, slurm: SlurmView):
+    """What an interrupted scale-down or an admin's `scontrol delete` leaves: a pod but no node."""
+    kube = slurm_cluster
+    old = kube.get_json("pod", "demo-big-0")["metadata"]["uid"]
+    slurm.run("scontrol", "delete", "nodename=demo-big-0")
+    assert "demo-big-0" not in slurm.nodes()
+    wait_for(lambda: "IDLE" in slurm.nodes().get("demo-big-0", set()), 240, 3)
+    assert kube.get_json("pod", "demo-big-0")["metadata"]["uid"] != old
+
+
+def test_controller_restart_keeps_running_and_queued_jobs(slurm_cluster: Cluster, slurm: SlurmView):
     kube = slurm_cluster
     # Root jobs may not write to the worker's own root (the jail plugin makes it read-only).
     job = slurm.run("sbatch", "--parsable", "-o", "/tmp/restart-%j.out", "--wrap", "sleep 30").strip()
+    queued = slurm.run("sbatch", "--parsable", "--hold", "-o", "/tmp/held-%j.out", "--wrap", "true").strip()
     slurm.wait_running(job)
     kube.kubectl("-n", kube.namespace, "delete", "pod", "%s-controller-0" % CLUSTER, "--wait=true")
     kube.wait_pod_ready("%s-controller-0" % CLUSTER, timeout=180)
     wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 3)
+    assert slurm.job_state(queued) == "PENDING"
+    slurm.run("scontrol", "release", queued)
+    wait_for(lambda: slurm.job_state(queued) == "COMPLETED", 120, 2)
 
 
 def test_invalid_spec_is_reported_and_nothing_changes(slurm_cluster: Cluster):
@@ -159,3 +190,13 @@ def test_invalid_spec_is_reported_and_nothing_changes(slurm_cluster: Cluster):
     after = pods_by_uid(kube)
     assert {k: v for k, v in after.items() if "big" not in k} == {k: v for k, v in before.items() if "big" not in k}
     patch(kube, "nodeset", "big", {"spec": {"resources": {"cpu": 1}}})
+
+
+def test_deleting_the_cluster_removes_what_it_owns_but_keeps_the_jail(slurm_cluster: Cluster):
+    kube = slurm_cluster
+    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", timeout=180)
+    owned = "statefulsets,services,configmaps,cronjobs,poddisruptionbudgets,networkpolicies"
+    wait_for(lambda: not kube.get_json(owned, "-l", "slurmkube.io/cluster=%s" % CLUSTER)["items"], 180, 3)
+    wait_for(lambda: not kube.get_json("pods", "-l", "slurmkube.io/cluster=%s" % CLUSTER)["items"], 180, 3)
+    claim = kube.get_json("pvc", "%s-jail" % CLUSTER)
+    assert claim["status"]["phase"] == "Bound" and not claim["metadata"].get("deletionTimestamp")

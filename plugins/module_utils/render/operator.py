@@ -102,7 +102,8 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
         "imagePullPolicy": pull_policy,
         "command": kopf_command(watch_namespaces),
         "env": [_downward(C.ENV_OPERATOR_NAMESPACE, "metadata.namespace"),
-                _downward(C.ENV_OPERATOR_IDENTITY, "metadata.name")],
+                _downward(C.ENV_OPERATOR_IDENTITY, "metadata.name"),
+                {"name": C.ENV_WATCH_NAMESPACES, "value": ",".join(watch_namespaces)}],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 20},
         # kopf answers only once its startup handlers ran: a pod that crashes at start is never
         # counted available, so waiting for the Deployment means waiting for working operators.
