@@ -33,8 +33,10 @@ def test_deployment_is_unprivileged_and_knows_where_its_lease_is():
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["runAsNonRoot"] is True
     assert "--standalone" in container["command"]
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
-    assert env == {"SLURMKUBE_OPERATOR_NAMESPACE": "metadata.namespace", "SLURMKUBE_OPERATOR_IDENTITY": "metadata.name"}
+    env = {e["name"]: e.get("value", e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath"))
+           for e in container["env"]}
+    assert env == {"SLURMKUBE_OPERATOR_NAMESPACE": "metadata.namespace", "SLURMKUBE_OPERATOR_IDENTITY": "metadata.name",
+                   "SLURMKUBE_WATCH_NAMESPACES": ""}
 
 
 def test_bindings_name_the_operator_account_of_its_own_namespace():
@@ -58,7 +60,11 @@ def test_lease_rights_are_one_named_lease_in_the_operator_namespace():
     assert not any(r["resources"] == ["leases"] for r in operator_rules())
 
 
-def test_watch_scope():
+def test_watch_scope_is_the_same_for_kopf_and_the_resync():
     assert "--all-namespaces" in kopf_command(())
     scoped = kopf_command(("hpc-a", "hpc-b"))
     assert "--all-namespaces" not in scoped and {"--namespace=hpc-a", "--namespace=hpc-b"} <= set(scoped)
+    deployment = render_operator("ops", "img", watch_namespaces=("hpc-a", "hpc-b"))[-1]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "SLURMKUBE_WATCH_NAMESPACES", "value": "hpc-a,hpc-b"} in container["env"]
+    assert kopf_command(("hpc-a", "hpc-b")) == container["command"]
