@@ -108,7 +108,7 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
         # kopf answers only once its startup handlers ran: a pod that crashes at start is never
         # counted available, so waiting for the Deployment means waiting for working operators.
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5},
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
                             "runAsGroup": 65532,
                             "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True},
