@@ -151,6 +151,7 @@ pod:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.jail_user import (
     JailAccounts,
@@ -168,7 +169,7 @@ def main() -> None:
             "cluster": {"type": "str"},
             "namespace": {"type": "str", "default": "default"},
             "pod": {"type": "str"},
-            "jail_path": {"type": "str", "default": "/mnt/jail"},
+            "jail_path": {"type": "str", "default": C.JAIL_MOUNT_PATH},
             "name": {"type": "str", "required": True},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "uid": {"type": "int"},

@@ -257,6 +257,7 @@ def test_slurm_cluster_info_reports_nodes_partitions_and_a_users_job(slurm_clust
         nodes = {n["name"]: n for n in info["nodes"]}
         assert set(nodes) == {WORKER_POD} and nodes[WORKER_POD]["partitions"] == ["main"]
         assert nodes[WORKER_POD]["cpus"] >= 1 and "cpu" in nodes[WORKER_POD]["features"]
+        assert "DRAIN" not in nodes[WORKER_POD]["state"], (nodes[WORKER_POD], info["status"].get("message"))
         assert [(p["name"], p["default"], p["total_nodes"]) for p in info["partitions"]] == [("main", True, 1)]
         job = next(j for j in info["jobs"] if j["job_id"] == job_id)
         assert job["user"] == "alice" and job["state"][0] in ("RUNNING", "PENDING", "CONFIGURING")
