@@ -160,7 +160,7 @@ def test_jail_user_absent_keeps_the_home_unless_asked(slurm_cluster: Cluster, tm
 
 
 def test_jail_volume_made_for_the_cluster_is_not_fought_by_the_operator(slurm_cluster: Cluster, slurm_images,
-                                                                          tmp_path: Path):
+                                                                        tmp_path: Path):
     kube = slurm_cluster
     claim = kube.get_json("pvc", JAIL_DATA)
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and "slurmkube.io/cluster" not in claim["metadata"][

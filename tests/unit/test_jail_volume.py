@@ -58,7 +58,7 @@ def test_an_existing_claim_is_populated_not_made():
 
 
 def test_the_module_job_is_the_operators_job_on_another_claim():
-    cluster, _ = example(EXAMPLES[0])
+    cluster = example(EXAMPLES[0])[0]
     operator_job = render_jail_populate_job(cluster)
     wanted = want(image=cluster.spec.images.jail)
     job = render_populate_job(wanted, populate_job_name(wanted))
