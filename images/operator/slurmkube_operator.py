@@ -26,6 +26,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_s
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError, api_client
 from ansible_collections.slurmkube.core.plugins.module_utils.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import Reconciler
+from ansible_collections.slurmkube.core.plugins.module_utils.status import without_empty_maps
 
 RECONCILE_INTERVAL_SECONDS = 10
 ELECTION_RETRY_SECONDS = 2
@@ -120,7 +121,8 @@ def hand_over(**_: Any) -> None:
 
 def write_status_if_changed(obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
     """A status equal to the live one is not written (no-op passes make no API writes)."""
-    if not is_subset(dict(status), obj.get("status") or {}):
+    status = without_empty_maps(status)
+    if not is_subset(status, obj.get("status") or {}):
         kube().apply_status(obj, status)
 
 
@@ -133,11 +135,12 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
         live = kube().get(C.GROUP_VERSION, C.KIND_CLUSTER, meta["name"], meta["namespace"])
         if live is None or live["metadata"].get("deletionTimestamp"):
             return
+        started = time.monotonic()
         outcome = Reconciler(kube()).reconcile(live)
         for event in outcome.events:
             kube().post_event(live, event.kind, event.reason, event.message, C.OPERATOR_NAME)
         if outcome.applied:
-            logger.info("applied %s", ", ".join(outcome.applied))
+            logger.info("applied %s (pass of %.1f s)", ", ".join(outcome.applied), time.monotonic() - started)
         write_status_if_changed(live, outcome.status)
         for name, status in outcome.nodeset_status.items():
             nodeset = kube().get(C.GROUP_VERSION, C.KIND_NODESET, name, meta["namespace"])

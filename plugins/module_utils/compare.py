@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QuantityError, parse_quantity
 
@@ -21,18 +21,27 @@ def _same_scalar(desired: Any, actual: Any) -> bool:
     return False
 
 
+def _is_keyed_list(items: List[Any]) -> bool:
+    """Containers, env, volumes, ports...: lists whose items are maps with a name."""
+    return bool(items) and all(isinstance(item, dict) and "name" in item for item in items)
+
+
 def is_subset(desired: Any, actual: Any) -> bool:
     """True when every field we set has that value in the live object.
 
-    Fields the server adds (defaults, status, metadata it owns) are ignored; lists must have
-    the same length and match item by item, as server-side apply would replace them.
+    Fields the server adds (defaults, status, metadata it owns) are ignored. Lists of named
+    items are merged by server-side apply (another manager's items stay beside ours), so each
+    of ours must be there by name; other lists are replaced whole and must match item by item.
     """
     if isinstance(desired, dict):
         if not isinstance(actual, dict):
             return False
         return all(is_subset(v, actual.get(k)) for k, v in desired.items())
     if isinstance(desired, list):
-        if not isinstance(actual, list) or len(desired) != len(actual):
+        if not isinstance(actual, list):
             return False
-        return all(is_subset(d, a) for d, a in zip(desired, actual))
+        if _is_keyed_list(desired) and all(isinstance(a, dict) for a in actual):
+            live = {a.get("name"): a for a in actual}
+            return all(is_subset(d, live.get(d["name"])) for d in desired)
+        return len(desired) == len(actual) and all(is_subset(d, a) for d, a in zip(desired, actual))
     return _same_scalar(desired, actual)

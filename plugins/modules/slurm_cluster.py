@@ -156,7 +156,8 @@ def main() -> None:
         else:
             validate(cluster, nodesets)
             stale = stale_nodesets(kube, p["name"], p["namespace"], [n["metadata"]["name"] for n in nodesets])
-            record(module, result, ensure_present(kube, [cluster, *nodesets], stale, module.check_mode))
+            # Node sets first: the operator reads the cluster's references as soon as it appears.
+            record(module, result, ensure_present(kube, [*nodesets, cluster], stale, module.check_mode))
             result["spec"] = cluster["spec"]
             if p["wait"] and not module.check_mode:
                 result["status"] = wait_ready(kube, p["name"], p["namespace"], p["wait_timeout"])

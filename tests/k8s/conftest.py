@@ -79,6 +79,10 @@ def operator(localkube_cluster: Cluster, slurm_images: dict, tmp_path_factory) -
     running = Operator(localkube_cluster, namespace)
     wait_for(running.leader, 60, 2)
     yield running
+    # What the operator said, for whoever reads a failed run later.
+    logs = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "logs" / ("operator-%s.log" % namespace)
+    logs.parent.mkdir(parents=True, exist_ok=True)
+    logs.write_text(running.logs(tail=20000))
     # Cluster-wide grants are named per namespace: remove ours with the namespace.
     run_module(tmp_path_factory.mktemp("operator-absent"), "slurm_operator", {
         "namespace": namespace, "state": "absent", "kubeconfig": localkube_cluster.env["KUBECONFIG"],

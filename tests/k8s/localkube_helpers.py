@@ -72,12 +72,15 @@ class Cluster:
         )
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float = 1) -> object:
+def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float = 1,
+             explain: Optional[Callable[[], str]] = None) -> object:
+    """The predicate's first true value; on timeout, an error with what `explain` says about the state."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+            state = ("\n" + explain()) if explain else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}{state}")
         time.sleep(interval)

@@ -77,12 +77,34 @@ class SlurmView:
     def job_state(self, job: str) -> str:
         return json.loads(self.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["job_state"][0]
 
+    def explain(self) -> str:
+        """Nodes, jobs and worker pods as they are now (for timeout messages)."""
+        pods = self.kube.kubectl("-n", self.kube.namespace, "get", "pods", "-o", "wide",
+                                 "-l", "slurmkube.io/cluster=" + self.cluster, check=False).stdout
+        return "sinfo:\n%s\nsqueue:\n%s\npods:\n%s" % (
+            self.run("sinfo", "-N", "-o", "%N %T %E"), self.run("squeue", "-o", "%i %T %r %N"), pods)
+
     def wait_running(self, job: str, timeout: float = 90) -> None:
-        try:
-            wait_for(lambda: self.job_state(job) == "RUNNING", timeout, 1)
-        except AssertionError:
-            raise AssertionError("job %s not running:\n%s\n%s" % (
-                job, self.run("squeue", "-o", "%i %T %r %N"), self.run("sinfo", "-N", "-o", "%N %T %E"))) from None
+        wait_for(lambda: self.job_state(job) == "RUNNING", timeout, 1, explain=self.explain)
+
+
+OUR_MANAGERS = ("slurmkube", "kopf")
+
+
+def our_writes(kube: Cluster, cluster: str) -> Dict[str, str]:
+    """Per object of a cluster (its SlurmCluster, NodeSets and what it owns), the last time a field
+    manager of ours changed it: managedFields record writes that changed something, and a
+    status write or an apply that changes nothing leaves them as they were."""
+    owned = kube.get_json("statefulset,service,configmap,secret,pdb,networkpolicy,cronjob,serviceaccount",
+                          "-l", "slurmkube.io/cluster=" + cluster, "--show-managed-fields")["items"]
+    mine = [o for o in kube.get_json("slurmcluster,nodeset", "--show-managed-fields")["items"]
+            if o["metadata"]["name"] == cluster or (o.get("spec") or {}).get("clusterName") == cluster]
+    out = {}
+    for obj in owned + mine:
+        times = [m.get("time", "") for m in obj["metadata"].get("managedFields") or []
+                 if m.get("manager") in OUR_MANAGERS]
+        out["%s/%s" % (obj["kind"], obj["metadata"]["name"])] = max(times, default="")
+    return out
 
 
 def cluster_status(kube: Cluster, name: str) -> dict:

@@ -19,6 +19,7 @@ from slurm_helpers import (
     cluster_status,
     manifests,
     nodeset_manifest,
+    our_writes,
     wait_ready,
 )
 
@@ -59,18 +60,11 @@ def pods_by_uid(kube: Cluster) -> dict:
             for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") != "jail"}
 
 
-def resource_versions(kube: Cluster) -> dict:
-    """Every object the operator writes for the cluster, by kind/name → resourceVersion."""
-    kinds = "slurmcluster,nodeset,statefulset,service,configmap,secret,pdb,networkpolicy,cronjob,serviceaccount"
-    items = kube.get_json(kinds)["items"]
-    return {"%s/%s" % (o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in items}
-
-
-def leaf_nodes(slurm: SlurmView) -> set:
-    """Nodes Slurm's topology puts on the leaf switch (key=value words of `scontrol show topology`)."""
-    words = dict(w.split("=", 1) for w in slurm.run("scontrol", "show", "topology", "leaf").split() if "=" in w)
-    return set(slurm.run("scontrol", "show", "hostnames", words.get("Nodes", "")).split()) if words.get("Nodes") \
-        else set()
+def nodes_in_tree(slurm: SlurmView) -> set:
+    """Nodes Slurm's topology tree holds: the top switch lists them (the leaf shows its configured
+    hostlist, which names nodes that may not exist yet). Key=value words, not columns."""
+    words = dict(w.split("=", 1) for w in slurm.run("scontrol", "show", "topology", "spine").split() if "=" in w)
+    return set(slurm.run("scontrol", "show", "hostnames", words["Nodes"]).split()) if words.get("Nodes") else set()
 
 
 def patch(kube: Cluster, kind: str, name: str, body: dict) -> None:
@@ -89,7 +83,7 @@ def test_cluster_with_two_nodesets_comes_up_idle(slurm_cluster: Cluster, slurm: 
 
 
 def test_topology_places_every_node(slurm: SlurmView):
-    wait_for(lambda: leaf_nodes(slurm) == {"demo-cpu-0", "demo-cpu-1", "demo-cpu-2", "demo-big-0"}, 120, 3)
+    wait_for(lambda: nodes_in_tree(slurm) == {"demo-cpu-0", "demo-cpu-1", "demo-cpu-2", "demo-big-0"}, 120, 3)
 
 
 def test_partitions_are_what_the_spec_says(slurm: SlurmView):
@@ -102,10 +96,11 @@ def test_partitions_are_what_the_spec_says(slurm: SlurmView):
 
 
 def test_a_steady_cluster_sees_no_writes(slurm_cluster: Cluster):
-    """Three timer passes of the leader over a Ready cluster change no object at all."""
-    before = resource_versions(slurm_cluster)
+    """Three passes of the leader over a Ready cluster change no object (status included)."""
+    before = our_writes(slurm_cluster, CLUSTER)
+    assert len(before) > 10 and all(before.values())
     time.sleep(35)
-    assert resource_versions(slurm_cluster) == before
+    assert our_writes(slurm_cluster, CLUSTER) == before
 
 
 def test_setting_change_reaches_slurm_without_restarting_pods(slurm_cluster: Cluster, slurm: SlurmView):
@@ -115,14 +110,15 @@ def test_setting_change_reaches_slurm_without_restarting_pods(slurm_cluster: Clu
     assert pods_by_uid(slurm_cluster) == before
 
 
-def test_scale_3_5_2_with_a_job_on_a_removed_node_while_the_leader_dies(slurm_cluster: Cluster, slurm: SlurmView,
-                                                                         operator: Operator):
+def test_scale_3_5_2_with_a_job_on_a_removed_node_while_the_leader_dies(
+        slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
     kube = slurm_cluster
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 5}})
     wanted = {"demo-cpu-%d" % i for i in range(5)} | {"demo-big-0"}
-    wait_for(lambda: set(slurm.nodes()) == wanted and all("IDLE" in s for s in slurm.nodes().values()), 240, 3)
+    wait_for(lambda: set(slurm.nodes()) == wanted and all("IDLE" in s for s in slurm.nodes().values()), 240, 3,
+             explain=slurm.explain)
     # topology/tree ignores dynamic nodes until a reconfigure: the operator makes one for new nodes.
-    wait_for(lambda: leaf_nodes(slurm) == wanted, 120, 3)
+    wait_for(lambda: nodes_in_tree(slurm) == wanted, 120, 3)
     job = slurm.run("sbatch", "--parsable", "-w", "demo-cpu-4", "-o", "/tmp/scale-%j.out",
                     "--wrap", "sleep 30; echo done").strip()
     slurm.wait_running(job)
@@ -132,7 +128,7 @@ def test_scale_3_5_2_with_a_job_on_a_removed_node_while_the_leader_dies(slurm_cl
     leader = operator.leader()
     kube.kubectl("-n", kube.namespace, "delete", "pod", leader, "--grace-period=0", "--force", "--wait=false")
     wait_for(lambda: operator.leader() not in ("", leader), 60, 1)
-    wait_for(lambda: set(slurm.nodes()) == {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}, 300, 3)
+    wait_for(lambda: set(slurm.nodes()) == {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}, 300, 3, explain=slurm.explain)
     assert slurm.job_state(job) == "COMPLETED"
     # Slurm forgot the nodes first; their pods go on the next pass, never the other way round.
     wait_for(lambda: worker_pods(kube, "cpu") == {"demo-cpu-0", "demo-cpu-1"}, 180, 3)

@@ -47,8 +47,9 @@ def test_renewals_keep_the_leader_and_the_standby_out():
     a, b = elector(kube, clock, "a"), elector(kube, clock, "b")
     a.attempt()
     b.attempt()
-    for _ in range(20):
-        clock.now += 3
+    start = clock.now
+    for renewal in range(1, 21):  # a minute of renewals every 3 s, far past one lease
+        clock.now = start + 3 * renewal
         assert a.attempt() is True
         assert b.attempt() is False
     assert holder(kube) == "a"
