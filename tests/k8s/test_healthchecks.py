@@ -1,0 +1,207 @@
+"""Health checks on a real Kubernetes (localkube): nodes broken for real are drained with the
+right reason and come back when repaired; an admin's drain stays; the long-check CronJob's job
+records per-node results; a node drained for a hardware reason gets a new pod and rejoins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from localkube_helpers import Cluster, wait_for
+from slurm_helpers import Operator, SlurmView, cluster_manifest, manifests, nodeset_manifest, wait_ready
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+pytestmark = pytest.mark.k8s
+
+CLUSTER = "hc"
+WORKERS = ("hc-cpu-0", "hc-cpu-1")
+INTERVAL = 10  # the spec's minimum HealthCheckInterval
+# ConfigMap edits reach mounted volumes within the kubelet's sync period (about a minute).
+CONFIG_DELAY = 240
+# Two cores shared by four engineers: the benchmarks only have to run, not to be fast.
+LONG_CHECKS = {"enabled": True, "schedule": "0 0 1 1 *", "minMemoryBandwidthMibPerSecond": 10,
+               "minComputeMibPerSecond": 1, "maxLatencyMicroseconds": 100000}
+
+
+@pytest.fixture(scope="module")
+def hc(localkube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
+    kube = localkube_cluster
+    # The local cluster's two cores are shared by every engineer's test clusters: ask the
+    # scheduler for little, and run no login node (no test here logs in).
+    tiny = {"cpu": "100m", "cpuRequest": "10m", "memory": "256Mi"}
+    spec = {"healthChecks": {"interval": INTERVAL, "replaceDrainedNodes": True, "longChecks": LONG_CHECKS},
+            "controller": {"resources": tiny, "stateVolume": {"size": "1Gi"}},
+            "login": {"replicas": 0, "resources": tiny}}
+    nodes = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
+    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
+                         nodeset_manifest(kube.namespace, CLUSTER, "cpu", len(WORKERS), nodes)))
+    wait_ready(kube, CLUSTER, operator)
+    yield kube
+    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
+    kube.kubectl("-n", kube.namespace, "delete", "nodesets", "--all", "--wait=true", check=False, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def slurm(hc: Cluster) -> SlurmView:
+    return SlurmView(hc, CLUSTER)
+
+
+def node(slurm: SlurmView, name: str) -> dict:
+    return json.loads(slurm.run("scontrol", "show", "node", name, "--json"))["nodes"][0]
+
+
+def drained(slurm: SlurmView, name: str) -> str:
+    """The node's drain reason, or '' while it is not drained."""
+    current = node(slurm, name)
+    return current.get("reason") or "?" if "DRAIN" in current["state"] else ""
+
+
+def wait_drained(slurm: SlurmView, name: str, timeout: float) -> str:
+    try:
+        return wait_for(lambda: drained(slurm, name), timeout, 2)
+    except AssertionError:
+        raise AssertionError("%s not drained within %ss: %s" % (name, timeout, node(slurm, name)["state"])) from None
+
+
+def in_service(states: set) -> bool:
+    """Idle and nothing wrong (dynamic nodes also carry DYNAMIC_NORM)."""
+    return "IDLE" in states and not states & {"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL"}
+
+
+def wait_idle(slurm: SlurmView, name: str, timeout: float) -> None:
+    try:
+        wait_for(lambda: in_service(slurm.nodes()[name]), timeout, 2)
+    except AssertionError:
+        current = node(slurm, name)
+        raise AssertionError("%s not idle within %ss: %s %r" % (name, timeout, current["state"],
+                                                                current.get("reason"))) from None
+
+
+def patch_health_checks(kube: Cluster, settings: dict, seen: str = "") -> None:
+    """Edit spec.healthChecks; with `seen`, wait until the nodes' settings file holds that line
+    (the operator renders the ConfigMap, the kubelet refreshes the volume within a minute or two)."""
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge",
+                 "-p", json.dumps({"spec": {"healthChecks": settings}}))
+    path = "%s/%s" % (C.SLURM_CONFIG_DIR, C.HEALTH_CONFIG_FILE)
+    for worker in WORKERS if seen else ():
+        # A pod being replaced answers nothing for a while: ask again.
+        wait_for(lambda w=worker: seen in kube.exec(w, "cat", path, check=False).stdout.splitlines(),
+                 CONFIG_DELAY, 3)
+
+
+def test_every_node_is_healthy_and_idle(hc: Cluster, slurm: SlurmView):
+    for worker in WORKERS:
+        report = hc.exec(worker, C.HEALTHCHECK_PROGRAM, "--report", check=False)
+        assert (report.returncode, report.stdout) == (0, "healthy\n"), report.stdout + report.stderr
+        wait_idle(slurm, worker, 60)
+
+
+def test_unreadable_jail_drains_every_node_with_its_reason_and_repair_resumes(hc: Cluster, slurm: SlurmView):
+    marker = "%s/%s" % (C.JAIL_MOUNT_PATH, C.JAIL_MARKER_FILE)
+    hc.exec(WORKERS[0], "mv", marker, marker + ".away")
+    try:
+        for worker in WORKERS:  # the jail is shared: every node loses it
+            reason = wait_drained(slurm, worker, 6 * INTERVAL)
+            assert reason.startswith("%s jail not readable" % C.DRAIN_REASON_PREFIX)
+    finally:
+        hc.exec(WORKERS[0], "mv", marker + ".away", marker)
+    for worker in WORKERS:
+        wait_idle(slurm, worker, 6 * INTERVAL)
+
+
+def test_full_scratch_drains_with_its_reason_and_emptying_it_resumes(hc: Cluster, slurm: SlurmView):
+    """Scratch is the pod's emptyDir on the node's disk: fill it past a threshold set just below
+    what is free now (the disk is shared, so every node on it notices). Scratch is a hardware
+    reason: with replaceDrainedNodes the operator may also give the node a new pod (and a new,
+    empty scratch) before the filler is removed; either way the node comes back."""
+    worker = WORKERS[1]
+
+    def free_mib() -> int:
+        return int(hc.exec(worker, "df", "-Pm", C.NODE_TMP_DIR).stdout.splitlines()[-1].split()[3])
+
+    threshold = free_mib() - 1024
+    patch_health_checks(hc, {"scratchMinFreeMib": threshold, "scratchMinFreePercent": 0},
+                        seen="SLURMKUBE_HC_SCRATCH_MIN_FREE_MIB=%d" % threshold)
+    filler = "%s/slurmkube-test-fill" % C.NODE_TMP_DIR
+    try:
+        # Others write and delete on this disk too: fill to 2 GiB below the threshold from now.
+        hc.exec(worker, "fallocate", "-l", "%dM" % max(1024, free_mib() - threshold + 2048), filler)
+        reason = wait_drained(slurm, worker, 6 * INTERVAL)
+        # "replace since ..." when the operator was quicker than this read.
+        scratch = r"^%s scratch %s: \d+ MiB free" % (C.DRAIN_REASON_PREFIX, re.escape(C.NODE_TMP_DIR))
+        assert reason.startswith(C.DRAIN_REASON_PREFIX + " replace since ") or re.match(scratch, reason), reason
+    finally:
+        hc.exec(worker, "rm", "-f", filler, check=False)
+    wait_idle(slurm, worker, 300)
+    # Back to the defaults before the next test: other engineers fill this disk too.
+    patch_health_checks(hc, {"scratchMinFreeMib": 1024, "scratchMinFreePercent": 5},
+                        seen="SLURMKUBE_HC_SCRATCH_MIN_FREE_MIB=1024")
+
+
+def test_stopped_munged_is_drained_by_the_operator_with_its_reason_and_resumes(hc: Cluster, slurm: SlurmView):
+    """A stopped munged cannot drain its own node (scontrol needs it): the operator runs the
+    node's check in its pod and drains from the controller; once munged runs again, the node's
+    own check resumes it."""
+    worker = WORKERS[0]
+    hc.exec(worker, "pkill", "-STOP", "-x", "munged")
+    try:
+        reason = wait_drained(slurm, worker, 240)
+        # munged is the first check: its problem leads the reason.
+        assert reason.startswith("%s munged does not answer on %s/munge.socket.2" % (C.DRAIN_REASON_PREFIX,
+                                                                                     C.MUNGE_SOCKET_DIR)), reason
+    finally:
+        hc.exec(worker, "pkill", "-CONT", "-x", "munged")
+    wait_idle(slurm, worker, 240)
+
+
+def test_an_admins_drain_is_never_undone(hc: Cluster, slurm: SlurmView):
+    worker = WORKERS[1]
+    slurm.run("scontrol", "update", "nodename=" + worker, "state=drain", "reason=admin: reseat DIMM")
+    try:
+        time.sleep(4 * INTERVAL)
+        assert drained(slurm, worker) == "admin: reseat DIMM"
+    finally:
+        slurm.run("scontrol", "update", "nodename=" + worker, "state=resume")
+    wait_idle(slurm, worker, 60)
+
+
+def run_long_checks(hc: Cluster, name: str) -> str:
+    """A Job from the long-checks CronJob, as its schedule would start it; its pod's log."""
+    hc.kubectl("-n", hc.namespace, "create", "job", name, "--from=cronjob/%s-%s" % (CLUSTER, C.COMPONENT_HEALTHCHECK))
+    hc.kubectl("-n", hc.namespace, "wait", "--for=condition=complete", "job/" + name, "--timeout=540s", timeout=560)
+    return hc.kubectl("-n", hc.namespace, "logs", "job/" + name).stdout
+
+
+def test_long_check_job_records_per_node_results(hc: Cluster, slurm: SlurmView):
+    for worker in WORKERS:
+        wait_idle(slurm, worker, 120)
+    log = run_long_checks(hc, "hc-long-checks-pass")
+    for worker in WORKERS:
+        assert re.search(r"^  slurmkube-result node=%s compute_mib_per_s=\S+ memory_mib_per_s=\S+ PASS$" % worker,
+                         log, re.MULTILINE), log
+        saved = hc.exec(worker, "cat", "%s%s/%s.log" % (C.JAIL_MOUNT_PATH, C.LONG_CHECK_RESULTS_DIR, worker)).stdout
+        assert "slurmkube-result node=%s " % worker in saved, saved
+    assert re.search(r"^  slurmkube-result node=%s latency_us=\S+ PASS$" % WORKERS[1], log, re.MULTILINE), log
+    assert all(not drained(slurm, w) for w in WORKERS)
+
+
+def test_node_failing_a_hardware_check_gets_a_new_pod_and_rejoins(hc: Cluster, slurm: SlurmView):
+    """No machine here copies memory at 10 TB/s: the long check drains both nodes for memory
+    bandwidth, a hardware reason; the operator replaces their pods one at a time."""
+    uids = {w: hc.get_json("pod", w)["metadata"]["uid"] for w in WORKERS}
+    # The jobs read the thresholds from the config volume.
+    patch_health_checks(hc, {"longChecks": dict(LONG_CHECKS, minMemoryBandwidthMibPerSecond=10**7)},
+                        seen="SLURMKUBE_HC_MIN_MEMORY_BANDWIDTH_MIB_PER_S=%d" % 10**7)
+    try:
+        log = run_long_checks(hc, "hc-long-checks-fail")
+        assert re.search(r"FAIL: memory bandwidth \d+ MiB/s < 10000000 MiB/s", log), log
+    finally:
+        patch_health_checks(hc, {"longChecks": LONG_CHECKS})
+    for worker in WORKERS:
+        wait_for(lambda w=worker: hc.get_json("pod", w)["metadata"]["uid"] != uids[w], 420, 3)
+        hc.wait_pod_ready(worker, timeout=300)
+        wait_idle(slurm, worker, 300)
