@@ -31,5 +31,5 @@ def test_quantities_compare_by_value_and_server_fields_are_ignored():
 
 
 def test_empty_maps_are_left_out_of_a_status():
-    assert without_empty_maps({"phase": "Ready", "nodesByState": {}, "replicas": 0}) == {"phase": "Ready",
-                                                                                       "replicas": 0}
+    status = {"phase": "Ready", "nodesByState": {}, "replicas": 0}
+    assert without_empty_maps(status) == {"phase": "Ready", "replicas": 0}
