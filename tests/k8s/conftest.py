@@ -25,6 +25,12 @@ from playbook_runner import run_module
 from slurm_helpers import SLURM_IMAGES, Operator
 
 
+def pytest_collection_modifyitems(items: list) -> None:
+    """test_localkube.py first: it takes the cluster down and up again, which would wipe the
+    session's operator and imported images under any module that ran before it."""
+    items.sort(key=lambda item: 0 if item.path.name == "test_localkube.py" else 1)
+
+
 @pytest.fixture(scope="session")
 def localkube_cluster() -> Cluster:
     if os.geteuid() != 0:

@@ -1,4 +1,6 @@
-"""Operator benchmarks on the local cluster (issue 5), measured in the k8s tier and reported, never timed out on.
+"""Operator benchmarks on the local cluster (issue 5), reported, never timed out on.
+
+Tier `bench` (not in CI's default tiers): `SLURMKUBE_TIERS="unit slurm k8s bench" bash tests/run`.
 
 - scale-up: seconds from `replicas: 0 → 20` until 20 Slurm nodes are idle, against 0 → 1 in the same run;
 - reconcile latency: seconds from a NodeSet spec change until its StatefulSet carries it, against the
@@ -29,7 +31,7 @@ from slurm_helpers import (
     wait_ready,
 )
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s, pytest.mark.bench]
 
 CLUSTER = "bench"
 WIDE = 20
