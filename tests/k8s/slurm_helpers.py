@@ -9,6 +9,8 @@ from typing import Dict, Mapping, Optional
 import yaml
 from localkube_helpers import Cluster, wait_for
 
+from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import is_ready
+
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
 SMALL = {"cpu": "100m", "memory": "256Mi"}
 OPERATOR_LABEL = "app.kubernetes.io/name=slurmkube-operator"
@@ -112,15 +114,15 @@ def cluster_status(kube: Cluster, name: str) -> dict:
 
 
 def wait_ready(kube: Cluster, name: str, operator: Operator, timeout: float = 600) -> dict:
-    """The cluster's status once its phase is Ready; on timeout, what the pods and operator said."""
+    """The cluster's status once Ready for its latest spec (the modules' own predicate); on
+    timeout, what the pods and the operator said."""
     def ready() -> Optional[dict]:
-        current = cluster_status(kube, name)
-        generation = kube.get_json("slurmcluster", name)["metadata"]["generation"]
-        return current if current.get("phase") == "Ready" and current.get("observedGeneration") == generation \
-            else None
-    try:
-        return wait_for(ready, timeout, 3)
-    except AssertionError:
+        obj = kube.get_json("slurmcluster", name)
+        return obj.get("status") if is_ready(obj) else None
+
+    def explain() -> str:
         pods = kube.kubectl("-n", kube.namespace, "get", "pods", "-o", "wide", check=False).stdout
-        raise AssertionError("cluster %s not Ready: %s\npods:\n%s\noperator log:\n%s"
-                             % (name, cluster_status(kube, name), pods, operator.logs()[-6000:])) from None
+        return "cluster %s: %s\npods:\n%s\noperator log:\n%s" % (
+            name, cluster_status(kube, name), pods, operator.logs()[-6000:])
+
+    return wait_for(ready, timeout, 3, explain=explain)
