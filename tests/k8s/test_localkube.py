@@ -315,10 +315,13 @@ def test_down_removes_everything_and_up_works_again(localkube_cluster: Cluster):
     """Last on purpose: the cluster is rebuilt from empty state afterwards."""
     sockets = shim_sockets()
     assert sockets, "no containers: nothing to check the shim sockets with"
-    localkube("down")
-    assert leftovers() == []
-    assert [s for s in sockets if s.exists()] == []
-    localkube("up")
+    try:
+        localkube("down")
+        assert leftovers() == []
+        assert [s for s in sockets if s.exists()] == []
+    finally:
+        # Later test modules share the cluster: a failure here must not leave it down.
+        localkube("up")
     status = localkube("status", check=False)
     assert status.returncode == 0, status.stdout + status.stderr
     # A fresh cluster: the namespace of this session is gone; make it again for teardown.

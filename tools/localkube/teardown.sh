@@ -50,6 +50,14 @@ lk_task_ids() {
   find "$d" -mindepth 1 -maxdepth 1 -type d -printf '%f\n'
 }
 
+# Every container containerd knows: after our processes were killed (a machine's processes
+# stopped without `down`) and `up` ran again, the old containers' task dirs are gone while
+# their dead shims' sockets are still there.
+lk_container_ids() {
+  timeout 10 "$LK_BIN/ctr" --address "$LK_RUN/containerd/containerd.sock" --namespace k8s.io \
+    containers ls -q 2>/dev/null || true
+}
+
 lk_delete_tasks() {
   local id
   for id in $(lk_task_ids); do
@@ -177,7 +185,10 @@ lk_down() {
   lk_kill_pods
   local task_ids
   task_ids=$(lk_task_ids)
-  if lk_running containerd; then lk_delete_tasks; fi
+  if lk_running containerd; then
+    task_ids=$( (lk_task_ids; lk_container_ids) | sort -u)
+    lk_delete_tasks
+  fi
   lk_stop containerd
   lk_kill_shims
   # shellcheck disable=SC2086 # one ID per word
