@@ -64,6 +64,13 @@ HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"
 JAIL_POPULATE_PROGRAM = "/usr/local/sbin/slurmkube-jail-populate"
 ENTRYPOINT_PROGRAM = "/usr/local/sbin/slurmkube-entrypoint"
+# Key rotation in place (the operator execs it): `status` prints the key munged runs with and
+# the one mounted from the Secret; `switch <fingerprint>` restarts munged with the mounted key.
+MUNGE_KEY_PROGRAM = "/usr/local/sbin/slurmkube-munge-key"
+# Written by the entrypoint: its pid (SIGHUP restarts munged with the mounted key) and the
+# fingerprint of the key munged runs with.
+ENTRYPOINT_PID_FILE = "/run/slurmkube/entrypoint.pid"
+MUNGE_RUNNING_KEY_FILE = "/run/slurmkube/munge-key.sha256"
 
 # Environment variables the renderers set and the image entrypoints read.
 ENV_ROLE = "SLURMKUBE_ROLE"  # controller | worker | login | jail-populate

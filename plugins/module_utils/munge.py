@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 import base64
-from typing import Any, Dict, Mapping, NamedTuple, Optional
+import time
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
@@ -30,6 +31,7 @@ class MungeKeyResult(NamedTuple):
     changed: bool
     fingerprint: str
     secret: str
+    replaced: bool = False
 
 
 def check_key(key: bytes) -> bytes:
@@ -64,7 +66,29 @@ def ensure_key(kube: Kube, name: str, namespace: str, given: Optional[bytes], ro
     if current is not None and key == current:
         return MungeKeyResult(False, key_fingerprint(current), name)
     kube.apply(secret_object(name, namespace, key, cluster), dry_run=check_mode)
-    return MungeKeyResult(True, key_fingerprint(key), name)
+    return MungeKeyResult(True, key_fingerprint(key), name, replaced=current is not None)
+
+
+def wait_rolled_out(kube: Kube, cluster: str, namespace: str, fingerprint: str, timeout: int,
+                    sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+    """Wait until the operator reports every daemon of CLUSTER running the key FINGERPRINT.
+
+    False when there is no such SlurmCluster (no daemon runs any key yet).
+    """
+    deadline = clock() + timeout
+    while True:
+        obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace)
+        if obj is None:
+            return False
+        status = obj.get("status") or {}
+        if status.get("mungeKey") == fingerprint:
+            return True
+        if clock() >= deadline:
+            rollout = next((c for c in status.get("conditions") or [] if c.get("type") == "MungeKeyInUse"), {})
+            raise MungeKeyError("SlurmCluster %s/%s does not run munge key %s after %ds: %s"
+                                % (namespace, cluster, fingerprint, timeout,
+                                   rollout.get("message", "the operator has not reported on it")))
+        sleep(3)
 
 
 def remove_key(kube: Kube, name: str, namespace: str, check_mode: bool) -> MungeKeyResult:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.keyroll import KeyView, parse_key_status, plan_key_rollout
 from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     NodeSet,
@@ -45,10 +46,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import 
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import host_keys_secret_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
 from ansible_collections.slurmkube.core.plugins.module_utils.secrets import (
+    key_fingerprint,
     new_munge_key,
     new_ssh_host_keys,
     render_host_keys_secret,
     render_munge_secret,
+    secret_value,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmControl, SlurmError, SlurmNode
 from ansible_collections.slurmkube.core.plugins.module_utils.status import (
@@ -58,6 +61,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.status import (
     nodes_by_state,
     phase_of,
     pod_ready,
+    pod_running,
     statefulset_counts,
     statefulset_ready,
 )
@@ -66,6 +70,9 @@ ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
 ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"
 CONTROLLER_CONTAINER = "slurmctld"
 WORKER_CONTAINER = "slurmd"
+# The container that runs munged in each component's pods.
+MUNGE_CONTAINERS = {C.COMPONENT_CONTROLLER: CONTROLLER_CONTAINER, C.COMPONENT_WORKER: WORKER_CONTAINER,
+                    C.COMPONENT_LOGIN: "sshd"}
 # An unresponsive node's health check, run through the exec API, may wait on a hung jail.
 REPORT_TIMEOUT_SECONDS = 120
 # A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
@@ -103,6 +110,13 @@ class Event(NamedTuple):
     kind: str  # Normal | Warning
     reason: str
     message: str
+
+
+class KeyState(NamedTuple):
+    """The munge key every daemon runs with, and why a rotation is not finished (None when it is)."""
+
+    in_use: str
+    pending: Optional[str]
 
 
 class Outcome(NamedTuple):
@@ -182,6 +196,7 @@ class Reconciler:
         except SpecError as exc:
             return self.invalid(cluster_obj, str(exc))
         self.ensure_secrets(cluster, cluster_obj, events)
+        key = self.roll_munge_key(cluster, cluster_obj, events)
         slurm, slurm_nodes = self.slurm_state(cluster)
         desired = [self.with_scale_plan(o, cluster, nodesets, slurm_nodes) for o in render_cluster(cluster, nodesets)]
         applied = self.apply_all(desired, cluster_obj)
@@ -191,7 +206,7 @@ class Reconciler:
             self.retire_removed_nodesets(cluster, {n.name for n in nodesets} | set(nodeset_status), slurm,
                                          slurm_nodes, events)
             config_hash = self.reconfigure_if_needed(cluster, nodesets, config_hash, slurm, slurm_nodes, events)
-        status, per_nodeset = self.report(cluster, nodesets, cluster_obj, slurm_nodes)
+        status, per_nodeset = self.report(cluster, nodesets, cluster_obj, slurm_nodes, key)
         status["configHash"] = config_hash
         for name, counts in per_nodeset.items():
             nodeset_status[name] = dict(counts, **nodeset_status.get(name, {}))
@@ -259,6 +274,67 @@ class Reconciler:
         if self.kube.get("v1", "Secret", host_keys_secret_name(cluster), cluster.namespace) is None:
             self.kube.apply(stamp(render_host_keys_secret(cluster, new_ssh_host_keys()), owner))
             events.append(Event("Normal", "HostKeysCreated", "generated ssh host keys"))
+
+    def roll_munge_key(self, cluster: SlurmCluster, cluster_obj: Mapping[str, Any], events: List[Event]) -> KeyState:
+        """Bring every daemon to the key in the munge Secret (see keyroll) and say which one runs.
+
+        A pass where nothing changed reads only the Secret: the pods are asked only while
+        the Secret's key differs from the one recorded in the status.
+        """
+        in_use = (cluster_obj.get("status") or {}).get("mungeKey", "")
+        secret = self.kube.get("v1", "Secret", munge_secret_name(cluster), cluster.namespace)
+        if secret is None:
+            return KeyState(in_use, "the munge key Secret %s is missing" % munge_secret_name(cluster))
+        target = key_fingerprint(secret_value(secret, C.MUNGE_KEY_SECRET_KEY))
+        if not in_use or in_use == target:
+            # A new cluster's pods start with the Secret's key.
+            return KeyState(target, None)
+        views, unreadable = self.key_views(cluster)
+        if unreadable:
+            return KeyState(in_use, "cannot read the munge key of %s" % "; ".join(unreadable))
+        plan = plan_key_rollout(target, views)
+        if plan.waiting:
+            return KeyState(in_use, "munge key %s not mounted yet in %s" % (target, ", ".join(plan.waiting)))
+        for batch in plan.batches:
+            failed = [problem for problem in (self.switch_key(cluster, views, pod, target) for pod in batch) if problem]
+            if failed:
+                events.append(Event("Warning", "MungeKeyRotation", "; ".join(failed)))
+                return KeyState(in_use, "; ".join(failed))
+        events.append(Event("Normal", "MungeKeyRotated", "every daemon runs with munge key %s" % target))
+        return KeyState(target, None)
+
+    def key_views(self, cluster: SlurmCluster) -> Tuple[List[KeyView], List[str]]:
+        """Each running pod's keys; and the pods that could not say, with why."""
+        views: List[KeyView] = []
+        unreadable: List[str] = []
+        pods = self.kube.list("v1", "Pod", cluster.namespace, {C.LABEL_CLUSTER: cluster.name})
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            component = (pod["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT, "")
+            if component not in MUNGE_CONTAINERS or not pod_running(pod):
+                continue
+            try:
+                code, out, err = self.kube.exec(cluster.namespace, name, MUNGE_CONTAINERS[component],
+                                                [C.MUNGE_KEY_PROGRAM, "status"])
+            except KubeError as exc:
+                unreadable.append("%s (%s)" % (name, exc))
+                continue
+            keys = parse_key_status(out) if code == 0 else None
+            if keys is None:
+                unreadable.append("%s (%s)" % (name, (err or out).strip()[-200:]))
+                continue
+            views.append(KeyView(name, component, keys[0], keys[1]))
+        return views, unreadable
+
+    def switch_key(self, cluster: SlurmCluster, views: Sequence[KeyView], pod: str, target: str) -> str:
+        """Restart munged in POD with the mounted key; what went wrong, or ''."""
+        component = next(v.component for v in views if v.pod == pod)
+        try:
+            code, out, err = self.kube.exec(cluster.namespace, pod, MUNGE_CONTAINERS[component],
+                                            [C.MUNGE_KEY_PROGRAM, "switch", target])
+        except KubeError as exc:
+            return "%s: %s" % (pod, exc)
+        return "" if code == 0 else "%s: %s" % (pod, (err or out).strip()[-200:])
 
     # ----------------------------------------------------------------- apply
 
@@ -417,7 +493,8 @@ class Reconciler:
     # ----------------------------------------------------------------- status
 
     def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], cluster_obj: Mapping[str, Any],
-               slurm_nodes: Optional[Mapping[str, SlurmNode]]) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+               slurm_nodes: Optional[Mapping[str, SlurmNode]], key: KeyState
+               ) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         """The SlurmCluster's status and each NodeSet's, from what is live now."""
         controller = self.statefulset(cluster, object_name(cluster, C.COMPONENT_CONTROLLER))
         login = self.statefulset(cluster, object_name(cluster, C.COMPONENT_LOGIN))
@@ -443,6 +520,8 @@ class Reconciler:
                       "%(ready)d/%(desired)d login pods ready" % statefulset_counts(login), generation, previous, now),
             condition("NodesReady", ready_nodes == desired_nodes, "SlurmNodes",
                       "%d/%d nodes in service" % (ready_nodes, desired_nodes), generation, previous, now),
+            condition("MungeKeyInUse", key.pending is None, "MungeKey",
+                      key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
         ]
         status = {
             "phase": phase_of(conditions),
@@ -453,6 +532,7 @@ class Reconciler:
             "login": statefulset_counts(login),
             "nodes": {"ready": ready_nodes, "desired": desired_nodes},
             "nodesByState": nodes_by_state(list((slurm_nodes or {}).values())),
+            "mungeKey": key.in_use,
         }
         return status, per_nodeset
 

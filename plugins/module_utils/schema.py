@@ -130,6 +130,8 @@ def cluster_status_schema() -> Dict[str, Any]:
         login=_counts_schema(),
         nodes=_counts_schema(),
         configHash={"type": "string", "description": "Digest of the Slurm configuration in effect."},
+        mungeKey={"type": "string", "description": "Fingerprint (SHA-256) of the munge key every daemon runs "
+                  "with; it differs from the Secret's while a new key is being rolled out."},
     )
 
 

@@ -41,6 +41,13 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def pod_running(pod: Mapping[str, Any]) -> bool:
+    """The pod's containers have started (ready or not) and it is not being deleted."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or {}).get("phase") == "Running"
+
+
 def job_complete(job: Optional[Mapping[str, Any]]) -> bool:
     """A batch Job has succeeded."""
     return bool(job) and int((job.get("status") or {}).get("succeeded") or 0) > 0

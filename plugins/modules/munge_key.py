@@ -46,12 +46,18 @@ options:
   rotate:
     description:
       - Replace an existing key (with O(src), O(content), or a new random one).
-      - Slurm daemons keep the key they started with; restart the cluster's pods to use the
-        new one. Rotation without that restart is not done by this version.
+      - The operator rolls the new key out to the running cluster without restarting a pod
+        or a job. Once the kubelet has mounted the new key in every pod of the cluster
+        (about a minute), munged restarts with it in the controller and then in every worker
+        and login pod. Slurm's daemons and the jobs keep running; Slurm retries the messages
+        sent in the second munged is away. Commands users run in that second may fail.
+      - With O(wait=true) and O(cluster), the module returns once every daemon of the
+        cluster runs the new key (RV(rolled_out)).
     type: bool
     default: false
 extends_documentation_fragment:
   - slurmkube.core.kube_auth
+  - slurmkube.core.kube_auth.wait
 attributes:
   check_mode:
     support: full
@@ -85,6 +91,13 @@ secret:
   returned: always
   type: str
   sample: demo-munge-key
+rolled_out:
+  description:
+    - Whether every daemon of O(cluster) runs the key of RV(fingerprint), after a rotation
+      waited for (O(rotate=true), O(wait=true)). False when nothing was waited for.
+  returned: always
+  type: bool
+  sample: true
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -97,6 +110,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.munge import (
     key_from_params,
     remove_key,
     secret_name_for,
+    wait_rolled_out,
 )
 
 
@@ -110,7 +124,7 @@ def main() -> None:
             "src": {"type": "path"},
             "content": {"type": "str", "no_log": True},
             "rotate": {"type": "bool", "default": False},
-        }),
+        }, wait=True),
         required_one_of=[("cluster", "secret_name")],
         mutually_exclusive=[("src", "content")],
         supports_check_mode=True,
@@ -124,9 +138,13 @@ def main() -> None:
         else:
             given = key_from_params(p["content"], p["src"])
             result = ensure_key(kube, name, p["namespace"], given, p["rotate"], p["cluster"], module.check_mode)
+        rolled_out = False
+        if result.replaced and p["wait"] and p["cluster"] and not module.check_mode:
+            rolled_out = wait_rolled_out(kube, p["cluster"], p["namespace"], result.fingerprint, p["wait_timeout"])
     except (MungeKeyError, KubeError, OSError) as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=result.changed, fingerprint=result.fingerprint, secret=result.secret)
+    module.exit_json(changed=result.changed, fingerprint=result.fingerprint, secret=result.secret,
+                     rolled_out=rolled_out)
 
 
 if __name__ == "__main__":

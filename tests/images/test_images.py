@@ -37,6 +37,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
     render_health_conf,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import _worker_env
+from ansible_collections.slurmkube.core.plugins.module_utils.secrets import key_fingerprint
 
 pytestmark = pytest.mark.slurm
 
@@ -810,6 +811,58 @@ def test_failed_long_check_drains_and_the_fast_check_leaves_it(cluster):
     finally:
         for worker in WORKERS:
             cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume", check=False)
+
+
+def rotate_mounted_key(directory: Path, key: bytes) -> None:
+    """A new key in the Secret dir, swapped in the way the kubelet updates a mounted Secret."""
+    data = directory / "..2026_06_01_00_00_00.000000002"
+    data.mkdir()
+    (data / C.MUNGE_KEY_SECRET_KEY).write_bytes(key)
+    (data / C.MUNGE_KEY_SECRET_KEY).chmod(0o644)
+    (directory / "..data_tmp").symlink_to(data.name)
+    (directory / "..data_tmp").rename(directory / "..data")
+
+
+def munge_key_status(cluster: Cluster, host: str) -> str:
+    return cluster.exec(host, C.MUNGE_KEY_PROGRAM, "status").stdout.strip()
+
+
+def test_munge_key_switches_in_place_under_a_running_job(cluster):
+    """The operator's rotation by hand: mount the new key, restart munged controller first,
+    then everywhere else. slurmd, slurmctld, sshd and the running job never stop."""
+    hosts = [CONTROLLER_POD, *WORKERS, LOGIN_POD]
+    old_fp = key_fingerprint((cluster.root / "munge" / C.MUNGE_KEY_SECRET_KEY).read_bytes())
+    assert {munge_key_status(cluster, h) for h in hosts} == {"running=%s mounted=%s" % (old_fp, old_fp)}
+    daemons = {h: cluster.exec(h, "pgrep", "-x", "slurmctld|slurmd|sshd", check=False).stdout.split()[:1]
+               for h in hosts}  # fmt: skip
+    job = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-w", WORKERS[0], "--wrap", "sleep 25").stdout.strip()
+    wait_for("job %s running" % job, lambda: job_state(cluster, job) == "RUNNING", timeout=60)
+
+    new_key = os.urandom(1024)
+    new_fp = key_fingerprint(new_key)
+    rotate_mounted_key(cluster.root / "munge", new_key)
+    assert munge_key_status(cluster, WORKERS[0]) == "running=%s mounted=%s" % (old_fp, new_fp)
+    wrong = cluster.exec(WORKERS[0], C.MUNGE_KEY_PROGRAM, "switch", old_fp, check=False)
+    assert wrong.returncode == 3, wrong.stderr  # asked for a key that is not the mounted one
+    for host in hosts:
+        switched = cluster.exec(host, C.MUNGE_KEY_PROGRAM, "switch", new_fp, check=False, timeout=60)
+        assert switched.returncode == 0, (host, switched.stdout, switched.stderr)
+    assert {munge_key_status(cluster, h) for h in hosts} == {"running=%s mounted=%s" % (new_fp, new_fp)}
+    again = cluster.exec(WORKERS[1], C.MUNGE_KEY_PROGRAM, "switch", new_fp)
+    assert "already" in again.stdout
+
+    wait_for("job %s completed" % job, lambda: job_state(cluster, job) == "COMPLETED", timeout=90)
+    wait_for("every worker idle", lambda: cluster.idle_nodes() >= set(WORKERS), timeout=90)
+    out = cluster.exec(CONTROLLER_POD, "srun", "-N%d" % len(WORKERS), "hostname", timeout=60).stdout
+    assert sorted(out.split()) == sorted(WORKERS)
+    # A credential from one node's munged decodes on another's: they share the new key.
+    cred = cluster.exec(LOGIN_POD, "munge", "-n").stdout
+    decoded = subprocess.run(["docker", "exec", "-i", cluster.containers[WORKERS[2]], "unmunge"], input=cred,
+                             capture_output=True, text=True, timeout=30, check=False)
+    assert decoded.returncode == 0, decoded.stderr
+    assert {h: cluster.exec(h, "pgrep", "-x", "slurmctld|slurmd|sshd", check=False).stdout.split()[:1]
+            for h in hosts} == daemons  # fmt: skip
+    assert "SIGHUP: restarting munged" in docker("logs", cluster.containers[WORKERS[0]]).stdout
 
 
 def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):

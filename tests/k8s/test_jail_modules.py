@@ -7,13 +7,14 @@ module wrote and running a job on the worker as that user.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster
+from localkube_helpers import REPO, Cluster, wait_for
 from slurm_helpers import Operator, cluster_manifest, manifests, nodeset_manifest, wait_ready
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -268,3 +269,47 @@ def test_slurm_cluster_info_reports_nodes_partitions_and_a_users_job(slurm_clust
 def test_slurm_cluster_info_unknown_cluster_names_the_option(slurm_cluster: Cluster, tmp_path: Path):
     proc, result = module(slurm_cluster, tmp_path, "slurm_cluster_info", {"name": "nosuch"})
     assert result is None and "name: no SlurmCluster nosuch in namespace %s" % slurm_cluster.namespace in proc.stdout
+
+
+def pod_lives(kube: Cluster) -> dict:
+    """Each Slurm pod's uid and restart count: what a rollout without restarts leaves alone."""
+    out = {}
+    for pod in (CONTROLLER_POD, LOGIN_POD, WORKER_POD):
+        obj = kube.get_json("pod", pod)
+        out[pod] = (obj["metadata"]["uid"], [c["restartCount"] for c in obj["status"]["containerStatuses"]])
+    return out
+
+
+def test_munge_key_rotation_rolls_out_under_a_running_job(slurm_cluster: Cluster, tmp_path: Path):
+    kube = slurm_cluster
+    before = pod_lives(kube)
+    old_fp = kube.get_json("slurmcluster", CLUSTER)["status"]["mungeKey"]
+    job = kube.exec(CONTROLLER_POD, "sbatch", "--parsable", "--wrap", "sleep 60").stdout.strip()
+    wait_for(lambda: job_state(kube, job) == "RUNNING", timeout=120, explain=lambda: job_state(kube, job))
+
+    rotate = {"cluster": CLUSTER, "rotate": True, "wait_timeout": 400}
+    proc, result = module(kube, tmp_path, "munge_key", rotate, "-vvv")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result["changed"] is True and result["rolled_out"] is True
+    assert result["fingerprint"].startswith("sha256:") and result["fingerprint"] != old_fp
+    secret = kube.get_json("secret", CLUSTER + "-munge-key")["data"]["munge.key"]
+    assert secret not in proc.stdout and secret[:40] not in proc.stdout
+
+    status = kube.get_json("slurmcluster", CLUSTER)["status"]
+    assert status["mungeKey"] == result["fingerprint"]
+    for pod, container in ((CONTROLLER_POD, "slurmctld"), (LOGIN_POD, "sshd"), (WORKER_POD, "slurmd")):
+        keys = kube.kubectl("-n", kube.namespace, "exec", pod, "-c", container, "--", "slurmkube-munge-key",
+                            "status").stdout.strip()
+        assert keys == "running=%s mounted=%s" % (result["fingerprint"], result["fingerprint"]), pod
+    wait_for(lambda: job_state(kube, job) == "COMPLETED", timeout=180, explain=lambda: job_state(kube, job))
+    assert pod_lives(kube) == before
+    # Users' commands on the login node reach slurmctld and the worker with the new key.
+    assert kube.exec(LOGIN_POD, "srun", "-N1", "hostname").stdout.strip() == WORKER_POD
+    events = kube.kubectl("-n", kube.namespace, "get", "events", "--field-selector",
+                          "involvedObject.name=%s,reason=MungeKeyRotated" % CLUSTER, "-o", "name").stdout
+    assert events.strip()
+
+
+def job_state(kube: Cluster, job: str) -> str:
+    out = kube.exec(CONTROLLER_POD, "scontrol", "show", "job", job, "--json").stdout
+    return json.loads(out)["jobs"][0]["job_state"][0]

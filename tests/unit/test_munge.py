@@ -13,6 +13,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.munge import (
     key_from_params,
     remove_key,
     secret_name_for,
+    wait_rolled_out,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.secrets import key_fingerprint
 
@@ -78,3 +79,47 @@ def test_absent_removes_and_reports_what_was_there():
 def test_secret_name_defaults_to_the_clusters():
     assert secret_name_for({"cluster": "demo"}) == "demo-munge-key"
     assert secret_name_for({"cluster": "demo", "secret_name": "k"}) == "k"
+
+
+def test_only_a_replaced_key_is_reported_as_replaced():
+    kube = MemoryKube()
+    assert not ensure_key(kube, "demo-munge-key", "hpc", b"a" * 64, False, "demo", False).replaced
+    assert ensure_key(kube, "demo-munge-key", "hpc", b"b" * 64, True, "demo", False).replaced
+
+
+def cluster_with(kube, status):
+    kube.objects[("SlurmCluster", "hpc", "demo")] = {"apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",
+                                                     "metadata": {"name": "demo", "namespace": "hpc"},
+                                                     "status": status}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_rollout_wait_ends_when_the_status_names_the_new_key():
+    kube, clock = MemoryKube(), Clock()
+    cluster_with(kube, {"mungeKey": "sha256:new"})
+    assert wait_rolled_out(kube, "demo", "hpc", "sha256:new", 60, clock.sleep, clock)
+    assert clock.now == 0
+
+
+def test_rollout_wait_without_a_cluster_has_nothing_to_wait_for():
+    assert not wait_rolled_out(MemoryKube(), "demo", "hpc", "sha256:new", 60)
+
+
+def test_rollout_wait_times_out_with_the_operators_reason():
+    kube, clock = MemoryKube(), Clock()
+    cluster_with(kube, {"mungeKey": "sha256:old", "conditions": [
+        {"type": "MungeKeyInUse", "status": "False", "message": "munge key sha256:new not mounted yet in demo-cpu-1"}]})
+    expected = r"does not run munge key sha256:new after 30s: .*not mounted yet in demo-cpu-1"
+    with pytest.raises(MungeKeyError, match=expected):
+        wait_rolled_out(kube, "demo", "hpc", "sha256:new", 30, clock.sleep, clock)
+    assert clock.now >= 30
