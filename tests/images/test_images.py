@@ -835,15 +835,17 @@ def test_munge_key_switches_in_place_under_a_running_job(cluster):
     assert {munge_key_status(cluster, h) for h in hosts} == {"running=%s mounted=%s" % (old_fp, old_fp)}
     daemons = {h: cluster.exec(h, "pgrep", "-x", "slurmctld|slurmd|sshd", check=False).stdout.split()[:1]
                for h in hosts}  # fmt: skip
-    job = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-w", WORKERS[0], "--wrap", "sleep 25").stdout.strip()
-    wait_for("job %s running" % job, lambda: job_state(cluster, job) == "RUNNING", timeout=60)
+    job = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-w", WORKERS[0], "-o", "/dev/null", "--wrap",
+                       "sleep 25").stdout.strip()  # fmt: skip
+    assert wait_for("job %s started" % job, lambda: job_state(cluster, job) != "PENDING", timeout=60)
+    assert job_state(cluster, job) == "RUNNING", cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", job).stdout
 
     new_key = os.urandom(1024)
     new_fp = key_fingerprint(new_key)
     rotate_mounted_key(cluster.root / "munge", new_key)
     assert munge_key_status(cluster, WORKERS[0]) == "running=%s mounted=%s" % (old_fp, new_fp)
-    wrong = cluster.exec(WORKERS[0], C.MUNGE_KEY_PROGRAM, "switch", old_fp, check=False)
-    assert wrong.returncode == 3, wrong.stderr  # asked for a key that is not the mounted one
+    wrong = cluster.exec(WORKERS[0], C.MUNGE_KEY_PROGRAM, "switch", "sha256:" + "0" * 64, check=False)
+    assert wrong.returncode == 3, wrong.stderr  # a key that is not the mounted one: nothing restarts
     for host in hosts:
         switched = cluster.exec(host, C.MUNGE_KEY_PROGRAM, "switch", new_fp, check=False, timeout=60)
         assert switched.returncode == 0, (host, switched.stdout, switched.stderr)
