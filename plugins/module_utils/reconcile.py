@@ -199,6 +199,7 @@ class Reconciler:
         key = self.roll_munge_key(cluster, cluster_obj, events)
         slurm, slurm_nodes = self.slurm_state(cluster)
         desired = [self.with_scale_plan(o, cluster, nodesets, slurm_nodes) for o in render_cluster(cluster, nodesets)]
+        desired = self.after_stale_populate_jobs(cluster, desired)
         applied = self.apply_all(desired, cluster_obj)
         config_hash = (cluster_obj.get("status") or {}).get("configHash", "")
         if slurm is not None and slurm_nodes is not None:
@@ -357,6 +358,25 @@ class Reconciler:
         out = copy.deepcopy(obj)
         out["spec"]["replicas"] = replicas
         return out
+
+    def after_stale_populate_jobs(self, cluster: SlurmCluster, desired: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Delete an earlier jail image's populate Job; hold the new one back until it is gone.
+
+        Two populate Jobs at once would copy two different trees into one jail.
+        """
+        current = populate_job_name(cluster)
+        prefix = object_name(cluster, "jail-populate") + "-"
+        stale = [job for job in self.kube.list("batch/v1", "Job", cluster.namespace,
+                                               selector_labels(cluster, C.COMPONENT_JAIL))
+                 if job["metadata"]["name"].startswith(prefix) and job["metadata"]["name"] != current]
+        if not stale:
+            return desired
+        for job in stale:
+            if not job["metadata"].get("deletionTimestamp"):
+                # Foreground: the Job stays (and the new one waits) until its pods are gone.
+                self.kube.delete("batch/v1", "Job", job["metadata"]["name"], cluster.namespace,
+                                 propagation="Foreground")
+        return [obj for obj in desired if not (obj["kind"] == "Job" and obj["metadata"]["name"] == current)]
 
     def apply_all(self, desired: Sequence[Mapping[str, Any]], owner: Mapping[str, Any]) -> List[str]:
         """Apply every object that differs; returns 'Kind/name' of those applied."""

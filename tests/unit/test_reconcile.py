@@ -100,3 +100,25 @@ def test_quantities_compare_by_value():
     assert is_subset({"cpu": "1000m", "memory": "1024Mi"}, {"cpu": "1", "memory": "1Gi", "extra": 1})
     assert not is_subset({"cpu": "2"}, {"cpu": "1"})
     assert not is_subset({"args": ["a", "b"]}, {"args": ["a"]})
+
+
+def populate_jobs(kube):
+    return sorted(name for kind, _, name in kube.objects if kind == "Job" and "populate" in name)
+
+
+def test_a_new_jail_image_retires_the_old_populate_job_before_starting_its_own(world):
+    kube, cluster = world
+    R.Reconciler(kube).reconcile(cluster)
+    [first] = populate_jobs(kube)
+    # The jail_volume module's own Job (another name) is none of the operator's business.
+    kube.apply({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "cpu-jail-data-populate-0", "namespace": "research"}})
+    upgraded = copy.deepcopy(cluster)
+    upgraded["spec"].setdefault("images", {})["jail"] = "registry.example/jail:2"
+    held = R.Reconciler(kube).reconcile(upgraded)
+    assert populate_jobs(kube) == ["cpu-jail-data-populate-0"]
+    assert not [name for name in held.applied if name.startswith("Job/")]
+    R.Reconciler(kube).reconcile(upgraded)
+    [second] = [name for name in populate_jobs(kube) if name.startswith("cpu-jail-populate-")]
+    assert second != first
+    assert "cpu-jail-data-populate-0" in populate_jobs(kube)
