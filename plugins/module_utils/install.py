@@ -55,6 +55,9 @@ def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) ->
 def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: bool) -> Change:
     """Delete the operator; its CRDs (and with them every cluster) only when asked."""
     doomed = list(reversed(render_operator(namespace, "unused")))
+    # The leader Lease is the operator's own (its pods made it), gone with the Deployment.
+    doomed.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": OPERATOR_NAME, "namespace": namespace}})
     if remove_crds:
         doomed += render_crds()
     found = [o for o in doomed if kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
