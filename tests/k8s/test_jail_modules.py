@@ -284,7 +284,7 @@ def test_munge_key_rotation_rolls_out_under_a_running_job(slurm_cluster: Cluster
     kube = slurm_cluster
     before = pod_lives(kube)
     old_fp = kube.get_json("slurmcluster", CLUSTER)["status"]["mungeKey"]
-    job = kube.exec(CONTROLLER_POD, "sbatch", "--parsable", "--wrap", "sleep 60").stdout.strip()
+    job = kube.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 60").stdout.strip()
     wait_for(lambda: job_state(kube, job) == "RUNNING", timeout=120, explain=lambda: job_state(kube, job))
 
     rotate = {"cluster": CLUSTER, "rotate": True, "wait_timeout": 400}
