@@ -519,13 +519,15 @@ class Reconciler:
         controller = self.statefulset(cluster, object_name(cluster, C.COMPONENT_CONTROLLER))
         login = self.statefulset(cluster, object_name(cluster, C.COMPONENT_LOGIN))
         job = self.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
-        ready_nodes, desired_nodes, per_nodeset = 0, 0, {}
+        ready_nodes, desired_nodes, leaving, per_nodeset = 0, 0, 0, {}
         for nodeset in nodesets:
             sts = self.statefulset(cluster, nodeset_object_name(nodeset))
             registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
             idle = sum(1 for n in registered if n.responding and not n.draining)
             ready_nodes += min(idle, nodeset.spec.replicas)
             desired_nodes += nodeset.spec.replicas
+            # A scale-down is done when its nodes have left Slurm, not when enough remain.
+            leaving += max(0, len(registered) - nodeset.spec.replicas)
             per_nodeset[nodeset.name] = self.nodeset_status(cluster, nodeset, sts, registered)
         previous = (cluster_obj.get("status") or {}).get("conditions") or []
         generation = cluster_obj["metadata"].get("generation", 0)
@@ -538,8 +540,9 @@ class Reconciler:
                       "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
             condition("LoginReady", statefulset_ready(login), "Sshd",
                       "%(ready)d/%(desired)d login pods ready" % statefulset_counts(login), generation, previous, now),
-            condition("NodesReady", ready_nodes == desired_nodes, "SlurmNodes",
-                      "%d/%d nodes in service" % (ready_nodes, desired_nodes), generation, previous, now),
+            condition("NodesReady", ready_nodes == desired_nodes and not leaving, "SlurmNodes",
+                      "%d/%d nodes in service" % (ready_nodes, desired_nodes)
+                      + (", %d leaving" % leaving if leaving else ""), generation, previous, now),
             condition("MungeKeyInUse", key.pending is None, "MungeKey",
                       key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
         ]

@@ -125,6 +125,8 @@ def test_scale_3_5_2_with_a_job_on_a_removed_node_while_the_leader_dies(
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
     # The leader has started the scale-down (the doomed nodes drain) when it is killed.
     wait_for(lambda: "DRAIN" in slurm.nodes()["demo-cpu-4"], 60, 1)
+    # Not Ready while a removed node still holds a job: modules waiting for Ready wait for it.
+    assert "leaving" in wait_for(lambda: nodes_ready_message(kube), 60, 1)
     leader = operator.leader()
     kube.kubectl("-n", kube.namespace, "delete", "pod", leader, "--grace-period=0", "--force", "--wait=false")
     wait_for(lambda: operator.leader() not in ("", leader), 60, 1)
@@ -135,6 +137,13 @@ def test_scale_3_5_2_with_a_job_on_a_removed_node_while_the_leader_dies(
     assert set(slurm.nodes()) == {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}
     wait_ready(kube, CLUSTER, operator)
     assert cluster_status(kube, CLUSTER)["nodes"] == {"ready": 3, "desired": 3}
+
+
+def nodes_ready_message(kube: Cluster) -> str:
+    """NodesReady's message while that condition is False, else ''."""
+    conditions = cluster_status(kube, CLUSTER).get("conditions") or []
+    found = next((c for c in conditions if c["type"] == "NodesReady"), {})
+    return found.get("message", "") if found.get("status") == "False" else ""
 
 
 def test_deleted_worker_pod_comes_back_and_registers(slurm_cluster: Cluster, slurm: SlurmView):

@@ -171,3 +171,22 @@ def test_a_starting_pod_is_not_asked(world):
     reconcile_at(kube, cluster, T0)
     assert kube.nodes["cpu-compute-3"]["state"] == ["IDLE", "NOT_RESPONDING"]
     assert not [e for e in kube.execs if e[1] == R.WORKER_CONTAINER]
+
+
+def nodes_ready(outcome):
+    return next(c for c in outcome.status["conditions"] if c["type"] == "NodesReady")
+
+
+def test_a_scale_down_is_not_ready_until_its_nodes_have_left_slurm(world):
+    kube, cluster = world
+    assert nodes_ready(reconcile_at(kube, cluster, T0))["status"] == "True"
+    for i in (2, 3):
+        kube.node("cpu-compute-%d" % i, "ALLOCATED")
+    kube.objects[("NodeSet", "research", "compute")]["spec"]["replicas"] = 2
+    scaling = nodes_ready(reconcile_at(kube, cluster, T0))
+    assert scaling["status"] == "False"
+    assert scaling["message"] == "2/2 nodes in service, 2 leaving"
+    # The operator removed them from slurmctld: the scale-down is done.
+    for i in (2, 3):
+        del kube.nodes["cpu-compute-%d" % i]
+    assert nodes_ready(reconcile_at(kube, cluster, T0))["status"] == "True"
