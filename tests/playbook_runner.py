@@ -16,14 +16,28 @@ from collection_path import ensure_importable
 def run_module(workdir: Path, module: str, args: Dict[str, Any], *flags: str,
                env: Optional[Dict[str, str]] = None) -> Tuple[subprocess.CompletedProcess, Optional[dict]]:
     """(the ansible-playbook process, the registered result or None when the task failed)."""
+    return run_task(workdir, {"slurmkube.core." + module: args, "register": "out"}, "out", *flags, env=env)
+
+
+def run_role(workdir: Path, role: str, role_vars: Dict[str, Any], result: str, *flags: str,
+             env: Optional[Dict[str, str]] = None) -> Tuple[subprocess.CompletedProcess, Optional[dict]]:
+    """One of the collection's roles; RESULT names the variable it registers."""
+    task = {"ansible.builtin.include_role": {"name": "slurmkube.core." + role}, "vars": role_vars}
+    return run_task(workdir, task, result, *flags, env=env)
+
+
+def run_task(workdir: Path, task: Dict[str, Any], result: str, *flags: str,
+             env: Optional[Dict[str, str]] = None) -> Tuple[subprocess.CompletedProcess, Optional[dict]]:
+    """Run TASK in a play on localhost; the variable RESULT as it stood after it (None when the play failed)."""
     playbook = workdir / "play.yml"
     result_file = workdir / "result.json"
     playbook.write_text(yaml.safe_dump([{
         "hosts": "localhost",
         "gather_facts": False,
         "tasks": [
-            {"slurmkube.core." + module: args, "register": "out"},
-            {"ansible.builtin.copy": {"content": "{{ out | to_json }}", "dest": str(result_file), "mode": "0600"},
+            task,
+            {"ansible.builtin.copy": {"content": "{{ %s | to_json }}" % result, "dest": str(result_file),
+                                      "mode": "0600"},
              "check_mode": False, "diff": False},
         ],
     }]))
@@ -33,6 +47,6 @@ def run_module(workdir: Path, module: str, args: Dict[str, Any], *flags: str,
         [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
          "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook), *flags],
         capture_output=True, text=True, env=full_env, check=False)
-    result = json.loads(result_file.read_text()) if proc.returncode == 0 else None
+    loaded = json.loads(result_file.read_text()) if proc.returncode == 0 else None
     result_file.unlink(missing_ok=True)
-    return proc, result
+    return proc, loaded

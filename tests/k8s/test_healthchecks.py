@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
+from pathlib import Path
 
 import pytest
-from localkube_helpers import Cluster, wait_for
+from localkube_helpers import REPO, Cluster, wait_for
 from slurm_helpers import Operator, SlurmView, cluster_manifest, manifests, nodeset_manifest, wait_ready
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+sys.path.insert(0, str(REPO / "tests"))
+from playbook_runner import run_role
 
 pytestmark = pytest.mark.k8s
 
@@ -98,6 +103,22 @@ def test_every_node_is_healthy_and_idle(hc: Cluster, slurm: SlurmView):
         report = hc.exec(worker, C.HEALTHCHECK_PROGRAM, "--report", check=False)
         assert (report.returncode, report.stdout) == (0, "healthy\n"), report.stdout + report.stderr
         wait_idle(slurm, worker, 60)
+
+
+def test_checks_role_runs_every_nodes_check_and_sets_checks_once(hc: Cluster, slurm: SlurmView, tmp_path: Path):
+    role_vars = {"checks_cluster": CLUSTER, "checks_namespace": hc.namespace, "checks_run_now": True,
+                 "checks_fail_on_unhealthy": True, "checks_kubeconfig": hc.env["KUBECONFIG"]}
+    proc, result = run_role(tmp_path, "checks", role_vars, "checks_result", env=hc.env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result["changed"] is False
+    assert set(result["results"]) == set(slurm.nodes())
+    assert all(r["healthy"] and not r["drained"] for r in result["results"].values()), result["results"]
+    settings = {"checks_cluster": CLUSTER, "checks_namespace": hc.namespace, "checks_kubeconfig": hc.env["KUBECONFIG"],
+                "checks_settings": {"gpuMaxTemperatureCelsius": 83}}
+    first = run_role(tmp_path, "checks", settings, "checks_result", env=hc.env)[1]
+    again = run_role(tmp_path, "checks", settings, "checks_result", env=hc.env)[1]
+    assert first["changed"] is True and again["changed"] is False
+    assert hc.get_json("slurmcluster", CLUSTER)["spec"]["healthChecks"]["gpuMaxTemperatureCelsius"] == 83
 
 
 def test_unreadable_jail_drains_every_node_with_its_reason_and_repair_resumes(hc: Cluster, slurm: SlurmView):

@@ -103,7 +103,7 @@ def test_quantities_compare_by_value():
 
 
 def populate_jobs(kube):
-    return sorted(name for kind, _, name in kube.objects if kind == "Job" and "populate" in name)
+    return sorted(key[2] for key in kube.objects if key[0] == "Job" and "populate" in key[2])
 
 
 def test_a_new_jail_image_retires_the_old_populate_job_before_starting_its_own(world):
