@@ -50,7 +50,7 @@ options:
   drain:
     description:
       - With O(run_now), drain the nodes whose check fails. In check mode nothing is drained and
-        RV(results) tells which nodes would be.
+        RV(node_results) tells which nodes would be.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -89,7 +89,7 @@ EXAMPLES = r"""
 
 - name: Show what failed
   ansible.builtin.debug:
-    msg: "{{ check.results | dict2items | rejectattr('value.healthy') | list }}"
+    msg: "{{ check.node_results | dict2items | rejectattr('value.healthy') | list }}"
 """
 
 RETURN = r"""
@@ -98,7 +98,7 @@ health_checks:
   returned: always
   type: dict
   sample: {"interval": 30, "replaceDrainedNodes": true}
-results:
+node_results:
   description: Per node, with O(run_now=true) - healthy, its problems, and whether it was (would be) drained.
   returned: when O(run_now=true)
   type: dict
@@ -153,7 +153,8 @@ def main() -> None:
             if p["drain"]:
                 results = drain_failed(kube, p["name"], p["namespace"], results, module.check_mode)
                 result["changed"] = result["changed"] or any(r.drained for r in results.values())
-            result["results"] = {node: r.as_dict() for node, r in results.items()}
+            # Not "results": Ansible keeps that key for loops and renames it in a module result.
+            result["node_results"] = {node: r.as_dict() for node, r in results.items()}
     except SpecError as exc:
         module.fail_json(msg="checks: invalid health checks: %s" % exc, **result)
     except (ClusterError, KubeError) as exc:

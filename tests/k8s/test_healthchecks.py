@@ -111,8 +111,9 @@ def test_checks_role_runs_every_nodes_check_and_sets_checks_once(hc: Cluster, sl
     proc, result = run_role(tmp_path, "checks", role_vars, "checks_result", env=hc.env)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert result["changed"] is False
-    assert set(result["results"]) == set(slurm.nodes())
-    assert all(r["healthy"] and not r["drained"] for r in result["results"].values()), result["results"]
+    assert set(result["node_results"]) == set(slurm.nodes())
+    assert all(r["healthy"] and not r["drained"] for r in result["node_results"].values()), result["node_results"]
+    assert "internal 'results' key" not in proc.stdout + proc.stderr
     settings = {"checks_cluster": CLUSTER, "checks_namespace": hc.namespace, "checks_kubeconfig": hc.env["KUBECONFIG"],
                 "checks_settings": {"gpuMaxTemperatureCelsius": 83}}
     first = run_role(tmp_path, "checks", settings, "checks_result", env=hc.env)[1]

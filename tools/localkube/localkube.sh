@@ -316,6 +316,28 @@ lk_node_ready() {
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -x True >/dev/null
 }
 
+# A DNS answer through the kube-dns Service, asked from this host. After a restart from old
+# state the Deployment reads Available from its old pod's status before the new pod serves.
+lk_dns_answers() {
+  python3 - "$LK_DNS_IP" "kubernetes.default.svc.$LK_CLUSTER_DOMAIN" <<'PY'
+import random
+import socket
+import struct
+import sys
+
+server, name = sys.argv[1], sys.argv[2]
+ident = random.randrange(65536)
+labels = b"".join(bytes([len(part)]) + part.encode() for part in name.split("."))
+query = struct.pack(">HHHHHH", ident, 0x0100, 1, 0, 0, 0) + labels + b"\0" + struct.pack(">HH", 1, 1)
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+    sock.settimeout(2)
+    sock.sendto(query, (server, 53))
+    reply = sock.recv(512)
+reply_id, flags, _, answers = struct.unpack(">HHHH", reply[:8])
+sys.exit(0 if reply_id == ident and flags & 0xF == 0 and answers > 0 else 1)
+PY
+}
+
 lk_apply_addons() {
   lk_render_addons | lk_kubectl apply --server-side --force-conflicts -f - >/dev/null
 }
@@ -337,6 +359,7 @@ lk_up() {
   lk_apply_addons
   lk_wait 120 "CoreDNS" "$LK_RUN/logs/kubelet.log" \
     lk_kubectl -n kube-system wait --for=condition=Available deploy/coredns --timeout=5s
+  lk_wait 120 "DNS through the kube-dns Service" "$LK_RUN/logs/kubelet.log" lk_dns_answers
   lk_log "cluster is up; kubeconfig: $LK_KUBECONFIG"
   echo "$LK_KUBECONFIG"
 }
