@@ -188,8 +188,25 @@ lk_prepare_host() {
   # Shared host settings (docker needs them too): set, never reset by down.
   sysctl -qw net.ipv4.ip_forward=1
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
-  command -v runc >/dev/null || lk_die "runc is missing: apt-get install runc"
-  command -v iptables >/dev/null || lk_die "iptables is missing: apt-get install iptables"
+  lk_ensure_commands runc iptables
+}
+
+# Install the Debian packages (named like the commands) of the commands this host lacks: a
+# fresh machine has neither runc nor iptables until something (docker.io, say) brings them.
+lk_ensure_commands() {
+  local cmd missing=()
+  for cmd in "$@"; do
+    command -v "$cmd" >/dev/null || missing+=("$cmd")
+  done
+  ((${#missing[@]})) || return 0
+  lk_log "installing ${missing[*]} from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; } ||
+    lk_die "cannot install ${missing[*]}"
+  for cmd in "${missing[@]}"; do
+    command -v "$cmd" >/dev/null || lk_die "$cmd is still missing after installing it"
+  done
 }
 
 lk_ipt_ensure() {
