@@ -126,16 +126,21 @@ def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[st
                 now: datetime.datetime) -> List[NodeAction]:
     """Replace outdated pods one at a time, each drained and idle first; resume replaced ones.
 
+    The next node is drained only once the one replaced before it serves again, so a
+    configuration that keeps slurmd from coming back stops the rollout at its first node.
     There is no timeout here: a configuration change never requeues a running job.
     """
     actions: List[NodeAction] = []
+    returning = []
     for pod in pods:
         node = nodes.get(pod.name)
-        if pod.revision == target_revision and pod.ready and node is not None \
-                and _ours(node, PURPOSE_UPDATE) is not None and node.responding:
-            actions.append(NodeAction("resume", pod.name))
+        if pod.revision == target_revision and pod_is_draining_for_update(node):
+            if pod.ready and node.responding:
+                actions.append(NodeAction("resume", pod.name))
+            else:
+                returning.append(pod.name)
     outdated = sorted((p for p in pods if p.revision != target_revision), key=lambda p: p.name)
-    if not outdated or any(p.terminating for p in pods):
+    if not outdated or returning or any(p.terminating for p in pods):
         return actions
     in_progress = [p for p in outdated if pod_is_draining_for_update(nodes.get(p.name))]
     for pod in in_progress or outdated[:1]:

@@ -133,6 +133,24 @@ def test_update_resumes_replaced_nodes_and_waits_for_terminating_pods():
     assert plan_update(pods, "new", nodes, NOW) == [NodeAction("resume", "c-cpu-0")]
 
 
+def test_update_drains_the_next_node_only_once_the_replaced_one_serves_again():
+    replaced = node("c-cpu-0", "IDLE", "DRAIN", reason=ours("update", 30))
+    pods = [pod("c-cpu-0", "new", ready=False), pod("c-cpu-1", "old")]
+    assert plan_update(pods, "new", nodes_by_name([replaced, node("c-cpu-1", "IDLE")]), NOW) == []
+    # Its new pod serves: it is resumed, and the next node drained, in one pass.
+    back = [pod("c-cpu-0", "new"), pod("c-cpu-1", "old")]
+    assert plan_update(back, "new", nodes_by_name([replaced, node("c-cpu-1", "IDLE")]), NOW) == [
+        NodeAction("resume", "c-cpu-0"), NodeAction("drain", "c-cpu-1", drain_reason("update", NOW))]
+
+
+def test_update_stops_at_a_replaced_node_that_does_not_answer():
+    """A configuration that keeps slurmd from starting takes out one node, not the node set."""
+    silent = node("c-cpu-0", "DOWN", "DRAIN", "NOT_RESPONDING", reason=ours("update", 900))
+    pods = [pod("c-cpu-0", "new"), pod("c-cpu-1", "old"), pod("c-cpu-2", "old")]
+    assert plan_update(pods, "new", nodes_by_name([silent, node("c-cpu-1", "IDLE"), node("c-cpu-2", "IDLE")]),
+                       NOW) == []
+
+
 def test_update_deletes_pods_whose_node_never_registered():
     assert plan_update([pod("c-cpu-0", "old", ready=False)], "new", {}, NOW) == [NodeAction("delete-pod", "c-cpu-0")]
 
