@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from localkube_helpers import REPO, Cluster, localkube, localkube_env, wait_for
+from localkube_helpers import REPO, Cluster, localkube, localkube_env
 from playbook_runner import run_module
 from slurm_helpers import SLURM_IMAGES, Operator
 
@@ -77,13 +77,8 @@ def operator(localkube_cluster: Cluster, slurm_images: dict, tmp_path_factory) -
     sessions never share an operator.
     """
     namespace = localkube_cluster.namespace
-    proc, result = run_module(tmp_path_factory.mktemp("operator"), "slurm_operator", {
-        "namespace": namespace, "watch_namespaces": [namespace], "image": slurm_images["operator"],
-        "pull_policy": "Never", "replicas": 2, "wait_timeout": 300, "kubeconfig": localkube_cluster.env["KUBECONFIG"],
-    }, env=localkube_cluster.env)
-    assert result is not None, proc.stdout[-4000:]
-    running = Operator(localkube_cluster, namespace)
-    wait_for(running.leader, 60, 2)
+    running = Operator(localkube_cluster, namespace, slurm_images["operator"])
+    running.install(tmp_path_factory.mktemp("operator"), [namespace])
     yield running
     # What the operator said, for whoever reads a failed run later.
     logs = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "logs" / ("operator-%s.log" % namespace)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 import yaml
 from localkube_helpers import Cluster, wait_for
+from playbook_runner import run_module
 
 from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import is_ready
 
@@ -49,6 +51,18 @@ class Operator:
 
     kube: Cluster
     namespace: str
+    image: str
+
+    def install(self, workdir: Path, watch_namespaces: Sequence[str]) -> None:
+        """Install or change it as users do (the slurm_operator module): two replicas electing a
+        leader, watching these namespaces; returns once a leader holds the lease."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        proc, result = run_module(workdir, "slurm_operator", {
+            "namespace": self.namespace, "watch_namespaces": list(watch_namespaces), "image": self.image,
+            "pull_policy": "Never", "replicas": 2, "wait_timeout": 300, "kubeconfig": self.kube.env["KUBECONFIG"],
+        }, env=self.kube.env)
+        assert result is not None, proc.stdout[-4000:]
+        wait_for(self.leader, 60, 2)
 
     def pods(self) -> Dict[str, dict]:
         items = self.kube.get_json("pods", "-l", OPERATOR_LABEL)["items"]
@@ -61,6 +75,11 @@ class Operator:
     def logs(self, tail: int = 200) -> str:
         return self.kube.kubectl("-n", self.namespace, "logs", "-l", OPERATOR_LABEL, "--prefix",
                                  "--tail=%d" % tail, check=False).stdout
+
+
+def in_service(states: set) -> bool:
+    """Idle and nothing wrong (dynamic nodes also carry DYNAMIC_NORM)."""
+    return "IDLE" in states and not states & {"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL"}
 
 
 class SlurmView:
@@ -76,8 +95,11 @@ class SlurmView:
         nodes = json.loads(self.run("scontrol", "show", "nodes", "--json"))["nodes"]
         return {n["name"]: set(n["state"]) for n in nodes}
 
+    def job(self, job: str) -> Dict[str, Any]:
+        return json.loads(self.run("scontrol", "show", "job", job, "--json"))["jobs"][0]
+
     def job_state(self, job: str) -> str:
-        return json.loads(self.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["job_state"][0]
+        return self.job(job)["job_state"][0]
 
     def explain(self) -> str:
         """Nodes, jobs and worker pods as they are now (for timeout messages)."""

@@ -17,6 +17,7 @@ from slurm_helpers import (
     SlurmView,
     cluster_manifest,
     cluster_status,
+    in_service,
     manifests,
     nodeset_manifest,
     our_writes,
@@ -195,6 +196,118 @@ def test_invalid_spec_is_reported_and_nothing_changes(slurm_cluster: Cluster):
     after = pods_by_uid(kube)
     assert {k: v for k, v in after.items() if "big" not in k} == {k: v for k, v in before.items() if "big" not in k}
     patch(kube, "nodeset", "big", {"spec": {"resources": {"cpu": 1}}})
+
+
+def exactly_these_in_service(slurm: SlurmView, names: set) -> bool:
+    """Slurm knows these nodes and no other, and every one is idle and well."""
+    nodes = slurm.nodes()
+    return set(nodes) == names and all(in_service(states) for states in nodes.values())
+
+
+def test_a_partition_naming_an_unknown_node_set_is_reported_and_nothing_changes(
+        slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
+    kube = slurm_cluster
+    before = pods_by_uid(kube)
+    partitions = kube.get_json("slurmcluster", CLUSTER)["spec"]["partitions"]
+    patch(kube, "slurmcluster", CLUSTER, {"spec": {"partitions": [*partitions, {"name": "gpu", "nodeSets": ["gpu"]}]}})
+    try:
+        message = wait_for(lambda: cluster_status(kube, CLUSTER).get("phase") == "Invalid"
+                           and cluster_status(kube, CLUSTER)["message"], 60, 2)
+        assert "spec.partitions[%d].nodeSets: unknown node set 'gpu'; known: big, cpu" % len(partitions) in message
+        time.sleep(15)
+        assert pods_by_uid(kube) == before
+        assert "gpu" not in kube.get_json("configmap", "%s-slurm-config" % CLUSTER)["data"]["slurm.conf"]
+        assert {p["name"] for p in json.loads(slurm.run("scontrol", "show", "partition", "--json"))["partitions"]} \
+            == {"main", "big"}
+    finally:
+        patch(kube, "slurmcluster", CLUSTER, {"spec": {"partitions": partitions}})
+    wait_ready(kube, CLUSTER, operator)
+
+
+def test_a_setting_slurmd_reads_at_start_replaces_nodes_one_at_a_time_and_loses_no_job(
+        slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
+    """cgroup.conf is read by slurmd only when it starts: every worker gets a new pod, one node of
+    each node set at a time (the next drains once the one before serves again), each drained and
+    idle first; the controller, which reconfigure serves, keeps its pod."""
+    kube = slurm_cluster
+    before = pods_by_uid(kube)
+    workers = {n: before[n][0] for n in worker_pods(kube, "cpu") | worker_pods(kube, "big")}
+    job = slurm.run("sbatch", "--parsable", "-w", "demo-cpu-0", "-o", "/tmp/cgroup-%j.out",
+                    "--wrap", "sleep 40").strip()
+    slurm.wait_running(job)
+    patch(kube, "slurmcluster", CLUSTER, {"spec": {"slurm": {"cgroupConfig": {"MinRAMSpace": 31}}}})
+    out_for_update = {"cpu": [], "big": []}
+
+    def every_worker_replaced_and_idle() -> bool:
+        nodes = json.loads(slurm.run("scontrol", "show", "nodes", "--json"))["nodes"]
+        for nodeset, seen in out_for_update.items():
+            seen.append(sorted(n["name"] for n in nodes if n["name"].startswith("demo-%s-" % nodeset)
+                               and "DRAIN" in n["state"] and n.get("reason", "").startswith("slurmkube: update since")))
+        pods = pods_by_uid(kube)
+        return all(n in pods and pods[n][0] != uid for n, uid in workers.items()) \
+            and exactly_these_in_service(slurm, set(workers))
+
+    wait_for(every_worker_replaced_and_idle, 600, 2, explain=slurm.explain)
+    # demo-cpu-0 stays drained while its job runs: seen for sure; demo-big-0 may come and go between reads.
+    most = {nodeset: max(len(names) for names in seen) for nodeset, seen in out_for_update.items()}
+    assert most["cpu"] == 1 and most["big"] <= 1, out_for_update
+    finished = slurm.job(job)
+    assert (finished["job_state"], finished["restart_cnt"], finished["nodes"]) == (["COMPLETED"], 0, "demo-cpu-0")
+    assert pods_by_uid(kube)["%s-controller-0" % CLUSTER] == before["%s-controller-0" % CLUSTER]
+    assert "MinRAMSpace=31" in kube.exec("demo-cpu-0", "cat", "/etc/slurm/cgroup.conf").stdout.splitlines()
+    wait_ready(kube, CLUSTER, operator)
+
+
+def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewhere(
+        slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
+    kube = slurm_cluster
+    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3, "drainTimeoutSeconds": 5}})
+    staying = {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}
+    wait_for(lambda: exactly_these_in_service(slurm, staying | {"demo-cpu-2"}), 240, 3, explain=slurm.explain)
+    # Start the job on the node that goes, yet leave it free to run anywhere once requeued. Its
+    # first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
+    held = ",".join(sorted(staying))
+    slurm.run("scontrol", "update", "nodename=" + held, "state=drain", "reason=test: keep free")
+    try:
+        job = slurm.run("sbatch", "--parsable", "-o", "/tmp/requeue-%j.out",
+                        "--wrap", 'test -n "$SLURM_RESTART_COUNT" || sleep 3600').strip()
+        slurm.wait_running(job)
+    finally:
+        slurm.run("scontrol", "update", "nodename=" + held, "state=resume")
+    assert slurm.job(job)["nodes"] == "demo-cpu-2"
+    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
+    wait_for(lambda: slurm.job_state(job) == "COMPLETED", 300, 3, explain=slurm.explain)
+    finished = slurm.job(job)
+    assert finished["restart_cnt"] >= 1 and finished["nodes"] in staying, finished
+    wait_for(lambda: set(slurm.nodes()) == staying, 180, 3, explain=slurm.explain)
+    wait_for(lambda: worker_pods(kube, "cpu") == {"demo-cpu-0", "demo-cpu-1"}, 180, 3)
+    patch(kube, "nodeset", "cpu", {"spec": {"drainTimeoutSeconds": 600}})
+    wait_ready(kube, CLUSTER, operator)
+
+
+def test_one_operator_keeps_clusters_in_two_namespaces(slurm_cluster: Cluster, slurm_images, operator: Operator,
+                                                       tmp_path):
+    """The operator, changed to watch a second namespace, runs a cluster there too; changing it
+    restarts its own pods only, and the first cluster's pods stay as they were."""
+    kube = slurm_cluster
+    other = Cluster(env=kube.env, namespace=kube.namespace + "-b")
+    before = pods_by_uid(kube)
+    other.kubectl("create", "namespace", other.namespace)
+    try:
+        operator.install(tmp_path / "both", [kube.namespace, other.namespace])
+        tiny = {"cpu": "100m", "cpuRequest": "10m", "memory": "256Mi"}
+        spec = {"controller": {"resources": tiny, "stateVolume": {"size": "1Gi"}},
+                "login": {"replicas": 0, "resources": tiny}}
+        nodes = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
+        other.apply(manifests(cluster_manifest(other.namespace, "other", slurm_images, spec),
+                              nodeset_manifest(other.namespace, "other", "cpu", 1, nodes)))
+        assert wait_ready(other, "other", operator)["nodes"] == {"ready": 1, "desired": 1}
+        assert in_service(SlurmView(other, "other").nodes()["other-cpu-0"])
+        assert pods_by_uid(kube) == before
+        assert wait_ready(kube, CLUSTER, operator)["nodes"] == {"ready": 3, "desired": 3}
+    finally:
+        other.kubectl("delete", "namespace", other.namespace, "--wait=true", check=False, timeout=300)
+        operator.install(tmp_path / "one", [kube.namespace])
 
 
 def test_deleting_the_cluster_removes_what_it_owns_but_keeps_the_jail(slurm_cluster: Cluster):
