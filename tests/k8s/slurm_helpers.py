@@ -11,6 +11,7 @@ import yaml
 from localkube_helpers import Cluster, wait_for
 from playbook_runner import run_module
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import is_ready
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
@@ -69,8 +70,15 @@ class Operator:
         return {p["metadata"]["name"]: p for p in items if not p["metadata"].get("deletionTimestamp")}
 
     def leader(self) -> str:
-        lease = self.kube.get_json("lease", "slurmkube-operator")
+        lease = self.kube.get_json("lease", C.OPERATOR_NAME)
         return lease["spec"].get("holderIdentity") or ""
+
+    def scale(self, replicas: int) -> None:
+        """Run this many replicas; with any, return once one of them leads."""
+        self.kube.kubectl("-n", self.namespace, "scale", "deployment", C.OPERATOR_NAME, "--replicas=%d" % replicas)
+        wait_for(lambda: len(self.pods()) == replicas, 180, 2)
+        if replicas:
+            wait_for(lambda: self.leader() in self.pods(), 120, 2)
 
     def logs(self, tail: int = 200) -> str:
         return self.kube.kubectl("-n", self.namespace, "logs", "-l", OPERATOR_LABEL, "--prefix",

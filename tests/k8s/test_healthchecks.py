@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from localkube_helpers import REPO, Cluster, wait_for
-from slurm_helpers import Operator, SlurmView, cluster_manifest, manifests, nodeset_manifest, wait_ready
+from slurm_helpers import Operator, SlurmView, cluster_manifest, in_service, manifests, nodeset_manifest, wait_ready
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 sys.path.insert(0, str(REPO / "tests"))
-from playbook_runner import run_role
+from playbook_runner import run_module, run_role
 
 pytestmark = pytest.mark.k8s
 
@@ -72,11 +72,6 @@ def wait_drained(slurm: SlurmView, name: str, timeout: float) -> str:
         raise AssertionError("%s not drained within %ss: %s" % (name, timeout, node(slurm, name)["state"])) from None
 
 
-def in_service(states: set) -> bool:
-    """Idle and nothing wrong (dynamic nodes also carry DYNAMIC_NORM)."""
-    return "IDLE" in states and not states & {"DRAIN", "DOWN", "NOT_RESPONDING", "FAIL"}
-
-
 def wait_idle(slurm: SlurmView, name: str, timeout: float) -> None:
     try:
         wait_for(lambda: in_service(slurm.nodes()[name]), timeout, 2)
@@ -120,6 +115,68 @@ def test_checks_role_runs_every_nodes_check_and_sets_checks_once(hc: Cluster, sl
     again = run_role(tmp_path, "checks", settings, "checks_result", env=hc.env)[1]
     assert first["changed"] is True and again["changed"] is False
     assert hc.get_json("slurmcluster", CLUSTER)["spec"]["healthChecks"]["gpuMaxTemperatureCelsius"] == 83
+
+
+def gpu_healthcheck(hc: Cluster, tmp_path: Path, args: dict, *flags: str):
+    full = dict(args, name=CLUSTER, namespace=hc.namespace, kubeconfig=hc.env["KUBECONFIG"])
+    return run_module(tmp_path, "gpu_healthcheck", full, *flags, env=hc.env)
+
+
+def test_gpu_healthcheck_check_mode_shows_the_diff_and_writes_nothing(hc: Cluster, tmp_path: Path):
+    live = hc.get_json("slurmcluster", CLUSTER)
+    temperature = live["spec"]["healthChecks"].get("gpuMaxTemperatureCelsius", 0) + 1
+    proc, result = gpu_healthcheck(hc, tmp_path, {"checks": {"gpuMaxTemperatureCelsius": temperature}},
+                                   "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result["changed"] is True
+    assert re.search(r'^\+\s+"gpuMaxTemperatureCelsius": %d' % temperature, proc.stdout, re.MULTILINE), proc.stdout
+    after = hc.get_json("slurmcluster", CLUSTER)
+    assert after["metadata"]["generation"] == live["metadata"]["generation"]
+    assert after["spec"]["healthChecks"] == live["spec"]["healthChecks"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"checks": {"interval": 5}}, "spec.healthChecks.interval: must be at least 10, got 5"),
+    ({"checks": {"scratchMinFreeMib": "lots"}}, "spec.healthChecks.scratchMinFreeMib: must be an integer"),
+    ({"run_now": True, "nodes": ["hc-cpu-9"]}, "nodes: hc-cpu-9 not a worker of SlurmCluster"),
+    ({"drain": True}, "drain: drains the nodes a check run finds bad; it needs run_now=true"),
+])
+def test_gpu_healthcheck_bad_options_fail_before_writing(hc: Cluster, tmp_path: Path, args: dict, message: str):
+    before = hc.get_json("slurmcluster", CLUSTER)["metadata"]["generation"]
+    proc, result = gpu_healthcheck(hc, tmp_path, args)
+    assert result is None and message in proc.stdout, proc.stdout[-3000:]
+    assert hc.get_json("slurmcluster", CLUSTER)["metadata"]["generation"] == before
+
+
+def test_gpu_healthcheck_run_now_finds_a_broken_node_and_drains_it_once(hc: Cluster, slurm: SlurmView,
+                                                                       operator: Operator, tmp_path: Path):
+    """munged stopped: the node's own check cannot drain it (scontrol needs munged), and with the
+    operator stopped for the test nobody else does: the module, run now, finds and drains it."""
+    worker = WORKERS[0]
+    wait_idle(slurm, worker, 120)
+    args = {"run_now": True, "nodes": [worker], "drain": True}
+    operator.scale(0)
+    hc.exec(worker, "pkill", "-STOP", "-x", "munged")
+    try:
+        proc, would = gpu_healthcheck(hc, tmp_path, args, "--check")
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert set(would["node_results"]) == {worker}
+        found = would["node_results"][worker]
+        assert (would["changed"], found["healthy"], found["drained"]) == (True, False, True), found
+        assert found["problems"][0].startswith("munged does not answer"), found
+        assert drained(slurm, worker) == ""
+        done = gpu_healthcheck(hc, tmp_path, args)[1]
+        assert done["changed"] is True and done["node_results"][worker]["drained"] is True, \
+            (done, node(slurm, worker)["state"], drained(slurm, worker))
+        problems = done["node_results"][worker]["problems"]
+        assert drained(slurm, worker) == "%s %s" % (C.DRAIN_REASON_PREFIX, "; ".join(problems))
+        again = gpu_healthcheck(hc, tmp_path, args)[1]
+        assert again["changed"] is False and again["node_results"][worker]["drained"] is False
+    finally:
+        hc.exec(worker, "pkill", "-CONT", "-x", "munged")
+        operator.scale(2)
+    # The drain is the checks' own: the node's check resumes it once munged answers.
+    wait_idle(slurm, worker, 240)
 
 
 def test_unreadable_jail_drains_every_node_with_its_reason_and_repair_resumes(hc: Cluster, slurm: SlurmView):
