@@ -16,7 +16,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource im
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
 SMALL = {"cpu": "100m", "memory": "256Mi"}
-OPERATOR_LABEL = "app.kubernetes.io/name=slurmkube-operator"
+OPERATOR_LABEL = "%s=%s" % (C.LABEL_NAME, C.OPERATOR_NAME)
 
 
 def nodeset_manifest(namespace: str, cluster: str, name: str, replicas: int, spec: Optional[Mapping] = None) -> dict:
