@@ -148,8 +148,8 @@ def test_gpu_healthcheck_bad_options_fail_before_writing(hc: Cluster, tmp_path: 
     assert hc.get_json("slurmcluster", CLUSTER)["metadata"]["generation"] == before
 
 
-def test_gpu_healthcheck_run_now_finds_a_broken_node_and_drains_it_once(hc: Cluster, slurm: SlurmView,
-                                                                       operator: Operator, tmp_path: Path):
+def test_gpu_healthcheck_run_now_finds_a_broken_node_and_drains_it_once(
+        hc: Cluster, slurm: SlurmView, operator: Operator, tmp_path: Path):
     """munged stopped: the node's own check cannot drain it (scontrol needs munged), and with the
     operator stopped for the test nobody else does: the module, run now, finds and drains it."""
     worker = WORKERS[0]
