@@ -103,11 +103,16 @@ class SlurmView:
         nodes = json.loads(self.run("scontrol", "show", "nodes", "--json"))["nodes"]
         return {n["name"]: set(n["state"]) for n in nodes}
 
-    def job(self, job: str) -> Dict[str, Any]:
-        return json.loads(self.run("scontrol", "show", "job", job, "--json"))["jobs"][0]
+    def job(self, job: str) -> Optional[Dict[str, Any]]:
+        """The job as slurmctld reports it; None when the answer holds no job. A controller that
+        has just restarted may not be reachable through its Service yet: scontrol then prints
+        an empty list and its error, and a test waiting for a state asks again."""
+        jobs = json.loads(self.run("scontrol", "show", "job", job, "--json")).get("jobs") or []
+        return jobs[0] if jobs else None
 
     def job_state(self, job: str) -> str:
-        return self.job(job)["job_state"][0]
+        found = self.job(job)
+        return found["job_state"][0] if found else ""
 
     def explain(self) -> str:
         """Nodes, jobs and worker pods as they are now (for timeout messages)."""

@@ -177,10 +177,10 @@ def test_controller_restart_keeps_running_and_queued_jobs(slurm_cluster: Cluster
     slurm.wait_running(job)
     kube.kubectl("-n", kube.namespace, "delete", "pod", "%s-controller-0" % CLUSTER, "--wait=true")
     kube.wait_pod_ready("%s-controller-0" % CLUSTER, timeout=180)
-    wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 3)
+    wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 3, explain=slurm.explain)
     assert slurm.job_state(queued) == "PENDING"
     slurm.run("scontrol", "release", queued)
-    wait_for(lambda: slurm.job_state(queued) == "COMPLETED", 120, 2)
+    wait_for(lambda: slurm.job_state(queued) == "COMPLETED", 120, 2, explain=slurm.explain)
 
 
 def test_invalid_spec_is_reported_and_nothing_changes(slurm_cluster: Cluster):
