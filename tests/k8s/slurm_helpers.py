@@ -105,8 +105,9 @@ class SlurmView:
 
     def job(self, job: str) -> Optional[Dict[str, Any]]:
         """The job as slurmctld reports it; None when the answer holds no job. A controller that
-        has just restarted may not be reachable through its Service yet: scontrol then prints
-        an empty list and its error, and a test waiting for a state asks again."""
+        has just restarted may not be reachable through its Service yet, and `scontrol show job
+        --json` then prints an empty list and still exits 0 (24.11.5, measured; `show nodes` and
+        `squeue` exit 1): a test waiting for a state asks again."""
         jobs = json.loads(self.run("scontrol", "show", "job", job, "--json")).get("jobs") or []
         return jobs[0] if jobs else None
 
