@@ -16,7 +16,16 @@ from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource im
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
 SMALL = {"cpu": "100m", "memory": "256Mi"}
+# The local cluster's two cores are shared by every test cluster: ask the scheduler for little.
+TINY = {"cpu": "100m", "cpuRequest": "10m", "memory": "256Mi"}
+TINY_NODES = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
 OPERATOR_LABEL = "%s=%s" % (C.LABEL_NAME, C.OPERATOR_NAME)
+
+
+def tiny_cluster_spec() -> dict:
+    """A controller asking for little and no login node, for tests that never log in."""
+    return {"controller": {"resources": TINY, "stateVolume": {"size": "1Gi"}},
+            "login": {"replicas": 0, "resources": TINY}}
 
 
 def nodeset_manifest(namespace: str, cluster: str, name: str, replicas: int, spec: Optional[Mapping] = None) -> dict:

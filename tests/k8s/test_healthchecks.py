@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 from localkube_helpers import REPO, Cluster, wait_for
-from slurm_helpers import Operator, SlurmView, cluster_manifest, in_service, manifests, nodeset_manifest, wait_ready
+from slurm_helpers import (
+    TINY_NODES,
+    Operator,
+    SlurmView,
+    cluster_manifest,
+    in_service,
+    manifests,
+    nodeset_manifest,
+    tiny_cluster_spec,
+    wait_ready,
+)
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
@@ -35,15 +45,10 @@ LONG_CHECKS = {"enabled": True, "schedule": "0 0 1 1 *", "minMemoryBandwidthMibP
 @pytest.fixture(scope="module")
 def hc(localkube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
     kube = localkube_cluster
-    # The local cluster's two cores are shared by every engineer's test clusters: ask the
-    # scheduler for little, and run no login node (no test here logs in).
-    tiny = {"cpu": "100m", "cpuRequest": "10m", "memory": "256Mi"}
-    spec = {"healthChecks": {"interval": INTERVAL, "replaceDrainedNodes": True, "longChecks": LONG_CHECKS},
-            "controller": {"resources": tiny, "stateVolume": {"size": "1Gi"}},
-            "login": {"replicas": 0, "resources": tiny}}
-    nodes = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
+    spec = dict(tiny_cluster_spec(), healthChecks={"interval": INTERVAL, "replaceDrainedNodes": True,
+                                                   "longChecks": LONG_CHECKS})
     kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
-                         nodeset_manifest(kube.namespace, CLUSTER, "cpu", len(WORKERS), nodes)))
+                         nodeset_manifest(kube.namespace, CLUSTER, "cpu", len(WORKERS), TINY_NODES)))
     wait_ready(kube, CLUSTER, operator)
     yield kube
     kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)

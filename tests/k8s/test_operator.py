@@ -13,6 +13,7 @@ import time
 import pytest
 from localkube_helpers import Cluster, wait_for
 from slurm_helpers import (
+    TINY_NODES,
     Operator,
     SlurmView,
     cluster_manifest,
@@ -21,6 +22,7 @@ from slurm_helpers import (
     manifests,
     nodeset_manifest,
     our_writes,
+    tiny_cluster_spec,
     wait_ready,
 )
 
@@ -198,9 +200,8 @@ def test_invalid_spec_is_reported_and_nothing_changes(slurm_cluster: Cluster):
     patch(kube, "nodeset", "big", {"spec": {"resources": {"cpu": 1}}})
 
 
-def exactly_these_in_service(slurm: SlurmView, names: set) -> bool:
-    """Slurm knows these nodes and no other, and every one is idle and well."""
-    nodes = slurm.nodes()
+def exactly_these_in_service(nodes: dict, names: set) -> bool:
+    """Slurm knows these nodes (name → states) and no other, and every one is idle and well."""
     return set(nodes) == names and all(in_service(states) for states in nodes.values())
 
 
@@ -245,7 +246,7 @@ def test_a_setting_slurmd_reads_at_start_replaces_nodes_one_at_a_time_and_loses_
                                and "DRAIN" in n["state"] and n.get("reason", "").startswith("slurmkube: update since")))
         pods = pods_by_uid(kube)
         return all(n in pods and pods[n][0] != uid for n, uid in workers.items()) \
-            and exactly_these_in_service(slurm, set(workers))
+            and exactly_these_in_service({n["name"]: set(n["state"]) for n in nodes}, set(workers))
 
     wait_for(every_worker_replaced_and_idle, 600, 2, explain=slurm.explain)
     # demo-cpu-0 stays drained while its job runs: seen for sure; demo-big-0 may come and go between reads.
@@ -263,7 +264,8 @@ def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewh
     kube = slurm_cluster
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3, "drainTimeoutSeconds": 5}})
     staying = {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}
-    wait_for(lambda: exactly_these_in_service(slurm, staying | {"demo-cpu-2"}), 240, 3, explain=slurm.explain)
+    wait_for(lambda: exactly_these_in_service(slurm.nodes(), staying | {"demo-cpu-2"}), 240, 3,
+             explain=slurm.explain)
     # Start the job on the node that goes, yet leave it free to run anywhere once requeued. Its
     # first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
     held = ",".join(sorted(staying))
@@ -295,12 +297,8 @@ def test_one_operator_keeps_clusters_in_two_namespaces(slurm_cluster: Cluster, s
     other.kubectl("create", "namespace", other.namespace)
     try:
         operator.install(tmp_path / "both", [kube.namespace, other.namespace])
-        tiny = {"cpu": "100m", "cpuRequest": "10m", "memory": "256Mi"}
-        spec = {"controller": {"resources": tiny, "stateVolume": {"size": "1Gi"}},
-                "login": {"replicas": 0, "resources": tiny}}
-        nodes = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
-        other.apply(manifests(cluster_manifest(other.namespace, "other", slurm_images, spec),
-                              nodeset_manifest(other.namespace, "other", "cpu", 1, nodes)))
+        other.apply(manifests(cluster_manifest(other.namespace, "other", slurm_images, tiny_cluster_spec()),
+                              nodeset_manifest(other.namespace, "other", "cpu", 1, TINY_NODES)))
         assert wait_ready(other, "other", operator)["nodes"] == {"ready": 1, "desired": 1}
         assert in_service(SlurmView(other, "other").nodes()["other-cpu-0"])
         assert pods_by_uid(kube) == before
