@@ -202,7 +202,7 @@ stage_context() {
       copy_tree "$here/common" "$ctx/common"
       write_constants_sh >"$ctx/common/constants.sh"
       # The node checks (standard library only) run on workers and, for long checks, in the jail.
-      cp "$repo/plugins/module_utils/nodecheck.py" "$repo/plugins/module_utils/nccl_check.py" "$ctx/common/"
+      cp "$here/node/nodecheck.py" "$here/node/nccl_check.py" "$ctx/common/"
       ;;
     spank-build)
       mkdir -p "$ctx/src"

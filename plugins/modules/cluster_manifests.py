@@ -95,7 +95,7 @@ files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.manifests import (
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.cluster_manifests import (
     ManifestError,
     render_manifest_set,
     sync_directory,

@@ -108,17 +108,17 @@ node_results:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import ClusterError
-from ansible_collections.slurmkube.core.plugins.module_utils.health import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.gpu_healthcheck import (
     HEALTH_CHECKS_KEY,
     configure,
     drain_failed,
     live_cluster,
     run_checks,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import ClusterError
 
 
 def main() -> None:

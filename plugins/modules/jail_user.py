@@ -152,15 +152,15 @@ pod:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.jail_user import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_user import (
     JailAccounts,
     JailUserError,
     ensure_user,
     find_jail_pod,
     wanted_from_params,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
 
 
 def main() -> None:

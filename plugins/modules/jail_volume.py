@@ -161,15 +161,15 @@ populate_job:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.jail_volume import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_volume import (
     JailVolumeError,
     ensure_absent,
     ensure_present,
     wait_populated,
     wanted_from_params,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
 
 
 def main() -> None:

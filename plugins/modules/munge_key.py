@@ -102,9 +102,9 @@ rolled_out:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.munge import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.munge_key import (
     MungeKeyError,
     ensure_key,
     key_from_params,

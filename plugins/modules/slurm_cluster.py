@@ -115,8 +115,10 @@ spec:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     Change,
     ClusterError,
     cluster_resource,
@@ -127,8 +129,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource im
     validate,
     wait_ready,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model import SpecError
 
 
 def main() -> None:

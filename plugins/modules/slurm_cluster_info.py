@@ -124,9 +124,9 @@ jobs:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.cluster_info import ClusterInfoError, gather
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import ClusterInfoError, gather
 
 
 def main() -> None:

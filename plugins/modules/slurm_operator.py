@@ -93,15 +93,15 @@ namespace:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.args import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.install import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import (
     InstallError,
     OperatorSettings,
     ensure_operator,
     remove_operator,
     wait_operator,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import KubeError
 
 
 def main() -> None:

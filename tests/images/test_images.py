@@ -23,21 +23,21 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     nodeset_object_name,
     parse_cluster,
     parse_nodeset,
     slurm_node_names,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import PURPOSE_SCALE_DOWN, drain_reason
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import PURPOSE_SCALE_DOWN, drain_reason
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import key_fingerprint
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_config_files,
     render_health_conf,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import _worker_env
-from ansible_collections.slurmkube.core.plugins.module_utils.secrets import key_fingerprint
 
 pytestmark = pytest.mark.slurm
 
@@ -184,7 +184,7 @@ def test_jail_image_has_what_hpc_users_expect(images):
 def test_operator_image_imports_its_handlers_unprivileged_on_a_read_only_root(images):
     script = (
         "import kubernetes, kopf, slurmkube_operator;"
-        "from ansible_collections.slurmkube.core.plugins.module_utils import reconcile;"
+        "from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile;"
         "import os; print(os.getuid())"
     )
     out = docker("run", "--rm", "--read-only", images["operator"], "python3", "-c", script).stdout

@@ -12,7 +12,7 @@ from localkube_helpers import Cluster, wait_for
 from playbook_runner import run_module
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import is_ready
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import is_ready
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
 SMALL = {"cpu": "100m", "memory": "256Mi"}

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Tuple
 
 import yaml
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     SlurmCluster,
     parse_cluster,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import ConflictError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import ConflictError
 
 
 class MemoryKube:

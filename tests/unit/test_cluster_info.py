@@ -7,7 +7,7 @@ import json
 import pytest
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils.cluster_info import (
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import (
     ClusterInfoError,
     default_partitions,
     gather,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
-from ansible_collections.slurmkube.core.plugins.module_utils.status import without_empty_maps
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import without_empty_maps
 
 
 def env(*names: str) -> list:

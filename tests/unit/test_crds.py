@@ -12,7 +12,7 @@ import pytest
 import yaml
 from examples import EXAMPLES, example_resources
 
-from ansible_collections.slurmkube.core.plugins.module_utils.schema import render_crds
+from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
 
 REPO = Path(__file__).resolve().parents[2]
 

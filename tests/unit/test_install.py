@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils.install import remove_operator
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import remove_operator
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import OPERATOR_NAME, render_operator
 
 

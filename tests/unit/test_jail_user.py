@@ -6,7 +6,7 @@ from typing import List, Sequence
 
 import pytest
 
-from ansible_collections.slurmkube.core.plugins.module_utils.jail_user import (
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_user import (
     FILE_SEPARATOR,
     Accounts,
     JailAccounts,

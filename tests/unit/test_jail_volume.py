@@ -6,7 +6,7 @@ import pytest
 from examples import EXAMPLES, example
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils.jail_volume import (
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_volume import (
     JailVolumeError,
     ensure_absent,
     ensure_present,

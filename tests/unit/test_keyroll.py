@@ -10,13 +10,13 @@ from examples import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils import reconcile as R
-from ansible_collections.slurmkube.core.plugins.module_utils.keyroll import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll import (
     KeyView,
     parse_key_status,
     plan_key_rollout,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.secrets import key_fingerprint
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import key_fingerprint
 
 OLD, NEW = b"o" * 32, b"n" * 32
 OLD_FP, NEW_FP = key_fingerprint(OLD), key_fingerprint(NEW)

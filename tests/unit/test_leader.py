@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils.leader import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import (
     LeaderElector,
     LeaseRecord,
     claimed_spec,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from examples import EXAMPLES, example
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     SpecError,
     check_references,
     munge_secret_name,

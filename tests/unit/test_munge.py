@@ -7,7 +7,7 @@ import base64
 import pytest
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils.munge import (
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.munge_key import (
     MungeKeyError,
     ensure_key,
     key_from_params,
@@ -15,7 +15,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.munge import (
     secret_name_for,
     wait_rolled_out,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.secrets import key_fingerprint
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import key_fingerprint
 
 
 def stored(kube):

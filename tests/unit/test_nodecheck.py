@@ -6,9 +6,8 @@ import dataclasses
 import datetime
 from pathlib import Path
 
+import nodecheck as N
 import pytest
-
-from ansible_collections.slurmkube.core.plugins.module_utils import nodecheck as N
 
 GPU = Path(__file__).resolve().parent / "fixtures" / "gpu"
 DEFAULTS = N.Limits()
@@ -259,7 +258,7 @@ def test_command_line_nccl_judges_a_saved_run(capsys):
 
 
 def test_rendered_settings_reach_the_node_checks_under_the_names_they_read():
-    from ansible_collections.slurmkube.core.plugins.module_utils.model import parse_cluster
+    from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster
     from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_health_conf
 
     cluster = parse_cluster({"metadata": {"name": "c"}, "spec": {"healthChecks": {
@@ -275,7 +274,7 @@ def test_rendered_settings_reach_the_node_checks_under_the_names_they_read():
 
 
 def test_model_defaults_are_the_node_checks_defaults():
-    from ansible_collections.slurmkube.core.plugins.module_utils import model as M
+    from ansible_collections.slurmkube.core.plugins.module_utils.model import spec as M
     from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_health_conf
 
     assert M.FAST_CHECKS == N.FAST_CHECKS and M.CRITICAL_XIDS == N.CRITICAL_XIDS
@@ -284,7 +283,7 @@ def test_model_defaults_are_the_node_checks_defaults():
 
 
 def test_our_nccl_program_prints_rows_the_parser_reads():
-    from ansible_collections.slurmkube.core.plugins.module_utils import nccl_check as program
+    import nccl_check as program
 
     text = "\n".join([
         "# nccl_check nGpus 8 minBytes 1048576 maxBytes 2097152 iters: 20 warmup iters: 5",

@@ -7,7 +7,7 @@ import datetime
 import pytest
 from examples import FIXTURES
 
-from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     PURPOSE_REPLACE,
     NodeAction,
     PodView,
@@ -19,7 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
     plan_scale,
     plan_update,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm import (
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
     SlurmControl,
     SlurmError,
     SlurmNode,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime
 
-from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     REGISTRATION_GRACE_SECONDS,
     NodeAction,
     PodView,
     plan_reregistration,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmNode
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 
 NOW = datetime.datetime(2026, 11, 22, 5, 0, tzinfo=datetime.timezone.utc)
 OLD = NOW - datetime.timedelta(seconds=REGISTRATION_GRACE_SECONDS)

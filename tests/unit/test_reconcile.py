@@ -8,8 +8,8 @@ import pytest
 from examples import example_resources
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils import reconcile as R
-from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from examples import EXAMPLES, example, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model import NodeSet, SlurmCluster, check_references
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.render import controller, jail, login, policy, worker
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import Manifest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.healthcheck import render_healthcheck_cronjob

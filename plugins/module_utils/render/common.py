@@ -8,7 +8,7 @@ import hashlib
 from typing import Any, Dict, Iterable, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     Placement,
     Resources,
     SlurmCluster,

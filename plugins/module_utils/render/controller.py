@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import NodeSet, SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import restart_settings
 

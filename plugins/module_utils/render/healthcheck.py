@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
 # The long-checks role gives up after 300 s; the Job must not outlive it by much.

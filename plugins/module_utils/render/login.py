@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
 SSHD_VOLUME = "sshd-config"

@@ -8,7 +8,7 @@ from typing import Any, Dict
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     Kube,

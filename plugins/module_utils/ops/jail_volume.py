@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QuantityError, parse_quantity
-from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.model.quantity import QuantityError, parse_quantity
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import apply_changed, stamp
 from ansible_collections.slurmkube.core.plugins.module_utils.render import jail as render_jail
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import JAIL_VOLUME, content_hash
 

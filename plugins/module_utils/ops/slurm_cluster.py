@@ -8,10 +8,14 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.model import check_references, parse_cluster, parse_nodeset
-from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import apply_changed, stamp
-from ansible_collections.slurmkube.core.plugins.module_utils.status import PHASE_INVALID, PHASE_READY
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    check_references,
+    parse_cluster,
+    parse_nodeset,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import PHASE_INVALID, PHASE_READY
 
 
 class ClusterError(Exception):

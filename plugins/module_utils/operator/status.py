@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmNode
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 
 PHASE_INVALID = "Invalid"
 PHASE_PENDING = "Pending"

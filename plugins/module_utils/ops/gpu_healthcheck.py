@@ -14,17 +14,20 @@ import copy
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import object_name, parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import nodes_by_name
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import (
+    CONTROLLER_CONTAINER,
+    WORKER_CONTAINER,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     Change,
     ClusterError,
     cluster_resource,
     ensure_present,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model import object_name, parse_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import nodes_by_name
-from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import CONTROLLER_CONTAINER, WORKER_CONTAINER
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmControl, SlurmError
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmError
 
 HEALTH_CHECKS_KEY = "healthChecks"
 CHECK_TIMEOUT_SECONDS = 180

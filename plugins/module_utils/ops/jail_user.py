@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.status import pod_ready
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import pod_ready
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import ConflictError, Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import ConflictError, Kube
 
 LEASE_API = "coordination.k8s.io/v1"
 

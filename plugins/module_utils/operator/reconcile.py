@@ -15,10 +15,9 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.compare import is_subset
-from ansible_collections.slurmkube.core.plugins.module_utils.keyroll import KeyView, parse_key_status, plan_key_rollout
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     NodeSetSpec,
     SlurmCluster,
@@ -30,7 +29,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     parse_cluster,
     parse_nodeset,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll import (
+    KeyView,
+    parse_key_status,
+    plan_key_rollout,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     NodeAction,
     PodView,
     nodes_by_name,
@@ -40,21 +44,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.nodeplan import (
     plan_scale,
     plan_update,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render.common import content_hash, selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
-from ansible_collections.slurmkube.core.plugins.module_utils.render.login import host_keys_secret_name
-from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
-from ansible_collections.slurmkube.core.plugins.module_utils.secrets import (
-    key_fingerprint,
-    new_munge_key,
-    new_ssh_host_keys,
-    render_host_keys_secret,
-    render_munge_secret,
-    secret_value,
-)
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmControl, SlurmError, SlurmNode
-from ansible_collections.slurmkube.core.plugins.module_utils.status import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
     PHASE_INVALID,
     condition,
     job_complete,
@@ -65,6 +55,20 @@ from ansible_collections.slurmkube.core.plugins.module_utils.status import (
     statefulset_counts,
     statefulset_ready,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import content_hash, selector_labels
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.login import host_keys_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
+    key_fingerprint,
+    new_munge_key,
+    new_ssh_host_keys,
+    render_host_keys_secret,
+    render_munge_secret,
+    secret_value,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmError, SlurmNode
 
 ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
 ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"

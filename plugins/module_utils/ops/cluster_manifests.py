@@ -8,10 +8,10 @@ import os
 import tempfile
 from typing import Any, Dict, List, Mapping, NamedTuple, Sequence
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model import SpecError, parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError, parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
-from ansible_collections.slurmkube.core.plugins.module_utils.schema import render_crds
 
 try:
     import yaml

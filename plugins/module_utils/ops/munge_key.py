@@ -9,8 +9,8 @@ import time
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.secrets import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
     MUNGE_KEY_MIN_BYTES,
     key_fingerprint,
     new_munge_key,

@@ -20,7 +20,7 @@ import re
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmNode
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 
 PURPOSE_SCALE_DOWN = "scale-down"
 PURPOSE_UPDATE = "update"

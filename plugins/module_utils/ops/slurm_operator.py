@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Sequence
 
-from ansible_collections.slurmkube.core.plugins.module_utils.cluster_resource import Change
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import OPERATOR_NAME, render_operator
-from ansible_collections.slurmkube.core.plugins.module_utils.schema import render_crds
 
 
 class InstallError(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QuantityError, parse_quantity
+from ansible_collections.slurmkube.core.plugins.module_utils.model.quantity import QuantityError, parse_quantity
 
 
 def _same_scalar(desired: Any, actual: Any) -> bool:

@@ -12,7 +12,7 @@ import tempfile
 from typing import Any, Dict, Mapping
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import SlurmCluster, munge_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, munge_secret_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import HOST_KEY_TYPES, host_keys_secret_name
 

@@ -8,7 +8,8 @@ import dataclasses
 from typing import Any, Dict, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model import (
+from ansible_collections.slurmkube.core.plugins.module_utils.model.quantity import QUANTITY_PATTERN
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     FreeForm,
     NodeSetSpec,
     Quantity,
@@ -18,7 +19,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model import (
     model_hints,
     optional_inner,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QUANTITY_PATTERN
 
 
 def type_schema(hint: Any) -> Dict[str, Any]:

@@ -12,10 +12,10 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.kube import Kube, KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.reconcile import CONTROLLER_CONTAINER
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm import SlurmError, parse_nodes
-from ansible_collections.slurmkube.core.plugins.module_utils.status import nodes_by_state, pod_ready
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import CONTROLLER_CONTAINER
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import nodes_by_state, pod_ready
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError, parse_nodes
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
