@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Mapping, Optional
 import kopf
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import is_subset
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError, api_client
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.compare import is_subset
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import without_empty_maps

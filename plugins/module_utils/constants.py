@@ -37,6 +37,18 @@ COMPONENT_JAIL = "jail"
 COMPONENT_HEALTHCHECK = "healthcheck"
 COMPONENT_CONFIG = "config"
 
+# The container of each component's pods that runs its daemon (and munged): what the exec API
+# is pointed at.
+CONTAINER_CONTROLLER = "slurmctld"
+CONTAINER_WORKER = "slurmd"
+CONTAINER_LOGIN = "sshd"
+
+# SlurmCluster and NodeSet status phases.
+PHASE_INVALID = "Invalid"
+PHASE_PENDING = "Pending"
+PHASE_PROVISIONING = "Provisioning"
+PHASE_READY = "Ready"
+
 # Ports.
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
@@ -90,8 +102,14 @@ ROLE_LOGIN = "login"
 ROLE_JAIL_POPULATE = "jail-populate"
 ROLE_LONG_CHECKS = "long-checks"  # submit the long health checks as Slurm jobs (CronJob)
 
-# Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart.
+# Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart
+# (slurm/drain.py owns their forms; the bash health checks read these through constants.sh).
 DRAIN_REASON_PREFIX = "slurmkube:"
+# The operator's planned drains: "<prefix> <purpose> since <UTC time>" (scale-down, update,
+# replace). One POSIX extended regex that Python's re and bash's =~ both read the same way;
+# group 1 is the purpose, group 2 the time. The health checks never resume such a drain.
+DRAIN_REASON_PLANNED_RE = "^" + DRAIN_REASON_PREFIX + \
+    " ?([a-z-]+) since ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)$"
 
 # The operator: its name (Deployment, ServiceAccount, leader Lease) and what its pods are told.
 OPERATOR_NAME = "slurmkube-operator"

@@ -45,7 +45,7 @@ def time_render(sets: int, nodes_per_set: int, repeat: int) -> dict:
         start = time.perf_counter()
         cluster = parse_cluster(cluster_raw)
         nodesets = [parse_nodeset(n) for n in nodesets_raw]
-        objects = render_cluster(cluster, nodesets)
+        objects = render_cluster(cluster, nodesets).objects
         best = min(best, time.perf_counter() - start)
     conf = render_slurm_conf(cluster, nodesets)
     return {"nodes": sets * nodes_per_set, "node_sets": sets, "objects": len(objects),

@@ -23,21 +23,21 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fingerprint
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     nodeset_object_name,
     parse_cluster,
     parse_nodeset,
     slurm_node_names,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import PURPOSE_SCALE_DOWN, drain_reason
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
-from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import key_fingerprint
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_config_files,
     render_health_conf,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import _worker_env
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import PURPOSE_SCALE_DOWN, drain_reason
 
 pytestmark = pytest.mark.slurm
 

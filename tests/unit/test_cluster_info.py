@@ -7,10 +7,10 @@ import json
 import pytest
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import (
-    ClusterInfoError,
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import ClusterInfoError, gather
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import (
     default_partitions,
-    gather,
     job_facts,
     node_facts,
     number,
@@ -79,7 +79,7 @@ def answers(argv):
 
 
 def test_slurm_facts_count_nodes_by_state_and_can_skip_jobs():
-    facts = slurm_facts(answers, include_jobs=False)
+    facts = slurm_facts(SlurmControl(answers), include_jobs=False)
     assert facts["nodes_by_state"] == {"idle": 1, "drain": 1, "allocated": 1}
     assert facts["jobs"] == [] and len(facts["partitions"]) == 2
 

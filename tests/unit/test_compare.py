@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import is_subset
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import without_empty_maps
 
 

@@ -21,7 +21,7 @@ HOT = "gpu 00000000:00:04.0: 38 C (max 37 C)"
 @pytest.fixture
 def kube(monkeypatch):
     keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda: keys)
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: keys)
     kube = SlurmKube()
     raw = example_resources("cpu-only")
     kube.apply(raw["cluster"])

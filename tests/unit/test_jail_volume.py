@@ -6,6 +6,7 @@ import pytest
 from examples import EXAMPLES, example
 from memory_kube import MemoryKube
 
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import Timer
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_volume import (
     JailVolumeError,
     ensure_absent,
@@ -141,4 +142,4 @@ def test_a_failed_populate_job_fails_the_wait_with_its_reason():
                 "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                                            "message": "Job has reached the specified backoff limit"}]}})
     with pytest.raises(JailVolumeError, match="populate Job hpc/j failed: BackoffLimitExceeded"):
-        wait_populated(kube, "hpc", "j", 10, sleep=lambda s: None)
+        wait_populated(kube, "hpc", "j", 10, Timer(lambda s: None, lambda: 0.0))

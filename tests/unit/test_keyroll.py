@@ -10,13 +10,13 @@ from examples import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fingerprint
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll import (
     KeyView,
     parse_key_status,
     plan_key_rollout,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import key_fingerprint
 
 OLD, NEW = b"o" * 32, b"n" * 32
 OLD_FP, NEW_FP = key_fingerprint(OLD), key_fingerprint(NEW)
@@ -96,7 +96,7 @@ class PodsKube(MemoryKube):
 
 @pytest.fixture
 def world(monkeypatch):
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda: {"ssh_host_ed25519_key": b"k"})
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
     kube = PodsKube()
     raw = example_resources("cpu-only")
     cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))

@@ -7,6 +7,8 @@ import base64
 import pytest
 from memory_kube import MemoryKube
 
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import Timer
+from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fingerprint
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.munge_key import (
     MungeKeyError,
     ensure_key,
@@ -15,7 +17,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.ops.munge_key impor
     secret_name_for,
     wait_rolled_out,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import key_fingerprint
 
 
 def stored(kube):
@@ -107,7 +108,7 @@ class Clock:
 def test_rollout_wait_ends_when_the_status_names_the_new_key():
     kube, clock = MemoryKube(), Clock()
     cluster_with(kube, {"mungeKey": "sha256:new"})
-    assert wait_rolled_out(kube, "demo", "hpc", "sha256:new", 60, clock.sleep, clock)
+    assert wait_rolled_out(kube, "demo", "hpc", "sha256:new", 60, Timer(clock.sleep, clock))
     assert clock.now == 0
 
 
@@ -121,5 +122,5 @@ def test_rollout_wait_times_out_with_the_operators_reason():
         {"type": "MungeKeyInUse", "status": "False", "message": "munge key sha256:new not mounted yet in demo-cpu-1"}]})
     expected = r"does not run munge key sha256:new after 30s: .*not mounted yet in demo-cpu-1"
     with pytest.raises(MungeKeyError, match=expected):
-        wait_rolled_out(kube, "demo", "hpc", "sha256:new", 30, clock.sleep, clock)
+        wait_rolled_out(kube, "demo", "hpc", "sha256:new", 30, Timer(clock.sleep, clock))
     assert clock.now >= 30

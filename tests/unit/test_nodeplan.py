@@ -8,13 +8,8 @@ import pytest
 from examples import FIXTURES
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
-    PURPOSE_REPLACE,
     NodeAction,
     PodView,
-    drain_reason,
-    is_hardware_drain,
-    nodes_by_name,
-    parse_drain_reason,
     plan_replacements,
     plan_scale,
     plan_update,
@@ -23,8 +18,15 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control impor
     SlurmControl,
     SlurmError,
     SlurmNode,
+    nodes_by_name,
     parse_jobs,
     parse_nodes,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import (
+    PURPOSE_REPLACE,
+    drain_reason,
+    is_hardware_drain,
+    parse_drain_reason,
 )
 
 NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.timezone.utc)

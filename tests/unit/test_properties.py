@@ -61,7 +61,7 @@ common = settings(max_examples=60, deadline=None, suppress_health_check=[HealthC
 @common
 @given(clusters())
 def test_names_are_dns_labels_and_unique_per_kind(model):
-    objects = render_cluster(*model)
+    objects = render_cluster(*model).objects
     keys = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert len(keys) == len(set(keys))
     for name in (key[1] for key in keys):
@@ -87,7 +87,7 @@ def test_every_nodeset_is_reachable_unless_excluded(model):
 @common
 @given(clusters())
 def test_services_select_the_pods_they_serve_on_ports_they_open(model):
-    objects = render_cluster(*model)
+    objects = render_cluster(*model).objects
     workloads = [o for o in objects if o["kind"] == "StatefulSet"]
     for svc in (o for o in objects if o["kind"] == "Service"):
         selector = svc["spec"]["selector"]
@@ -124,6 +124,6 @@ def test_slurm_conf_grows_with_nodesets_not_nodes(model):
 @given(clusters())
 def test_every_object_is_labelled_with_its_cluster(model):
     cluster = model[0]
-    for obj in render_cluster(*model):
+    for obj in render_cluster(*model).objects:
         assert obj["metadata"]["labels"][C.LABEL_CLUSTER] == cluster.name
         assert obj["metadata"]["namespace"] == cluster.namespace

@@ -38,7 +38,7 @@ class SlurmKube(MemoryKube):
 
     def exec(self, namespace, pod, container, command, timeout=60):
         self.execs.append((pod, container, tuple(command)))
-        if container == R.WORKER_CONTAINER:
+        if container == C.CONTAINER_WORKER:
             return self.reports.get(pod, (0, "healthy\n", ""))
         if command[:3] == ["scontrol", "show", "nodes"]:
             return 0, json.dumps({"nodes": list(self.nodes.values())}), ""
@@ -72,7 +72,7 @@ class SlurmKube(MemoryKube):
 @pytest.fixture
 def world(monkeypatch):
     keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda: keys)
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: keys)
     kube = SlurmKube()
     raw = example_resources("cpu-only")
     cluster = copy.deepcopy(raw["cluster"])
@@ -136,7 +136,7 @@ def test_unresponsive_node_is_drained_with_its_checks_reason(world):
     assert "DRAIN" in kube.nodes["cpu-compute-3"]["state"]
     assert any(e.reason == "NodeDrain" for e in outcome.events)
     # Responding nodes are not asked at all.
-    asked = {e[0] for e in kube.execs if e[1] == R.WORKER_CONTAINER}
+    asked = {e[0] for e in kube.execs if e[1] == C.CONTAINER_WORKER}
     assert asked == {"cpu-compute-3"}
     # Already drained with that reason: no second write.
     kube.execs.clear()
@@ -153,7 +153,7 @@ def test_admin_and_planned_drains_of_unresponsive_nodes_are_not_rewritten(world)
     reconcile_at(kube, cluster, T0)
     assert kube.nodes["cpu-compute-2"]["reason"] == "admin: reseating the NIC"
     assert kube.nodes["cpu-compute-3"]["reason"] == "slurmkube: update since 2026-11-22T11:59:00Z"
-    assert not [e for e in kube.execs if e[1] == R.WORKER_CONTAINER]
+    assert not [e for e in kube.execs if e[1] == C.CONTAINER_WORKER]
 
 
 def test_unresponsive_node_whose_check_passes_is_left_to_slurm(world):
@@ -170,7 +170,7 @@ def test_a_starting_pod_is_not_asked(world):
     kube.reports["cpu-compute-3"] = (1, "slurmd is not running\n", "")
     reconcile_at(kube, cluster, T0)
     assert kube.nodes["cpu-compute-3"]["state"] == ["IDLE", "NOT_RESPONDING"]
-    assert not [e for e in kube.execs if e[1] == R.WORKER_CONTAINER]
+    assert not [e for e in kube.execs if e[1] == C.CONTAINER_WORKER]
 
 
 def nodes_ready(outcome):

@@ -12,7 +12,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.worker impor
 
 
 def render_raw(raw):
-    return render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]])
+    return render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]]).objects
 
 
 def by_kind_and_name(objects):
@@ -28,7 +28,7 @@ def env_of(container):
 
 
 def test_cpu_cluster_objects():
-    objects = by_kind_and_name(render_cluster(*example("cpu-only")))
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
     assert set(objects) == {
         ("ServiceAccount", "cpu-slurm"), ("ConfigMap", "cpu-slurm-config"), ("ConfigMap", "cpu-sshd-config"),
         ("PersistentVolumeClaim", "cpu-jail"), ("Service", "cpu-controller"), ("StatefulSet", "cpu-controller"),
@@ -49,7 +49,7 @@ def test_cpu_cluster_objects():
 
 
 def test_gpu_workers_request_gpus_and_declare_gres():
-    objects = by_kind_and_name(render_cluster(*example("gpu")))
+    objects = by_kind_and_name(render_cluster(*example("gpu")).objects)
     h100 = containers(objects[("StatefulSet", "gpu-h100")])[0]
     assert h100["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert h100["resources"]["requests"] == h100["resources"]["limits"]
@@ -61,7 +61,7 @@ def test_gpu_workers_request_gpus_and_declare_gres():
 
 
 def test_sub_mounts_reach_worker_pods_and_the_plugin():
-    objects = by_kind_and_name(render_cluster(*example("gpu")))
+    objects = by_kind_and_name(render_cluster(*example("gpu")).objects)
     pod = objects[("StatefulSet", "gpu-h100")]["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["sub-scratch"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
@@ -73,7 +73,7 @@ def test_sub_mounts_reach_worker_pods_and_the_plugin():
 
 
 def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
-    objects = by_kind_and_name(render_cluster(*example("cpu-only")))
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
     pod = objects[("StatefulSet", "cpu-compute")]["spec"]["template"]["spec"]
     assert {"name": "node-tmp", "mountPath": "/mnt/slurmkube/tmp"} in pod["containers"][0]["volumeMounts"]
     assert {"name": "node-tmp", "emptyDir": {}} in pod["volumes"]
@@ -93,16 +93,16 @@ def test_jail_claim_kept_out_when_nfs_is_used():
 
 
 def test_login_service_type_and_pdb():
-    objects = by_kind_and_name(render_cluster(*example("gpu")))
+    objects = by_kind_and_name(render_cluster(*example("gpu")).objects)
     assert objects[("Service", "gpu-login")]["spec"]["type"] == "LoadBalancer"
     assert objects[("PodDisruptionBudget", "gpu-login")]["spec"]["minAvailable"] == 1
-    cpu = by_kind_and_name(render_cluster(*example("cpu-only")))
+    cpu = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
     assert ("PodDisruptionBudget", "cpu-login") not in cpu
 
 
 def test_long_checks_cronjob_only_when_enabled():
-    assert ("CronJob", "gpu-healthcheck") in by_kind_and_name(render_cluster(*example("gpu")))
-    assert not [o for o in render_cluster(*example("cpu-only")) if o["kind"] == "CronJob"]
+    assert ("CronJob", "gpu-healthcheck") in by_kind_and_name(render_cluster(*example("gpu")).objects)
+    assert not [o for o in render_cluster(*example("cpu-only")).objects if o["kind"] == "CronJob"]
 
 
 def test_slurm_setting_change_does_not_roll_pods_but_restart_setting_does():
@@ -132,7 +132,7 @@ def test_scaling_changes_only_replicas():
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_pod_runs_as_the_tokenless_service_account(name):
-    for obj in render_cluster(*example(name)):
+    for obj in render_cluster(*example(name)).objects:
         template = obj.get("spec", {}).get("template") or obj.get("spec", {}).get("jobTemplate", {}).get(
             "spec", {}).get("template")
         if template:

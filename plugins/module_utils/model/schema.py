@@ -8,7 +8,6 @@ import dataclasses
 from typing import Any, Dict, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.quantity import QUANTITY_PATTERN
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     FreeForm,
     NodeSetSpec,
@@ -19,6 +18,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     model_hints,
     optional_inner,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QUANTITY_PATTERN
 
 
 def type_schema(hint: Any) -> Dict[str, Any]:

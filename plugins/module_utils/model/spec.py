@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NewType, Optional, Sequence, Tuple
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.quantity import (
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import (
     QuantityError,
     parse_quantity,
     quantity_to_mebibytes,

@@ -16,24 +16,17 @@ where it was.
 from __future__ import annotations
 
 import datetime
-import re
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import List, Mapping, NamedTuple, Optional, Sequence
 
-from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
-
-PURPOSE_SCALE_DOWN = "scale-down"
-PURPOSE_UPDATE = "update"
-PURPOSE_REPLACE = "replace"
-# What the health checks (nodecheck.py, slurmkube-long-check) say after 'slurmkube: ' when the
-# machine is at fault: GPUs, disk, CPU, memory bandwidth, clock, network. munged, slurmd, the
-# jail and memory pressure are software or load: a new pod on the same machine changes nothing
-# there, or the node's own check resumes it.
-_HARDWARE_WHY = re.compile(r"^(gpu |\d+ of \d+ GPUs|nvidia-smi |all-reduce|memory bandwidth |compute |scratch |"
-                           r"clock |latency to |\d+ CPUs did not hash|cannot (write|allocate|create)|data read back)")
-_REASON_RE = re.compile(r"^%s ?(?P<purpose>[a-z-]+) since (?P<since>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$"
-                        % re.escape(C.DRAIN_REASON_PREFIX))
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import (
+    PURPOSE_REPLACE,
+    PURPOSE_SCALE_DOWN,
+    PURPOSE_UPDATE,
+    drain_reason,
+    is_hardware_drain,
+    parse_drain_reason,
+)
 
 
 class NodeAction(NamedTuple):
@@ -50,21 +43,6 @@ class ScalePlan(NamedTuple):
     replicas: int
     actions: List[NodeAction]
     leaving: List[str]
-
-
-def drain_reason(purpose: str, since: datetime.datetime) -> str:
-    """Our drain reason: prefixed, with the purpose and when it started (UTC)."""
-    return "%s %s since %s" % (C.DRAIN_REASON_PREFIX, purpose, since.astimezone(datetime.timezone.utc)
-                               .strftime(_TIME_FORMAT))
-
-
-def parse_drain_reason(reason: str) -> Optional[Tuple[str, datetime.datetime]]:
-    """(purpose, start) of a reason we wrote, None for anyone else's."""
-    match = _REASON_RE.match(reason or "")
-    if not match:
-        return None
-    since = datetime.datetime.strptime(match.group("since"), _TIME_FORMAT).replace(tzinfo=datetime.timezone.utc)
-    return match.group("purpose"), since
 
 
 def _ours(node: SlurmNode, purpose: str) -> Optional[datetime.datetime]:
@@ -159,17 +137,6 @@ def pod_is_draining_for_update(node: Optional[SlurmNode]) -> bool:
     return node is not None and _ours(node, PURPOSE_UPDATE) is not None
 
 
-def is_hardware_drain(reason: str) -> bool:
-    """A drain the health checks set because of the machine (any of its '; '-joined problems)."""
-    prefix = C.DRAIN_REASON_PREFIX + " "
-    if not reason.startswith(prefix):
-        return False
-    why = reason[len(prefix):]
-    if why.startswith(C.DRAIN_REASON_LONG_CHECK):
-        why = why[len(C.DRAIN_REASON_LONG_CHECK):].lstrip()
-    return any(_HARDWARE_WHY.match(part) for part in why.split("; "))
-
-
 def _replacement_step(pod: PodView, node: SlurmNode, since: datetime.datetime) -> Optional[NodeAction]:
     """For a node being replaced: delete its old pod again, resume it once the new one serves, or
     wait (None)."""
@@ -212,11 +179,6 @@ def plan_replacements(pods: Sequence[PodView], nodes: Mapping[str, SlurmNode],
         actions.append(NodeAction("delete-pod", pod.name, node.reason))
         break
     return actions
-
-
-def nodes_by_name(nodes: Sequence[SlurmNode]) -> Dict[str, SlurmNode]:
-    """Index nodes by name."""
-    return {n.name: n for n in nodes}
 
 
 # slurmd registers a dynamic node within seconds of starting; a pod that has been Ready this

@@ -15,8 +15,26 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.compare import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
+    pod_ready,
+    pod_running,
+    pod_terminating,
+    pods_by_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
+    job_complete,
+    statefulset_counts,
+    statefulset_ready,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
+    key_fingerprint,
+    new_munge_key,
+    new_ssh_host_keys,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     NodeSetSpec,
@@ -37,48 +55,35 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll im
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     NodeAction,
     PodView,
-    nodes_by_name,
-    parse_drain_reason,
+    ScalePlan,
     plan_replacements,
     plan_reregistration,
     plan_scale,
     plan_update,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
-    PHASE_INVALID,
-    condition,
-    job_complete,
-    nodes_by_state,
-    phase_of,
-    pod_ready,
-    pod_running,
-    statefulset_counts,
-    statefulset_ready,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render.common import content_hash, selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
-from ansible_collections.slurmkube.core.plugins.module_utils.render.login import host_keys_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.login import HOST_KEY_TYPES, host_keys_secret_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
-    key_fingerprint,
-    new_munge_key,
-    new_ssh_host_keys,
     render_host_keys_secret,
     render_munge_secret,
     secret_value,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmError, SlurmNode
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
+    SlurmControl,
+    SlurmError,
+    SlurmNode,
+    nodes_by_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import fast_check_may_drain, health_reason
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import nodes_by_state
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control, node_report
 
-ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
 ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"
-CONTROLLER_CONTAINER = "slurmctld"
-WORKER_CONTAINER = "slurmd"
 # The container that runs munged in each component's pods.
-MUNGE_CONTAINERS = {C.COMPONENT_CONTROLLER: CONTROLLER_CONTAINER, C.COMPONENT_WORKER: WORKER_CONTAINER,
-                    C.COMPONENT_LOGIN: "sshd"}
-# An unresponsive node's health check, run through the exec API, may wait on a hung jail.
-REPORT_TIMEOUT_SECONDS = 120
+MUNGE_CONTAINERS = {C.COMPONENT_CONTROLLER: C.CONTAINER_CONTROLLER, C.COMPONENT_WORKER: C.CONTAINER_WORKER,
+                    C.COMPONENT_LOGIN: C.CONTAINER_LOGIN}
 # A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
 RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 REVISION_LABEL = "controller-revision-hash"
@@ -99,13 +104,8 @@ def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
 
 
 def may_explain(node: SlurmNode) -> bool:
-    """An unresponsive node whose drain state is ours to set: not drained, or drained by the
-    health checks (an admin's or the operator's planned drain stays as it is)."""
-    if node.responding:
-        return False
-    if not node.draining:
-        return True
-    return node.reason.startswith(C.DRAIN_REASON_PREFIX) and parse_drain_reason(node.reason) is None
+    """An unresponsive node whose drain is the fast check's to set (see slurm/drain.py)."""
+    return not node.responding and fast_check_may_drain(node)
 
 
 class Event(NamedTuple):
@@ -132,48 +132,36 @@ class Outcome(NamedTuple):
     applied: List[str]
 
 
-def applied_hash(obj: Mapping[str, Any]) -> str:
-    """Digest of what we apply: a changed digest means a field may have been removed."""
-    return content_hash([json.dumps(obj, sort_keys=True)])
+class Scaling(NamedTuple):
+    """A worker StatefulSet as it was at the start of the pass, and its scale plan."""
+
+    live: Dict[str, Any]
+    plan: ScalePlan
 
 
-def stamp(obj: Mapping[str, Any], owner: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    """The object with its applied-hash annotation and, when given, the cluster as owner."""
-    out = copy.deepcopy(dict(obj))
-    meta = out["metadata"]
-    if owner is not None:
-        meta["ownerReferences"] = [{
-            "apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER, "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
-        }]
-    meta.setdefault("annotations", {})[ANNOTATION_APPLIED] = applied_hash(out)
+def with_scale_plan(obj: Dict[str, Any], scaling: Mapping[str, Scaling]) -> Dict[str, Any]:
+    """A worker StatefulSet keeps pods whose nodes have not left Slurm yet."""
+    found = scaling.get(obj["metadata"]["name"]) if obj["kind"] == "StatefulSet" else None
+    if found is None or found.plan.replicas == obj["spec"]["replicas"]:
+        return obj
+    out = copy.deepcopy(obj)
+    out["spec"]["replicas"] = found.plan.replicas
     return out
 
 
-def needs_apply(desired: Mapping[str, Any], live: Optional[Mapping[str, Any]]) -> bool:
-    """Apply when the object is missing, our last apply differs, or someone changed our fields."""
-    if live is None:
-        return True
-    annotations = (live.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_APPLIED) != desired["metadata"]["annotations"][ANNOTATION_APPLIED]:
-        return True
-    return not is_subset(desired, live)
+def config_digest(cluster: SlurmCluster, files: Mapping[str, str], slurm_nodes: Mapping[str, SlurmNode]) -> str:
+    """What the running Slurm configuration should be, as a digest."""
+    parts = ["%s\n%s" % kv for kv in sorted(files.items())]
+    if cluster.spec.slurm.topology:
+        parts.append(",".join(sorted(slurm_nodes)))
+    return content_hash(parts)
 
 
-def apply_changed(kube: Kube, stamped: Sequence[Mapping[str, Any]], dry_run: bool = False
-                  ) -> List[Tuple[Mapping[str, Any], Optional[Dict[str, Any]]]]:
-    """Server-side apply each stamped object that differs from its live self.
-
-    Returns (object, live object before) for each one applied (a dry run in check mode).
-    """
-    applied = []
-    for obj in stamped:
-        meta = obj["metadata"]
-        live = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-        if needs_apply(obj, live):
-            kube.apply(obj, dry_run=dry_run)
-            applied.append((obj, live))
-    return applied
+def controller_has_config(slurm: SlurmControl, files: Mapping[str, str]) -> bool:
+    """The controller pod's /etc/slurm holds exactly the files we render."""
+    paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
+    code, out = slurm.run(["cat", *paths])[:2]
+    return code == 0 and out == "".join(files[name] for name in sorted(files))
 
 
 def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
@@ -202,15 +190,18 @@ class Reconciler:
         self.ensure_secrets(cluster, cluster_obj, events)
         key = self.roll_munge_key(cluster, cluster_obj, events)
         slurm, slurm_nodes = self.slurm_state(cluster)
-        desired = [self.with_scale_plan(o, cluster, nodesets, slurm_nodes) for o in render_cluster(cluster, nodesets)]
+        rendered = render_cluster(cluster, nodesets)
+        scaling = self.scale_plans(cluster, nodesets, slurm_nodes)
+        desired = [with_scale_plan(obj, scaling) for obj in rendered.objects]
         desired = self.after_stale_populate_jobs(cluster, desired)
         applied = self.apply_all(desired, cluster_obj)
         config_hash = (cluster_obj.get("status") or {}).get("configHash", "")
         if slurm is not None and slurm_nodes is not None:
-            self.act_on_nodes(cluster, nodesets, slurm, slurm_nodes, events)
+            self.act_on_nodes(cluster, nodesets, scaling, slurm, slurm_nodes, events)
             self.retire_removed_nodesets(cluster, {n.name for n in nodesets} | set(nodeset_status), slurm,
                                          slurm_nodes, events)
-            config_hash = self.reconfigure_if_needed(cluster, nodesets, config_hash, slurm, slurm_nodes, events)
+            config_hash = self.reconfigure_if_needed(cluster, rendered.config_files, config_hash, slurm,
+                                                     slurm_nodes, events)
         status, per_nodeset = self.report(cluster, nodesets, cluster_obj, slurm_nodes, key)
         status["configHash"] = config_hash
         for name, counts in per_nodeset.items():
@@ -220,7 +211,7 @@ class Reconciler:
     def invalid(self, cluster_obj: Mapping[str, Any], message: str) -> Outcome:
         """Report a bad spec and change nothing else."""
         previous = (cluster_obj.get("status") or {})
-        status = dict(previous, phase=PHASE_INVALID, message=message,
+        status = dict(previous, phase=C.PHASE_INVALID, message=message,
                       observedGeneration=cluster_obj["metadata"].get("generation", 0))
         return Outcome(status, {}, [Event("Warning", "InvalidSpec", message)], [])
 
@@ -242,7 +233,7 @@ class Reconciler:
             try:
                 models.append(parse_nodeset(obj))
             except SpecError as exc:
-                invalid[meta["name"]] = {"phase": PHASE_INVALID, "message": str(exc),
+                invalid[meta["name"]] = {"phase": C.PHASE_INVALID, "message": str(exc),
                                          "observedGeneration": meta.get("generation", 0)}
                 if last_valid:
                     models.append(parse_nodeset(dict(obj, spec=json.loads(last_valid))))
@@ -255,15 +246,9 @@ class Reconciler:
 
     def slurm_state(self, cluster: SlurmCluster) -> Tuple[Optional[SlurmControl], Optional[Dict[str, SlurmNode]]]:
         """Slurm's view of the nodes, through the controller pod; (None, None) while it is not up."""
-        pod_name = object_name(cluster, C.COMPONENT_CONTROLLER) + "-0"
-        pod = self.kube.get("v1", "Pod", pod_name, cluster.namespace)
-        if pod is None or not pod_ready(pod):
+        control = controller_control(self.kube, cluster.name, cluster.namespace)
+        if control is None:
             return None, None
-
-        def run(argv: Sequence[str]) -> Tuple[int, str, str]:
-            return self.kube.exec(cluster.namespace, pod_name, CONTROLLER_CONTAINER, argv)
-
-        control = SlurmControl(run)
         try:
             return control, nodes_by_name(control.nodes())
         except (SlurmError, KubeError):
@@ -277,7 +262,7 @@ class Reconciler:
             self.kube.apply(stamp(render_munge_secret(cluster, new_munge_key()), owner))
             events.append(Event("Normal", "MungeKeyCreated", "generated munge key %s" % munge_secret_name(cluster)))
         if self.kube.get("v1", "Secret", host_keys_secret_name(cluster), cluster.namespace) is None:
-            self.kube.apply(stamp(render_host_keys_secret(cluster, new_ssh_host_keys()), owner))
+            self.kube.apply(stamp(render_host_keys_secret(cluster, new_ssh_host_keys(HOST_KEY_TYPES)), owner))
             events.append(Event("Normal", "HostKeysCreated", "generated ssh host keys"))
 
     def roll_munge_key(self, cluster: SlurmCluster, cluster_obj: Mapping[str, Any], events: List[Event]) -> KeyState:
@@ -343,25 +328,26 @@ class Reconciler:
 
     # ----------------------------------------------------------------- apply
 
-    def with_scale_plan(self, obj: Dict[str, Any], cluster: SlurmCluster, nodesets: Sequence[NodeSet],
-                        slurm_nodes: Optional[Mapping[str, SlurmNode]]) -> Dict[str, Any]:
-        """A worker StatefulSet keeps pods whose nodes have not left Slurm yet."""
-        if obj["kind"] != "StatefulSet" or obj["metadata"]["labels"].get(C.LABEL_COMPONENT) != C.COMPONENT_WORKER:
-            return obj
-        live = self.kube.get("apps/v1", "StatefulSet", obj["metadata"]["name"], cluster.namespace)
-        current = int(live["spec"]["replicas"]) if live else 0
-        desired = obj["spec"]["replicas"]
-        if desired >= current:
-            return obj
-        nodeset = next(n for n in nodesets if nodeset_object_name(n) == obj["metadata"]["name"])
-        if slurm_nodes is None:
-            replicas = current  # Slurm cannot be asked: removing a pod now could kill a job
-        else:
-            replicas = plan_scale(obj["metadata"]["name"], desired, current, slurm_nodes, self.clock(),
-                                  nodeset.spec.drain_timeout_seconds).replicas
-        out = copy.deepcopy(obj)
-        out["spec"]["replicas"] = replicas
-        return out
+    def scale_plans(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                    slurm_nodes: Optional[Mapping[str, SlurmNode]]) -> Dict[str, Scaling]:
+        """Each live worker StatefulSet's scale plan, by name, made once per pass: it sets the
+        replicas applied now and the node steps taken after the apply."""
+        plans: Dict[str, Scaling] = {}
+        now = self.clock()
+        for nodeset in nodesets:
+            name = nodeset_object_name(nodeset)
+            live = self.kube.get("apps/v1", "StatefulSet", name, cluster.namespace)
+            if live is None:
+                continue
+            current = int(live["spec"]["replicas"])
+            if slurm_nodes is None:
+                # Slurm cannot be asked: removing a pod now could kill a job.
+                plan = ScalePlan(max(current, nodeset.spec.replicas), [], [])
+            else:
+                plan = plan_scale(name, nodeset.spec.replicas, current, slurm_nodes, now,
+                                  nodeset.spec.drain_timeout_seconds)
+            plans[name] = Scaling(live, plan)
+        return plans
 
     def after_stale_populate_jobs(self, cluster: SlurmCluster, desired: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """Delete an earlier jail image's populate Job; hold the new one back until it is gone.
@@ -371,7 +357,7 @@ class Reconciler:
         current = populate_job_name(cluster)
         prefix = object_name(cluster, "jail-populate") + "-"
         stale = [job for job in self.kube.list("batch/v1", "Job", cluster.namespace,
-                                               selector_labels(cluster, C.COMPONENT_JAIL))
+                                               selector_labels(cluster.name, C.COMPONENT_JAIL))
                  if job["metadata"]["name"].startswith(prefix) and job["metadata"]["name"] != current]
         if not stale:
             return desired
@@ -390,18 +376,15 @@ class Reconciler:
 
     # ----------------------------------------------------------------- Slurm
 
-    def act_on_nodes(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], slurm: SlurmControl,
-                     slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
+    def act_on_nodes(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], scaling: Mapping[str, Scaling],
+                     slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
         """Drain, requeue, delete and resume nodes for scale-downs and updates."""
         now = self.clock()
         for nodeset in nodesets:
             base = nodeset_object_name(nodeset)
-            live = self.kube.get("apps/v1", "StatefulSet", base, cluster.namespace)
-            if live is None:
+            if base not in scaling:
                 continue
-            current = int(live["spec"]["replicas"])
-            scale = plan_scale(base, nodeset.spec.replicas, current, slurm_nodes, now,
-                               nodeset.spec.drain_timeout_seconds)
+            live, scale = scaling[base]
             pods = [p for p in self.worker_pods(cluster, nodeset) if p.name not in scale.leaving]
             target = (live.get("status") or {}).get("updateRevision") or ""
             update = plan_update(pods, target, slurm_nodes, now) if target else []
@@ -441,10 +424,10 @@ class Reconciler:
 
     def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet) -> List[PodView]:
         """The node set's pods as the update and replacement planners see them."""
-        pods = self.kube.list("v1", "Pod", cluster.namespace,
-                              selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name))
+        pods = pods_by_name(self.kube, cluster.namespace,
+                            selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name))
         return [PodView(p["metadata"]["name"], p["metadata"].get("labels", {}).get(REVISION_LABEL, ""),
-                        pod_ready(p), bool(p["metadata"].get("deletionTimestamp")),
+                        pod_ready(p), pod_terminating(p),
                         parse_time(p["metadata"].get("creationTimestamp"))) for p in pods]
 
     def explain_unresponsive(self, cluster: SlurmCluster, pods: Sequence[PodView], slurm: SlurmControl,
@@ -461,12 +444,11 @@ class Reconciler:
             if node is None or pod.terminating or not pod.ready or not may_explain(node):
                 continue
             try:
-                code, out = self.kube.exec(cluster.namespace, pod.name, WORKER_CONTAINER,
-                                           [C.HEALTHCHECK_PROGRAM, "--report"], timeout=REPORT_TIMEOUT_SECONDS)[:2]
+                code, out = node_report(self.kube, cluster.namespace, pod.name)[:2]
             except KubeError:
                 continue  # the pod's container is not running: nothing to ask
             problems = [line.strip() for line in out.splitlines() if line.strip()]
-            reason = "%s %s" % (C.DRAIN_REASON_PREFIX, "; ".join(problems))
+            reason = health_reason(problems)
             if code == 1 and problems and node.reason != reason:
                 self.perform(cluster, slurm, NodeAction("drain", pod.name, reason), events)
 
@@ -485,34 +467,17 @@ class Reconciler:
         events.append(Event("Normal", "Node" + action.kind.title().replace("-", ""),
                             "%s %s%s" % (action.kind, action.node, (": " + action.reason) if action.reason else "")))
 
-    def reconfigure_if_needed(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], in_effect: str,
+    def reconfigure_if_needed(self, cluster: SlurmCluster, files: Mapping[str, str], in_effect: str,
                               slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> str:
         """`scontrol reconfigure` once the controller sees new config files (ConfigMaps reach
         pods with a delay); also when nodes joined a cluster with a topology, whose tree only
         takes in dynamic nodes on reconfigure. Returns the digest of the config in effect."""
-        wanted = self.config_digest(cluster, nodesets, slurm_nodes)
-        if in_effect == wanted or not self.controller_has_config(cluster, nodesets):
+        wanted = config_digest(cluster, files, slurm_nodes)
+        if in_effect == wanted or not controller_has_config(slurm, files):
             return in_effect
         slurm.reconfigure()
         events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))
         return wanted
-
-    def config_digest(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet],
-                      slurm_nodes: Mapping[str, SlurmNode]) -> str:
-        """What the running Slurm configuration should be, as a digest."""
-        files = render_config_files(cluster, nodesets)
-        parts = ["%s\n%s" % kv for kv in sorted(files.items())]
-        if cluster.spec.slurm.topology:
-            parts.append(",".join(sorted(slurm_nodes)))
-        return content_hash(parts)
-
-    def controller_has_config(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> bool:
-        """The controller pod's /etc/slurm holds exactly the files we render."""
-        files = render_config_files(cluster, nodesets)
-        pod = object_name(cluster, C.COMPONENT_CONTROLLER) + "-0"
-        paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
-        code, out = self.kube.exec(cluster.namespace, pod, CONTROLLER_CONTAINER, ["cat", *paths])[:2]
-        return code == 0 and out == "".join(files[name] for name in sorted(files))
 
     # ----------------------------------------------------------------- status
 
@@ -571,7 +536,7 @@ class Reconciler:
                        registered: Sequence[SlurmNode]) -> Dict[str, Any]:
         """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers."""
         counts = statefulset_counts(sts)
-        selector = selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name)
+        selector = selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
         in_service = sum(1 for n in registered if n.responding and not n.draining)
         return {
             "phase": "Ready" if in_service >= nodeset.spec.replicas and counts["desired"] == nodeset.spec.replicas

@@ -11,7 +11,6 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Sequence
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError, parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
 
 try:
     import yaml
@@ -59,13 +58,12 @@ def render_manifest_set(cluster: Mapping[str, Any], node_sets: Sequence[Mapping[
     try:
         model = parse_cluster(cluster)
         sets = [parse_nodeset(n) for n in node_sets]
-        manifests = render_cluster(model, sets)
+        rendered = render_cluster(model, sets)
     except SpecError as exc:
         raise ManifestError("invalid cluster: %s" % exc) from exc
-    if include_crds:
-        manifests = render_crds() + manifests
+    manifests = (render_crds() if include_crds else []) + rendered.objects
     files = {manifest_file_name(m): to_yaml(m) for m in manifests}
-    return ManifestSet(manifests, render_config_files(model, sets), files)
+    return ManifestSet(manifests, rendered.config_files, files)
 
 
 def _read(path: str) -> str:

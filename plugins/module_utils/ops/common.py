@@ -1,10 +1,11 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the modules share: argument specs (twins of plugins/doc_fragments/kube_auth.py) and the client."""
+"""What the module back ends share: argument specs (twins of plugins/doc_fragments/kube_auth.py), the client,
+and the shape of a change."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, NamedTuple
 
 from ansible.module_utils.basic import missing_required_lib
 
@@ -40,3 +41,10 @@ def kube_for(module: Any) -> Kube:
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_IMPORT_ERROR))
     return Kube(api_client(module.params["kubeconfig"], module.params["context"]))
+
+
+class Change(NamedTuple):
+    """What ensuring the objects changed (or, in check mode, would change)."""
+
+    changed: bool
+    diffs: List[Dict[str, Any]]

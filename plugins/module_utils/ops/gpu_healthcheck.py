@@ -15,22 +15,20 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import object_name, parse_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import nodes_by_name
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import (
-    CONTROLLER_CONTAINER,
-    WORKER_CONTAINER,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating, pods_by_name
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
-    Change,
     ClusterError,
     cluster_resource,
     ensure_present,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmError
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError, nodes_by_name
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import fast_check_may_drain, health_reason
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control, node_report
 
 HEALTH_CHECKS_KEY = "healthChecks"
-CHECK_TIMEOUT_SECONDS = 180
 
 
 class NodeResult(NamedTuple):
@@ -80,9 +78,8 @@ def configure(kube: Kube, name: str, namespace: str, settings: Mapping[str, Any]
 
 def worker_pods(kube: Kube, name: str, namespace: str, nodes: Optional[Sequence[str]]) -> List[str]:
     """Names of the cluster's worker pods (its Slurm nodes), or of the nodes asked for."""
-    labels = {C.LABEL_CLUSTER: name, C.LABEL_COMPONENT: C.COMPONENT_WORKER}
-    pods = sorted(p["metadata"]["name"] for p in kube.list("v1", "Pod", namespace, labels)
-                  if not p["metadata"].get("deletionTimestamp"))
+    pods = [p["metadata"]["name"] for p in pods_by_name(kube, namespace, selector_labels(name, C.COMPONENT_WORKER))
+            if not pod_terminating(p)]
     if not nodes:
         return pods
     unknown = sorted(set(nodes) - set(pods))
@@ -95,8 +92,7 @@ def worker_pods(kube: Kube, name: str, namespace: str, nodes: Optional[Sequence[
 def check_node(kube: Kube, namespace: str, pod: str) -> NodeResult:
     """Run the node's fast check in its pod and read its report."""
     try:
-        code, out, err = kube.exec(namespace, pod, WORKER_CONTAINER, [C.HEALTHCHECK_PROGRAM, "--report"],
-                                   timeout=CHECK_TIMEOUT_SECONDS)
+        code, out, err = node_report(kube, namespace, pod)
     except KubeError as exc:
         return NodeResult(False, ["cannot run the check: %s" % exc])
     lines = [line.strip() for line in out.splitlines() if line.strip()]
@@ -123,19 +119,17 @@ def drain_failed(kube: Kube, name: str, namespace: str, results: Dict[str, NodeR
     failed = [node for node, result in results.items() if not result.healthy]
     if not failed:
         return results
-    controller = object_name(parse_cluster(live_cluster(kube, name, namespace)), C.COMPONENT_CONTROLLER) + "-0"
-
-    def run(argv: Sequence[str]) -> Any:
-        return kube.exec(namespace, controller, CONTROLLER_CONTAINER, argv)
-
-    slurm = SlurmControl(run)
+    live_cluster(kube, name, namespace)
+    slurm = controller_control(kube, name, namespace)
+    if slurm is None:
+        raise ClusterError("drain: no ready controller pod of SlurmCluster %s/%s" % (namespace, name))
     try:
         known = nodes_by_name(slurm.nodes())
         out = dict(results)
         for node in failed:
-            reason = "%s %s" % (C.DRAIN_REASON_PREFIX, "; ".join(results[node].problems))
+            reason = health_reason(results[node].problems)
             current = known.get(node)
-            if current is None or (current.draining and not current.reason.startswith(C.DRAIN_REASON_PREFIX)):
+            if current is None or not fast_check_may_drain(current):
                 continue
             if current.draining and current.reason == reason:
                 continue
@@ -144,4 +138,4 @@ def drain_failed(kube: Kube, name: str, namespace: str, results: Dict[str, NodeR
             out[node] = results[node]._replace(drained=True)
         return out
     except (SlurmError, KubeError) as exc:
-        raise ClusterError("drain: cannot reach slurmctld in %s/%s: %s" % (namespace, controller, exc)) from exc
+        raise ClusterError("drain: cannot reach slurmctld of SlurmCluster %s/%s: %s" % (namespace, name, exc)) from exc

@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import pod_ready
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_ready, ready_pods
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
@@ -413,8 +414,7 @@ def find_jail_pod(kube: Kube, namespace: str, cluster: Optional[str], pod: Optio
     else:
         candidates = []
         for component in JAIL_POD_COMPONENTS:
-            found = kube.list("v1", "Pod", namespace, {C.LABEL_CLUSTER: cluster or "", C.LABEL_COMPONENT: component})
-            candidates += sorted((p for p in found if pod_ready(p)), key=lambda p: p["metadata"]["name"])
+            candidates += ready_pods(kube, namespace, selector_labels(cluster or "", component))
         if not candidates:
             raise JailUserError("cluster: no ready login or worker pod of SlurmCluster %s in namespace %s; "
                                 "is the cluster up? (or name a pod that mounts the jail with pod)"

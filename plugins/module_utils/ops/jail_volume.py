@@ -16,11 +16,19 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.model.quantity import QuantityError, parse_quantity
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
+    REAL_TIME,
+    Poll,
+    Timer,
+    job_outcome,
+    wait_until,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QuantityError, parse_quantity
 from ansible_collections.slurmkube.core.plugins.module_utils.render import jail as render_jail
-from ansible_collections.slurmkube.core.plugins.module_utils.render.common import JAIL_VOLUME, content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import JAIL_VOLUME
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Job names become a pod label (63 characters): "<name>-repopulate-<8 hex>" must fit.
@@ -275,29 +283,18 @@ def pods_mounting(kube: Kube, namespace: str, claim: str) -> List[str]:
     return sorted(names)
 
 
-def job_outcome(job: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """"Complete" or "Failed" once the Job has finished, else None."""
-    for cond in (job or {}).get("status", {}).get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return cond["type"]
-    return None
-
-
-def wait_populated(kube: Kube, namespace: str, job_name: str, timeout: int,
-                   sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+def wait_populated(kube: Kube, namespace: str, job_name: str, timeout: int, timer: Timer = REAL_TIME) -> None:
     """Until the populate Job has completed; fails when it failed or took longer than timeout."""
-    deadline = clock() + timeout
-    while True:
+    def probe() -> Poll:
         job = kube.get("batch/v1", "Job", job_name, namespace)
         outcome = job_outcome(job)
-        if outcome == "Complete":
-            return
         if outcome == "Failed":
             raise JailVolumeError("populate Job %s/%s failed: %s (see its pod's log)"
                                   % (namespace, job_name, failure_message(job)))
-        if clock() >= deadline:
-            raise JailVolumeError("populate Job %s/%s not complete after %ds" % (namespace, job_name, timeout))
-        sleep(2)
+        return Poll(outcome == "Complete")
+
+    if not wait_until(probe, timeout, timer).done:
+        raise JailVolumeError("populate Job %s/%s not complete after %ds" % (namespace, job_name, timeout))
 
 
 def failure_message(job: Optional[Mapping[str, Any]]) -> str:

@@ -5,17 +5,17 @@
 from __future__ import annotations
 
 import base64
-import time
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
+from typing import Any, Dict, Mapping, NamedTuple, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
+from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
     MUNGE_KEY_MIN_BYTES,
     key_fingerprint,
     new_munge_key,
-    secret_value,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
 
 # mungekey(8) makes keys of 32 to 1024 bytes.
 MUNGE_KEY_MAX_BYTES = 1024
@@ -70,25 +70,26 @@ def ensure_key(kube: Kube, name: str, namespace: str, given: Optional[bytes], ro
 
 
 def wait_rolled_out(kube: Kube, cluster: str, namespace: str, fingerprint: str, timeout: int,
-                    sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+                    timer: Timer = REAL_TIME) -> bool:
     """Wait until the operator reports every daemon of CLUSTER running the key FINGERPRINT.
 
     False when there is no such SlurmCluster (no daemon runs any key yet).
     """
-    deadline = clock() + timeout
-    while True:
+    def probe() -> Poll:
         obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace)
-        if obj is None:
-            return False
-        status = obj.get("status") or {}
-        if status.get("mungeKey") == fingerprint:
-            return True
-        if clock() >= deadline:
-            rollout = next((c for c in status.get("conditions") or [] if c.get("type") == "MungeKeyInUse"), {})
-            raise MungeKeyError("SlurmCluster %s/%s does not run munge key %s after %ds: %s"
-                                % (namespace, cluster, fingerprint, timeout,
-                                   rollout.get("message", "the operator has not reported on it")))
-        sleep(3)
+        status = (obj or {}).get("status") or {}
+        return Poll(obj is None or status.get("mungeKey") == fingerprint, obj)
+
+    last = wait_until(probe, timeout, timer)
+    if last.seen is None:
+        return False
+    if not last.done:
+        conditions = (last.seen.get("status") or {}).get("conditions") or []
+        rollout = next((c for c in conditions if c.get("type") == "MungeKeyInUse"), {})
+        raise MungeKeyError("SlurmCluster %s/%s does not run munge key %s after %ds: %s"
+                            % (namespace, cluster, fingerprint, timeout,
+                               rollout.get("message", "the operator has not reported on it")))
+    return True
 
 
 def remove_key(kube: Kube, name: str, namespace: str, check_mode: bool) -> MungeKeyResult:

@@ -4,29 +4,22 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     check_references,
     parse_cluster,
     parse_nodeset,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import apply_changed, stamp
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import PHASE_INVALID, PHASE_READY
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 
 
 class ClusterError(Exception):
     """The request cannot be carried out; the message says why."""
-
-
-class Change(NamedTuple):
-    """What ensuring the objects changed (or, in check mode, would change)."""
-
-    changed: bool
-    diffs: List[Dict[str, Any]]
 
 
 def cluster_resource(name: str, namespace: str, spec: Mapping[str, Any]) -> Dict[str, Any]:
@@ -97,24 +90,23 @@ def is_ready(obj: Optional[Mapping[str, Any]]) -> bool:
     if not obj:
         return False
     status = obj.get("status") or {}
-    return status.get("observedGeneration") == obj["metadata"].get("generation") and status.get("phase") == PHASE_READY
+    current = status.get("observedGeneration") == obj["metadata"].get("generation")
+    return current and status.get("phase") == C.PHASE_READY
 
 
-def wait_ready(kube: Kube, name: str, namespace: str, timeout: int,
-               sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
-               ) -> Dict[str, Any]:
+def wait_ready(kube: Kube, name: str, namespace: str, timeout: int, timer: Timer = REAL_TIME) -> Dict[str, Any]:
     """Poll until Ready; fail at once on Invalid, or with the last status on timeout."""
-    deadline = clock() + timeout
-    while True:
+    def probe() -> Poll:
         obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, name, namespace) or {}
         status = obj.get("status") or {}
-        if is_ready(obj):
-            return status
-        if status.get("phase") == PHASE_INVALID and status.get("observedGeneration") == obj["metadata"].get(
+        if status.get("phase") == C.PHASE_INVALID and status.get("observedGeneration") == obj["metadata"].get(
                 "generation"):
             raise ClusterError("SlurmCluster %s/%s is invalid: %s" % (namespace, name, status.get("message")))
-        if clock() >= deadline:
-            raise ClusterError("SlurmCluster %s/%s not Ready after %ds: phase %s, %s"
-                               % (namespace, name, timeout, status.get("phase", "unknown"),
-                                  status.get("message", "no status yet")))
-        sleep(3)
+        return Poll(is_ready(obj), status)
+
+    last = wait_until(probe, timeout, timer)
+    if not last.done:
+        raise ClusterError("SlurmCluster %s/%s not Ready after %ds: phase %s, %s"
+                           % (namespace, name, timeout, last.seen.get("phase", "unknown"),
+                              last.seen.get("message", "no status yet")))
+    return last.seen

@@ -4,14 +4,20 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
+    REAL_TIME,
+    Poll,
+    Timer,
+    deployment_available,
+    wait_until,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import apply_changed, stamp
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import Change
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import OPERATOR_NAME, render_operator
 
 
@@ -68,19 +74,13 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
     return Change(bool(found), [{"before_header": _header(o), "before": {"exists": True}, "after": {}} for o in found])
 
 
-def wait_operator(kube: Kube, namespace: str, replicas: int, timeout: int, sleep: Callable[[float], None] = time.sleep,
-                  clock: Callable[[], float] = time.monotonic) -> None:
-    """Until the operator Deployment's pod is available."""
-    deadline = clock() + timeout
-    while True:
-        deployment = kube.get("apps/v1", "Deployment", OPERATOR_NAME, namespace) or {}
-        status = deployment.get("status") or {}
-        current = status.get("observedGeneration") == (deployment.get("metadata") or {}).get("generation")
-        updated = int(status.get("updatedReplicas") or 0) >= replicas
-        if current and updated and int(status.get("availableReplicas") or 0) >= replicas \
-                and not status.get("unavailableReplicas"):
-            return
-        if clock() >= deadline:
-            raise InstallError("operator %s/%s not available after %ds: %s"
-                               % (namespace, OPERATOR_NAME, timeout, status.get("conditions") or "no status"))
-        sleep(3)
+def wait_operator(kube: Kube, namespace: str, replicas: int, timeout: int, timer: Timer = REAL_TIME) -> None:
+    """Until the operator Deployment's pods are available."""
+    def probe() -> Poll:
+        deployment = kube.get("apps/v1", "Deployment", OPERATOR_NAME, namespace)
+        return Poll(deployment_available(deployment, replicas), (deployment or {}).get("status") or {})
+
+    last = wait_until(probe, timeout, timer)
+    if not last.done:
+        raise InstallError("operator %s/%s not available after %ds: %s"
+                           % (namespace, OPERATOR_NAME, timeout, last.seen.get("conditions") or "no status"))

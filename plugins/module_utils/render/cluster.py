@@ -1,26 +1,37 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every object of one Slurm cluster, in the order they should be applied."""
+"""Every object of one Slurm cluster, in the order they should be applied, rendered once."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.render import controller, jail, login, policy, worker
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import Manifest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.healthcheck import render_healthcheck_cronjob
-from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_map
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
+    render_config_files,
+    render_config_map,
+)
 
 
-def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> List[Manifest]:
+class RenderedCluster(NamedTuple):
+    """A cluster's objects, and the config files its ConfigMap carries (what slurmctld must read)."""
+
+    objects: List[Manifest]
+    config_files: Dict[str, str]
+
+
+def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> RenderedCluster:
     """All manifests of a cluster and its node sets (the munge and host-key Secrets excluded:
     they hold generated secrets, made by the munge_key module and the operator)."""
     check_references(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
+    files = render_config_files(cluster, ordered)
     maybe: List[Optional[Manifest]] = [
         policy.render_service_account(cluster),
-        render_config_map(cluster, ordered),
+        render_config_map(cluster, files),
         login.render_sshd_config_map(cluster),
         jail.render_jail_claim(cluster),
         jail.render_jail_populate_job(cluster),
@@ -40,4 +51,4 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> List[M
         render_healthcheck_cronjob(cluster),
     ]
     maybe += policy.render_network_policies(cluster)
-    return [m for m in maybe if m is not None]
+    return RenderedCluster([m for m in maybe if m is not None], files)

@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     Placement,
     Resources,
@@ -24,38 +24,9 @@ JAIL_VOLUME = "jail"
 SUBMOUNT_HOST_DIR = "/mnt/slurmkube/submounts"
 
 
-def selector_labels(cluster: SlurmCluster, component: str, nodeset: Optional[str] = None) -> Dict[str, str]:
-    """Labels that select a component's pods; they never change over an object's life."""
-    labels = {C.LABEL_CLUSTER: cluster.name, C.LABEL_COMPONENT: component}
-    if nodeset is not None:
-        labels[C.LABEL_NODESET] = nodeset
-    return labels
-
-
-def labels(cluster: SlurmCluster, component: str, nodeset: Optional[str] = None) -> Dict[str, str]:
-    """Every label we put on objects of a component."""
-    out = {
-        C.LABEL_NAME: "slurm",
-        C.LABEL_INSTANCE: cluster.name,
-        C.LABEL_PART_OF: C.MANAGED_BY,
-        C.LABEL_MANAGED_BY: C.MANAGED_BY,
-    }
-    out.update(selector_labels(cluster, component, nodeset))
-    return out
-
-
 def metadata(cluster: SlurmCluster, name: str, component: str, nodeset: Optional[str] = None) -> Dict[str, Any]:
     """Object metadata; owner references are left to the caller (operator or module)."""
-    return {"name": name, "namespace": cluster.namespace, "labels": labels(cluster, component, nodeset)}
-
-
-def content_hash(parts: Iterable[str]) -> str:
-    """A short, stable digest of config text: the pod-template annotation that rolls pods."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part.encode("utf-8"))
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
+    return {"name": name, "namespace": cluster.namespace, "labels": object_labels(cluster.name, component, nodeset)}
 
 
 def controller_service_fqdn(cluster: SlurmCluster) -> str:

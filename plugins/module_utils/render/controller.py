@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import restart_settings
@@ -27,7 +29,7 @@ def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
         "metadata": common.metadata(cluster, controller_name(cluster), C.COMPONENT_CONTROLLER),
         "spec": {
             "type": "ClusterIP",
-            "selector": common.selector_labels(cluster, C.COMPONENT_CONTROLLER),
+            "selector": selector_labels(cluster.name, C.COMPONENT_CONTROLLER),
             "ports": [{"name": "slurmctld", "port": C.SLURMCTLD_PORT, "targetPort": C.SLURMCTLD_PORT,
                        "protocol": "TCP"}],
         },
@@ -56,9 +58,9 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
 def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> common.Manifest:
     """The slurmctld StatefulSet; it restarts only for settings `scontrol reconfigure` cannot apply."""
     spec = cluster.spec.controller
-    selector = common.selector_labels(cluster, C.COMPONENT_CONTROLLER)
+    selector = selector_labels(cluster.name, C.COMPONENT_CONTROLLER)
     claim: Dict[str, Any] = {
-        "metadata": {"name": STATE_VOLUME, "labels": common.labels(cluster, C.COMPONENT_CONTROLLER)},
+        "metadata": {"name": STATE_VOLUME, "labels": object_labels(cluster.name, C.COMPONENT_CONTROLLER)},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(spec.state_volume.size)}}},
     }
     if spec.state_volume.storage_class_name:
@@ -84,9 +86,9 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
             "template": {
                 "metadata": {
-                    "labels": common.labels(cluster, C.COMPONENT_CONTROLLER),
+                    "labels": object_labels(cluster.name, C.COMPONENT_CONTROLLER),
                     "annotations": {
-                        C.ANNOTATION_CONFIG_HASH: common.content_hash([restart_settings(cluster, nodesets)]),
+                        C.ANNOTATION_CONFIG_HASH: content_hash([restart_settings(cluster, nodesets)]),
                     },
                 },
                 "spec": pod_spec,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
@@ -46,7 +47,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
                     "backoffLimit": 1,
                     "activeDeadlineSeconds": LONG_CHECKS_DEADLINE_SECONDS,
                     "template": {
-                        "metadata": {"labels": common.labels(cluster, C.COMPONENT_HEALTHCHECK)},
+                        "metadata": {"labels": object_labels(cluster.name, C.COMPONENT_HEALTHCHECK)},
                         "spec": {
                             **common.pod_identity(cluster),
                             "restartPolicy": "Never",

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
@@ -74,7 +76,7 @@ def jail_version(cluster: SlurmCluster) -> str:
 
 def populate_job_suffix(version: str) -> str:
     """The part of a populate Job's name that changes with the version (a new image, a new Job)."""
-    return common.content_hash([version])[:8]
+    return content_hash([version])[:8]
 
 
 def populate_job_name(cluster: SlurmCluster) -> str:
@@ -134,5 +136,5 @@ def render_jail_populate_job(cluster: SlurmCluster) -> common.Manifest:
     images = cluster.spec.images
     return populate_job(
         common.metadata(cluster, populate_job_name(cluster), C.COMPONENT_JAIL),
-        common.labels(cluster, C.COMPONENT_JAIL), images.jail, images.pull_policy, jail_version(cluster),
+        object_labels(cluster.name, C.COMPONENT_JAIL), images.jail, images.pull_policy, jail_version(cluster),
         common.jail_volume(cluster), common.pod_identity(cluster), cluster_name=cluster.name)

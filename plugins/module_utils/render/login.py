@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
@@ -83,7 +85,7 @@ def render_login_service(cluster: SlurmCluster) -> common.Manifest:
         "metadata": common.metadata(cluster, login_name(cluster), C.COMPONENT_LOGIN),
         "spec": {
             "type": login.service_type,
-            "selector": common.selector_labels(cluster, C.COMPONENT_LOGIN),
+            "selector": selector_labels(cluster.name, C.COMPONENT_LOGIN),
             "ports": [port],
         },
     }
@@ -132,13 +134,13 @@ def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
         "spec": {
             "replicas": login.replicas,
             "serviceName": login_name(cluster),
-            "selector": {"matchLabels": common.selector_labels(cluster, C.COMPONENT_LOGIN)},
+            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_LOGIN)},
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
                 "metadata": {
-                    "labels": common.labels(cluster, C.COMPONENT_LOGIN),
-                    "annotations": {C.ANNOTATION_CONFIG_HASH: common.content_hash([render_sshd_config(cluster)])},
+                    "labels": object_labels(cluster.name, C.COMPONENT_LOGIN),
+                    "annotations": {C.ANNOTATION_CONFIG_HASH: content_hash([render_sshd_config(cluster)])},
                 },
                 "spec": pod_spec,
             },

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     SlurmCluster,
@@ -24,7 +25,7 @@ def render_worker_pdb(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifes
         "metadata": common.metadata(cluster, nodeset_object_name(nodeset), C.COMPONENT_WORKER, nodeset.name),
         "spec": {
             "maxUnavailable": 1,
-            "selector": {"matchLabels": common.selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name)},
+            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
         },
     }
 
@@ -39,7 +40,7 @@ def render_login_pdb(cluster: SlurmCluster) -> Optional[common.Manifest]:
         "metadata": common.metadata(cluster, object_name(cluster, C.COMPONENT_LOGIN), C.COMPONENT_LOGIN),
         "spec": {
             "minAvailable": 1,
-            "selector": {"matchLabels": common.selector_labels(cluster, C.COMPONENT_LOGIN)},
+            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_LOGIN)},
         },
     }
 
@@ -60,7 +61,7 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     own_pods = {C.LABEL_CLUSTER: cluster.name}
     return [
         _network_policy(cluster, "internal", own_pods, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),
-        _network_policy(cluster, "login-ssh", common.selector_labels(cluster, C.COMPONENT_LOGIN),
+        _network_policy(cluster, "login-ssh", selector_labels(cluster.name, C.COMPONENT_LOGIN),
                         [{"ports": [{"protocol": "TCP", "port": C.SSH_PORT}]}]),
     ]
 

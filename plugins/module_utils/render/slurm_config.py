@@ -312,11 +312,11 @@ def restart_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
     return "\n".join(key_value_lines({k: settings[k] for k in wanted}))
 
 
-def render_config_map(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Manifest:
-    """The ConfigMap mounted at /etc/slurm in every Slurm pod."""
+def render_config_map(cluster: SlurmCluster, files: Mapping[str, str]) -> Manifest:
+    """The ConfigMap mounted at /etc/slurm in every Slurm pod, holding render_config_files' files."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(cluster, config_map_name(cluster), C.COMPONENT_CONFIG),
-        "data": render_config_files(cluster, nodesets),
+        "data": dict(files),
     }

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     SlurmCluster,
@@ -50,7 +52,7 @@ def render_worker_service(cluster: SlurmCluster, nodeset: NodeSet) -> common.Man
             "clusterIP": "None",
             # slurmctld must reach a node before it is Ready (registration makes it Ready).
             "publishNotReadyAddresses": True,
-            "selector": common.selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name),
+            "selector": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
             "ports": [{"name": "slurmd", "port": C.SLURMD_PORT, "targetPort": C.SLURMD_PORT, "protocol": "TCP"}],
         },
     }
@@ -126,7 +128,7 @@ def _slurmd_container(cluster: SlurmCluster, nodeset: NodeSet) -> Dict[str, Any]
 
 def worker_config_hash(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
     """Digest of what slurmd reads only at start; other changes go by `scontrol reconfigure`."""
-    return common.content_hash([
+    return content_hash([
         restart_settings(cluster, nodesets),
         render_cgroup_conf(cluster),
         render_gres_conf(cluster, nodesets),
@@ -155,12 +157,12 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
         "spec": {
             "replicas": nodeset.spec.replicas,
             "serviceName": nodeset_object_name(nodeset),
-            "selector": {"matchLabels": common.selector_labels(cluster, C.COMPONENT_WORKER, nodeset.name)},
+            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "OnDelete"},
             "template": {
                 "metadata": {
-                    "labels": common.labels(cluster, C.COMPONENT_WORKER, nodeset.name),
+                    "labels": object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
                     "annotations": {C.ANNOTATION_CONFIG_HASH: worker_config_hash(cluster, nodesets)},
                 },
                 "spec": pod_spec,

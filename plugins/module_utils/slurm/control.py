@@ -2,15 +2,16 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Slurm control through its command-line tools, reading only their JSON output.
 
-The commands run wherever the caller's ``run`` sends them: the operator sends them to the
+The commands run wherever the caller's ``run`` sends them: runner.py sends them to the
 controller pod through the Kubernetes exec API (the pod already has munge and the
-config, and no extra daemon or token is needed, unlike slurmrestd).
+config, and no extra daemon or token is needed, unlike slurmrestd); tests send them to
+real daemons in docker.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Callable, FrozenSet, List, NamedTuple, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Sequence, Tuple
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
@@ -67,6 +68,11 @@ def parse_nodes(text: str) -> List[SlurmNode]:
     ]
 
 
+def nodes_by_name(nodes: Sequence[SlurmNode]) -> Dict[str, SlurmNode]:
+    """Index nodes by name."""
+    return {n.name: n for n in nodes}
+
+
 def parse_jobs(text: str) -> List[SlurmJob]:
     """Jobs from `squeue --json`."""
     data = json.loads(text)
@@ -82,7 +88,8 @@ class SlurmControl:
     def __init__(self, run: Runner) -> None:
         self.run = run
 
-    def _call(self, argv: Sequence[str]) -> str:
+    def output(self, argv: Sequence[str]) -> str:
+        """A command's output; SlurmError with its error output when it fails."""
         code, out, err = self.run(argv)
         if code != 0:
             raise SlurmError("%s failed (exit %d): %s" % (" ".join(argv), code, (err or out).strip()))
@@ -90,13 +97,13 @@ class SlurmControl:
 
     def nodes(self) -> List[SlurmNode]:
         """Every node slurmctld knows."""
-        return parse_nodes(self._call(["scontrol", "show", "nodes", "--json"]))
+        return parse_nodes(self.output(["scontrol", "show", "nodes", "--json"]))
 
     def jobs_on(self, nodes: Sequence[str]) -> List[SlurmJob]:
         """Jobs that hold any of these nodes."""
         if not nodes:
             return []
-        return parse_jobs(self._call(["squeue", "--json", "--nodelist=%s" % ",".join(nodes)]))
+        return parse_jobs(self.output(["squeue", "--json", "--nodelist=%s" % ",".join(nodes)]))
 
     def drain(self, nodes: Sequence[str], reason: str) -> None:
         """No new jobs on these nodes; running ones go on."""
@@ -108,18 +115,18 @@ class SlurmControl:
 
     def _update(self, nodes: Sequence[str], *words: str) -> None:
         if nodes:
-            self._call(["scontrol", "update", "nodename=%s" % ",".join(nodes), *words])
+            self.output(["scontrol", "update", "nodename=%s" % ",".join(nodes), *words])
 
     def delete(self, nodes: Sequence[str]) -> None:
         """Forget dynamic nodes (Slurm refuses while a job runs there)."""
         if nodes:
-            self._call(["scontrol", "delete", "nodename=%s" % ",".join(nodes)])
+            self.output(["scontrol", "delete", "nodename=%s" % ",".join(nodes)])
 
     def requeue(self, job_ids: Sequence[int]) -> None:
         """Put jobs back in the queue; they start again elsewhere."""
         if job_ids:
-            self._call(["scontrol", "requeue", ",".join(str(j) for j in job_ids)])
+            self.output(["scontrol", "requeue", ",".join(str(j) for j in job_ids)])
 
     def reconfigure(self) -> None:
         """Re-read the configuration files on slurmctld and every slurmd."""
-        self._call(["scontrol", "reconfigure"])
+        self.output(["scontrol", "reconfigure"])

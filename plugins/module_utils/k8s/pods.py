@@ -1,0 +1,39 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which pods run, and which of a component are ready: the one pod lookup."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping
+
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's Ready condition is True and it is not being deleted."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def pod_running(pod: Mapping[str, Any]) -> bool:
+    """The pod's containers have started (ready or not) and it is not being deleted."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or {}).get("phase") == "Running"
+
+
+def pod_terminating(pod: Mapping[str, Any]) -> bool:
+    """The pod is being deleted."""
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def pods_by_name(kube: Kube, namespace: str, selector: Mapping[str, str]) -> List[Dict[str, Any]]:
+    """The pods the labels select, sorted by name."""
+    return sorted(kube.list("v1", "Pod", namespace, selector), key=lambda p: p["metadata"]["name"])
+
+
+def ready_pods(kube: Kube, namespace: str, selector: Mapping[str, str]) -> List[Dict[str, Any]]:
+    """The ready pods the labels select, sorted by name."""
+    return [pod for pod in pods_by_name(kube, namespace, selector) if pod_ready(pod)]

@@ -1,0 +1,81 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one wait loop, and the pure predicates it waits on ("is this StatefulSet ready?")."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
+
+POLL_SECONDS = 3.0
+
+
+class Timer(NamedTuple):
+    """How the loop waits and tells time (tests pass a fake one)."""
+
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+
+
+REAL_TIME = Timer(time.sleep, time.monotonic)
+
+
+class Poll(NamedTuple):
+    """One look at what is awaited: done yet, and what was seen (for the caller's message)."""
+
+    done: bool
+    seen: Any = None
+
+
+def wait_until(probe: Callable[[], Poll], timeout: float, timer: Timer = REAL_TIME) -> Poll:
+    """Look with probe until it is done or timeout seconds have passed; the last look is returned.
+
+    A probe that sees a failure no waiting can mend (an invalid spec, a failed Job) raises.
+    """
+    deadline = timer.clock() + timeout
+    while True:
+        poll = probe()
+        if poll.done or timer.clock() >= deadline:
+            return poll
+        timer.sleep(POLL_SECONDS)
+
+
+def statefulset_counts(sts: Optional[Mapping[str, Any]]) -> Dict[str, int]:
+    """Ready and desired pods of a StatefulSet (0/0 when it does not exist yet)."""
+    if not sts:
+        return {"ready": 0, "desired": 0}
+    return {"ready": int((sts.get("status") or {}).get("readyReplicas") or 0),
+            "desired": int(sts["spec"].get("replicas") or 0)}
+
+
+def statefulset_ready(sts: Optional[Mapping[str, Any]]) -> bool:
+    """Every wanted pod is Ready and the controller has seen the latest spec."""
+    if not sts:
+        return False
+    status = sts.get("status") or {}
+    counts = statefulset_counts(sts)
+    current = status.get("observedGeneration") == sts["metadata"].get("generation")
+    return current and counts["ready"] == counts["desired"]
+
+
+def deployment_available(deployment: Optional[Mapping[str, Any]], replicas: int) -> bool:
+    """The Deployment's latest spec runs on `replicas` available pods and no others."""
+    if not deployment:
+        return False
+    status = deployment.get("status") or {}
+    current = status.get("observedGeneration") == (deployment.get("metadata") or {}).get("generation")
+    return (current and int(status.get("updatedReplicas") or 0) >= replicas
+            and int(status.get("availableReplicas") or 0) >= replicas and not status.get("unavailableReplicas"))
+
+
+def job_outcome(job: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """"Complete" or "Failed" once a batch Job has finished, else None."""
+    for cond in (job or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return cond["type"]
+    return None
+
+
+def job_complete(job: Optional[Mapping[str, Any]]) -> bool:
+    """A batch Job has succeeded."""
+    return bool(job) and int((job.get("status") or {}).get("succeeded") or 0) > 0
