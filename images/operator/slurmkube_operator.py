@@ -2,9 +2,9 @@
 
 Run: kopf run --all-namespaces --standalone images/operator/slurmkube_operator.py
 (the collection must be importable as ansible_collections.slurmkube.core).
-Handlers stay thin: every decision lives in plugins/module_utils/reconcile.py.
+Handlers stay thin: every decision lives in plugins/module_utils/operator/reconcile.py.
 
-Replicas elect a leader through a Lease (plugins/module_utils/leader.py) in the namespace
+Replicas elect a leader through a Lease (plugins/module_utils/operator/leader.py) in the namespace
 named by SLURMKUBE_OPERATOR_NAMESPACE; without it (a local `kopf run`) the process leads
 alone. Every handler is filtered on leadership and a standby writes nothing, not even
 kopf's own annotations, so what it skipped is still news to the leader.

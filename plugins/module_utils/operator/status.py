@@ -35,4 +35,3 @@ def without_empty_maps(status: Mapping[str, Any]) -> Dict[str, Any]:
     """The status to apply: server-side apply turns an empty map into null, which the CRD
     schema refuses (a map we applied before and now leave out is removed, as it should be)."""
     return {key: value for key, value in status.items() if value != {}}
-
