@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create (or reuse) the Python environment every project command runs in, and print its
 # path. It lives outside the repository, keyed by the requirements, so a warm machine
-# reuses it and a changed requirement gets a fresh one.
+# reuses it and a changed requirement gets a fresh one. It also holds the collections
+# slurmkube.core depends on (galaxy.yml), where Ansible and Python find them
+# (site-packages/ansible_collections).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,5 +17,23 @@ if [ ! -x "$venv/bin/ansible-test" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --upgrade pip >&2
   "$venv/bin/pip" install --quiet -r "$here/requirements.txt" >&2
+fi
+
+# kubernetes.core, as released inside the `ansible` package on PyPI (Galaxy is not reachable
+# here; PyPI is): only that collection is taken from the wheel, not the whole package.
+KUBERNETES_CORE_FROM="ansible==12.2.0" # carries kubernetes.core 6.2.0
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ ! -f "$site/ansible_collections/kubernetes/core/MANIFEST.json" ]; then
+  wheels="$cache/wheels"
+  mkdir -p "$wheels"
+  "$venv/bin/pip" download --quiet --no-deps -d "$wheels" "$KUBERNETES_CORE_FROM" >&2
+  "$venv/bin/python" - "$wheels/ansible-${KUBERNETES_CORE_FROM#ansible==}-py3-none-any.whl" "$site" <<'EOF' >&2
+import sys, zipfile
+wheel, site = sys.argv[1:]
+with zipfile.ZipFile(wheel) as archive:
+    members = [n for n in archive.namelist() if n.startswith("ansible_collections/kubernetes/core/")]
+    archive.extractall(site, members)
+print("kubernetes.core from %s: %d files" % (wheel, len(members)))
+EOF
 fi
 echo "$venv"

@@ -19,6 +19,7 @@
 #   SLURMKUBE_CACHE          cache outside the repository (default /var/cache/slurmkube)
 #   SLURMKUBE_IMAGE_PREFIX   image name prefix (default slurmkube)
 #   SLURMKUBE_DEBIAN_MIRROR  Debian mirror; default: the Debian entry of /etc/apt/sources.list*
+#   SLURMKUBE_DEBIAN_SECURITY_MIRROR  its security archive; default: the mirror's URL + "-security"
 #   SLURMKUBE_SPANK_SRC      SPANK plugin sources (default: spank/ of this checkout)
 set -euo pipefail
 
@@ -43,6 +44,9 @@ declare -A REF=()      # image name -> name:tag
 declare -A BUILT=()    # image name -> 1 once handled in this run
 
 log() { printf '[build.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=tools/progress.sh
+. "$repo/tools/progress.sh"
+PROGRESS_TAG=build.sh
 die() { log "error: $*"; exit 1; }
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -156,8 +160,8 @@ ensure_rootfs() {
     mkdir -p "$cache/rootfs"
     tmp="$(mktemp -d "$cache/rootfs/debootstrap.XXXXXX")"
     log "debootstrap $SUITE from $mirror (Release of $release_date)"
-    nice debootstrap --variant=minbase "$SUITE" "$tmp" "$mirror" >"$tmp.log" 2>&1 ||
-      { tail -n 20 "$tmp.log" >&2; die "debootstrap failed; log: $tmp.log"; }
+    progress_run "debootstrap $SUITE" "$tmp.log" nice debootstrap --variant=minbase "$SUITE" "$tmp" "$mirror" ||
+      die "debootstrap failed; log: $tmp.log"
     chmod 0755 "$tmp" # mktemp made it 0700; it becomes the image's /
     tar -C "$tmp" --numeric-owner -cf "$tmp.tar" .
     mv "$tmp.tar" "$tarball"
@@ -232,7 +236,8 @@ build_image() {
   for parent in $(parents_of "$name"); do
     if [[ "$parent" == rootfs ]]; then
       [[ -n "${REF[rootfs]:-}" ]] || ensure_rootfs
-      args+=(--build-arg "ROOTFS_IMAGE=${REF[rootfs]}" --build-arg "DEBIAN_MIRROR=$MIRROR")
+      args+=(--build-arg "ROOTFS_IMAGE=${REF[rootfs]}" --build-arg "DEBIAN_MIRROR=$MIRROR"
+        --build-arg "DEBIAN_SECURITY_MIRROR=${SLURMKUBE_DEBIAN_SECURITY_MIRROR:-$MIRROR-security}")
     else
       build_image "$parent"
       args+=(--build-arg "$(echo "$parent" | tr 'a-z-' 'A-Z_')_IMAGE=${REF[$parent]}")
@@ -252,9 +257,8 @@ build_image() {
   log "building $ref"
   local start=$SECONDS buildlog="$cache/logs/build-$name-$tag.$$.log"
   mkdir -p "$cache/logs"
-  if ! nice docker build -t "$ref" --label "io.slurmkube.image=$name" \
-    --label "io.slurmkube.content-hash=$tag" "${args[@]}" "$ctx" >"$buildlog" 2>&1; then
-    tail -n 30 "$buildlog" >&2
+  if ! progress_run "building $ref" "$buildlog" nice docker build -t "$ref" --label "io.slurmkube.image=$name" \
+    --label "io.slurmkube.content-hash=$tag" "${args[@]}" "$ctx"; then
     die "docker build of $name failed; full log: $buildlog"
   fi
   rm -f "$buildlog"

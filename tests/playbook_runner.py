@@ -41,12 +41,17 @@ def run_task(workdir: Path, task: Dict[str, Any], result: str, *flags: str,
              "check_mode": False, "diff": False},
         ],
     }]))
-    full_env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=str(ensure_importable().parents[2]),
-                    ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default")
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook), *flags],
-        capture_output=True, text=True, env=full_env, check=False)
+    proc = run_playbook(playbook, *flags, env=env)
     loaded = json.loads(result_file.read_text()) if proc.returncode == 0 else None
     result_file.unlink(missing_ok=True)
     return proc, loaded
+
+
+def run_playbook(playbook: Path, *flags: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """ansible-playbook on localhost with this checkout as slurmkube.core."""
+    full_env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=str(ensure_importable().parents[2]),
+                    ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default")
+    return subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook), *flags],
+        capture_output=True, text=True, env=full_env, check=False)

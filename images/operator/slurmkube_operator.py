@@ -22,11 +22,11 @@ from typing import Any, Dict, List, Mapping, Optional
 import kopf
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import is_subset
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError, api_client
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import without_empty_maps
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import status_unchanged, without_empty_maps
 
 RECONCILE_INTERVAL_SECONDS = 10
 ELECTION_RETRY_SECONDS = 2
@@ -35,6 +35,9 @@ _kube: Dict[str, Kube] = {}
 _election: Dict[str, Optional[LeaderElector]] = {}
 _locks: Dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+# Objects a dry run found applied, kept across passes: a timer pass over an unchanged cluster
+# then costs reads only (passes of different clusters touch different objects).
+SEEN_EQUAL = SeenEqual()
 
 
 def kube() -> Kube:
@@ -122,7 +125,7 @@ def hand_over(**_: Any) -> None:
 def write_status_if_changed(obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
     """A status equal to the live one is not written (no-op passes make no API writes)."""
     status = without_empty_maps(status)
-    if not is_subset(status, obj.get("status") or {}):
+    if not status_unchanged(status, obj.get("status") or {}):
         kube().apply_status(obj, status)
 
 
@@ -136,7 +139,7 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
         if live is None or live["metadata"].get("deletionTimestamp"):
             return
         started = time.monotonic()
-        outcome = Reconciler(kube()).reconcile(live)
+        outcome = Reconciler(kube(), seen=SEEN_EQUAL).reconcile(live)
         for event in outcome.events:
             kube().post_event(live, event.kind, event.reason, event.message, C.OPERATOR_NAME)
         if outcome.applied:

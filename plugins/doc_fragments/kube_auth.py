@@ -5,22 +5,26 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """Options every module that talks to Kubernetes takes (twin of module_utils.args.KUBE_AUTH_ARGS)."""
+    """What every module that talks to Kubernetes needs besides kubernetes.core.k8s_auth_options
+    (the connection options, used with their argument spec and client setup), and the wait
+    options (twin of module_utils.ops.common.WAIT_ARGS)."""
 
     DOCUMENTATION = r"""
-options:
-  kubeconfig:
-    description:
-      - Path to a kubeconfig file.
-      - When neither O(kubeconfig) nor O(context) is set, the in-cluster service account is
-        tried first, then the default kubeconfig (E(KUBECONFIG) or C(~/.kube/config)).
-    type: path
-  context:
-    description:
-      - Context of the kubeconfig to use; its current context when unset.
-    type: str
 requirements:
   - kubernetes >= 30.0 (Python)
+  - the kubernetes.core collection (its connection options and client)
+notes:
+  - Connection options and their E(K8S_AUTH_*) variables are those of kubernetes.core. With
+    none given, the in-cluster service account is tried first, then the default kubeconfig
+    (E(KUBECONFIG) or C(~/.kube/config)).
+  - A missing kubeconfig, an unknown context, an unreachable API server or refused
+    credentials fail the task with the cause, before anything is read or written.
+attributes:
+  action_group:
+    description: Use C(group/slurmkube.core.kube) in C(module_defaults) to set defaults for this module.
+    support: full
+    membership:
+      - slurmkube.core.kube
 """
 
     WAIT = r"""

@@ -54,6 +54,7 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
 attributes:
   check_mode:

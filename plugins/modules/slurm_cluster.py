@@ -36,26 +36,42 @@ options:
     default: present
   spec:
     description:
-      - The C(spec) of the SlurmCluster (see the C(slurmclusters.slurmkube.io) CRD).
+      - The C(spec) of the SlurmCluster (see the C(slurmclusters.slurmkube.io) CRD). It is
+        applied whole, so a field left out of it gets the CRD's default.
+      - Left out, the live spec is kept as it is; a cluster that does not exist yet is made
+        with the CRD's defaults.
     type: dict
-    default: {}
   node_sets:
     description:
-      - The cluster's node sets. This list is complete, node sets of this cluster that it
-        does not name are deleted (the operator drains their nodes first).
+      - Node sets of the cluster to ensure. Left out, the cluster's node sets are left as
+        they are.
+      - Node sets of the cluster that the list does not name are kept, unless
+        O(prune_node_sets=true).
     type: list
     elements: dict
-    default: []
     suboptions:
       name:
         description: Name of the NodeSet; its Slurm nodes are C(<cluster>-<name>-<n>).
         type: str
         required: true
       spec:
-        description: The C(spec) of the NodeSet; C(clusterName) is filled in.
+        description:
+          - The C(spec) of the NodeSet; C(clusterName) is filled in.
+          - Without C(replicas), an existing NodeSet keeps its live count, so that
+            C(kubectl scale nodeset) or an autoscaler (HPA, KEDA) is not undone; a new one
+            gets the CRD's default. With C(replicas), that number is applied.
         type: dict
         default: {}
+  prune_node_sets:
+    description:
+      - Delete the cluster's node sets that O(node_sets) does not name (the operator drains
+        their nodes first, requeueing jobs after the node set's drain timeout).
+      - Needs O(node_sets).
+    type: bool
+    default: false
+    version_added: "0.2.0"
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
   - slurmkube.core.kube_auth.wait
 attributes:
@@ -85,14 +101,22 @@ EXAMPLES = r"""
         spec: {replicas: 1, resources: {cpu: 16, memory: 64Gi}}
   register: cluster
 
-- name: Scale a node set
+- name: Scale a node set; the cluster's spec and its other node sets stay as they are
   slurmkube.core.slurm_cluster:
     name: demo
     namespace: slurm
-    spec: "{{ cluster.spec }}"
     node_sets:
       - name: cpu
         spec: {replicas: 8, resources: {cpu: 4, memory: 8Gi}}
+
+- name: Keep only the cpu node set (big is drained, then deleted)
+  slurmkube.core.slurm_cluster:
+    name: demo
+    namespace: slurm
+    node_sets:
+      - name: cpu
+        spec: {resources: {cpu: 4, memory: 8Gi}}
+    prune_node_sets: true
 
 - name: Remove the cluster, keep the jail's data
   slurmkube.core.slurm_cluster:
@@ -108,7 +132,7 @@ status:
   type: dict
   sample: {"phase": "Ready", "nodes": {"ready": 5, "desired": 5}, "nodesByState": {"idle": 5}}
 spec:
-  description: The spec that was applied.
+  description: The SlurmCluster's spec as it is after the task (the live one when O(spec) was left out).
   returned: when O(state=present)
   type: dict
 """
@@ -117,16 +141,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change, kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
-    Change,
     ClusterError,
-    cluster_resource,
+    Request,
     ensure_absent,
     ensure_present,
-    nodeset_resource,
-    stale_nodesets,
-    validate,
+    plan_present,
     wait_ready,
 )
 
@@ -137,28 +158,27 @@ def main() -> None:
             "name": {"type": "str", "required": True},
             "namespace": {"type": "str", "default": "default"},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "spec": {"type": "dict", "default": {}},
-            "node_sets": {"type": "list", "elements": "dict", "default": [], "options": {
+            "spec": {"type": "dict"},
+            "node_sets": {"type": "list", "elements": "dict", "options": {
                 "name": {"type": "str", "required": True},
                 "spec": {"type": "dict", "default": {}},
             }},
+            "prune_node_sets": {"type": "bool", "default": False},
         }, wait=True),
+        required_by={"prune_node_sets": ["node_sets"]},
         supports_check_mode=True,
     )
     p = module.params
-    cluster = cluster_resource(p["name"], p["namespace"], p["spec"])
-    nodesets = [nodeset_resource(p["name"], p["namespace"], item) for item in p["node_sets"]]
     result = {"changed": False}
     try:
         kube = kube_for(module)
         if p["state"] == "absent":
             record(module, result, ensure_absent(kube, p["name"], p["namespace"], module.check_mode))
         else:
-            validate(cluster, nodesets)
-            stale = stale_nodesets(kube, p["name"], p["namespace"], [n["metadata"]["name"] for n in nodesets])
-            # Node sets first: the operator reads the cluster's references as soon as it appears.
-            record(module, result, ensure_present(kube, [*nodesets, cluster], stale, module.check_mode))
-            result["spec"] = cluster["spec"]
+            plan = plan_present(kube, Request(p["name"], p["namespace"], p["spec"], p["node_sets"],
+                                              p["prune_node_sets"]))
+            record(module, result, ensure_present(kube, plan.objects, plan.doomed, module.check_mode))
+            result["spec"] = plan.spec
             if p["wait"] and not module.check_mode:
                 result["status"] = wait_ready(kube, p["name"], p["namespace"], p["wait_timeout"])
     except SpecError as exc:

@@ -32,6 +32,7 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
 attributes:
   check_mode:

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from localkube_helpers import REPO, Cluster
 
 sys.path.insert(0, str(REPO / "tests"))
-from playbook_runner import run_module
+from playbook_runner import run_module, run_playbook
 
 pytestmark = pytest.mark.k8s
 
@@ -89,3 +90,105 @@ def test_slurm_cluster_absent_keeps_nothing_but_says_so(kube: Cluster, tmp_path:
     assert result["changed"] is True
     names = json.loads(kube.kubectl("-n", kube.namespace, "get", "nodesets", "-o", "json").stdout)["items"]
     assert not [n for n in names if n["spec"]["clusterName"] == "mod"]
+
+
+SEMANTICS_SPEC = {"login": {"replicas": 0}, "partitions": [{"name": "main", "default": True}]}
+
+
+def semantics_args(**changes) -> dict:
+    args = {"name": "sem", "wait": False, "spec": SEMANTICS_SPEC, "node_sets": [
+        {"name": "sem-cpu", "spec": {"replicas": 1, "resources": {"cpu": 1, "memory": "1Gi"}}},
+        {"name": "sem-big", "spec": {"replicas": 1, "resources": {"cpu": 2, "memory": "2Gi"}}}]}
+    args.update(changes)
+    return {k: v for k, v in args.items() if v is not None}
+
+
+def sem_nodesets(kube: Cluster) -> dict:
+    items = kube.get_json("nodesets")["items"]
+    return {n["metadata"]["name"]: n["spec"] for n in items if n["spec"]["clusterName"] == "sem"}
+
+
+def test_slurm_cluster_leaves_alone_what_it_is_not_told(kube: Cluster, tmp_path: Path):
+    assert module(kube, tmp_path, "slurm_cluster", semantics_args())[1]["changed"] is True
+    # node_sets left out: both node sets stay; spec left out: the live spec stays.
+    proc, result = module(kube, tmp_path, "slurm_cluster", {"name": "sem", "wait": False}, "--diff")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result["changed"] is False and result["spec"]["partitions"] == SEMANTICS_SPEC["partitions"]
+    assert set(sem_nodesets(kube)) == {"sem-cpu", "sem-big"}
+    # A list that does not name a node set keeps it, unless pruning is asked for.
+    only_cpu = semantics_args(spec=None, node_sets=semantics_args()["node_sets"][:1])
+    assert module(kube, tmp_path, "slurm_cluster", only_cpu)[1]["changed"] is False
+    assert set(sem_nodesets(kube)) == {"sem-cpu", "sem-big"}
+    proc, result = module(kube, tmp_path, "slurm_cluster", dict(only_cpu, prune_node_sets=True), "--diff")
+    assert result["changed"] is True and "NodeSet %s/sem-big" % kube.namespace in proc.stdout
+    assert set(sem_nodesets(kube)) == {"sem-cpu"}
+
+
+def test_an_out_of_band_edit_is_seen_named_in_the_diff_and_reverted(kube: Cluster, tmp_path: Path):
+    args = semantics_args(name="oob", node_sets=[])
+    module(kube, tmp_path, "slurm_cluster", args)
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", "oob", "--type=merge", "-p", json.dumps(
+        {"spec": {"partitions": SEMANTICS_SPEC["partitions"] + [{"name": "sneaky"}]}}))
+    proc, result = module(kube, tmp_path, "slurm_cluster", args, "--check", "--diff")
+    assert result["changed"] is True and "sneaky" in proc.stdout and "managedFields" not in proc.stdout
+    proc, result = module(kube, tmp_path, "slurm_cluster", args)
+    assert result["changed"] is True
+    assert [p["name"] for p in kube.get_json("slurmcluster", "oob")["spec"]["partitions"]] == ["main"]
+    assert module(kube, tmp_path, "slurm_cluster", args)[1]["changed"] is False
+
+
+def test_replicas_set_by_kubectl_scale_are_kept_unless_the_play_names_a_number(kube: Cluster, tmp_path: Path):
+    args = semantics_args(name="scaled", node_sets=[
+        {"name": "scaled-cpu", "spec": {"replicas": 1, "resources": {"cpu": 1, "memory": "1Gi"}}}])
+    module(kube, tmp_path, "slurm_cluster", args)
+    kube.kubectl("-n", kube.namespace, "scale", "nodeset", "scaled-cpu", "--replicas=3")
+    unnamed = dict(args, node_sets=[{"name": "scaled-cpu", "spec": {"resources": {"cpu": 1, "memory": "1Gi"}}}])
+    proc, result = module(kube, tmp_path, "slurm_cluster", unnamed, "--diff")
+    assert result["changed"] is False, proc.stdout[-2000:]
+    assert kube.get_json("nodeset", "scaled-cpu")["spec"]["replicas"] == 3
+    assert module(kube, tmp_path, "slurm_cluster", args)[1]["changed"] is True
+    assert kube.get_json("nodeset", "scaled-cpu")["spec"]["replicas"] == 1
+
+
+KUBE_MODULES = {
+    "gpu_healthcheck": {"name": "c"},
+    "jail_user": {"name": "u", "cluster": "c"},
+    "jail_volume": {"name": "v"},
+    "munge_key": {"cluster": "c"},
+    "slurm_cluster": {"name": "c", "wait": False},
+    "slurm_cluster_info": {"name": "c"},
+    "slurm_operator": {"namespace": "unused", "wait": False},
+}
+
+
+def api_server(kube: Cluster) -> str:
+    config = yaml.safe_load(Path(kube.env["KUBECONFIG"]).read_text())
+    return config["clusters"][0]["cluster"]["server"]
+
+
+def test_every_module_fails_cleanly_naming_why_it_cannot_connect(kube: Cluster, tmp_path: Path):
+    causes = [
+        ("missing kubeconfig", {"kubeconfig": str(tmp_path / "nowhere.yaml")}, "nowhere.yaml does not exist"),
+        ("unknown context", {"kubeconfig": kube.env["KUBECONFIG"], "context": "nosuch"}, "nosuch"),
+        ("unreachable host", {"host": "https://127.0.0.1:1", "api_key": "x", "validate_certs": False}, "127.0.0.1"),
+        ("wrong token", {"host": api_server(kube), "api_key": "not-a-token", "validate_certs": False},
+         "HTTP 401 Unauthorized"),
+    ]
+    tasks = [{"name": "%s / %s" % (name, cause), "slurmkube.core." + name: dict(args, **auth),
+              "register": "r_%s_%d" % (name, i), "ignore_errors": True}
+             for name, args in KUBE_MODULES.items() for i, (cause, auth, expected) in enumerate(causes)]
+    playbook = tmp_path / "connect.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    proc = run_playbook(playbook, env={k: v for k, v in kube.env.items() if k != "KUBECONFIG"})
+    assert "Traceback" not in proc.stdout + proc.stderr and "MODULE FAILURE" not in proc.stdout
+    for name in KUBE_MODULES:
+        for cause, auth, expected in causes:
+            block = proc.stdout.split("TASK [%s / %s]" % (name, cause), 1)[1].split("TASK [", 1)[0]
+            assert "fatal:" in block and expected in block, (name, cause, auth, block[-1500:])
+
+
+def test_connection_options_come_from_k8s_auth_variables_too(kube: Cluster, tmp_path: Path):
+    env = dict(kube.env, K8S_AUTH_KUBECONFIG=kube.env["KUBECONFIG"])
+    proc, result = run_module(tmp_path, "munge_key", {"cluster": "fromenv", "namespace": kube.namespace}, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result["changed"] is True

@@ -9,9 +9,12 @@ GO="${GO:-/usr/local/go/bin/go}"
 LK_K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
 
 # Nice and a bounded parallelism: the CPU is shared with other engineers; -p 2 keeps the
-# peak memory of concurrent links under ~4 GiB.
+# peak memory of concurrent links under ~4 GiB. Go's module and build caches live in the
+# project cache, not in $HOME.
+LK_GO_CACHE="$LK_CACHE/go"
 lk_go() {
-  nice -n 10 env GOFLAGS="-mod=mod -p=2" CGO_ENABLED=0 GOTOOLCHAIN=local "$GO" "$@"
+  nice -n 10 env GOFLAGS="-mod=mod -p=2" CGO_ENABLED=0 GOTOOLCHAIN=local GOPATH="$LK_GO_CACHE/path" \
+    GOMODCACHE="$LK_GO_CACHE/path/pkg/mod" GOCACHE="$LK_GO_CACHE/build" "$GO" "$@"
 }
 
 # A wrapper module: `go install k8s.io/kubernetes/...@v` refuses modules with replace
@@ -20,7 +23,7 @@ lk_go() {
 lk_write_wrapper_module() {
   local dir=$1 ver=$2 staging_ver="v0.${2#v1.}"
   mkdir -p "$dir"
-  lk_go mod download -json "k8s.io/kubernetes@$ver" >"$dir/download.json"
+  lk_go mod download -json "k8s.io/kubernetes@$ver" >"$dir/download.json" || return 1
   local gomod
   gomod=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' "$dir/download.json")
   {
@@ -47,6 +50,13 @@ lk_write_wrapper_module() {
   } >"$dir/tools.go"
 }
 
+# One go build for all commands, in DIR's module: their shared packages compile once.
+lk_go_build_in() {
+  local dir=$1 ldflags=$2
+  shift 2
+  cd "$dir" && lk_go mod tidy && mkdir -p out && lk_go build -trimpath -ldflags "$ldflags" -o out/ "$@"
+}
+
 lk_build_kubernetes() {
   local ver=$LK_K8S_VERSION
   local work="$LK_CACHE/build/kubernetes-$ver"
@@ -54,7 +64,8 @@ lk_build_kubernetes() {
   for c in "${LK_K8S_COMMANDS[@]}"; do [[ -x $LK_BIN/$c ]] || missing=1; done
   ((missing)) || return 0
   lk_log "building Kubernetes $ver (${LK_K8S_COMMANDS[*]}); this takes many minutes"
-  lk_write_wrapper_module "$work" "$ver"
+  progress_run "downloading the Kubernetes $ver module" "$LK_CACHE/logs/build-kubernetes.log" \
+    lk_write_wrapper_module "$work" "$ver" || lk_die "cannot fetch Kubernetes $ver"
   local minor=${ver#v1.}
   minor=${minor%%.*}
   local x=(
@@ -71,15 +82,18 @@ lk_build_kubernetes() {
   for v in "${x[@]}"; do ldflags+=" -X $v"; done
   local pkgs=()
   for c in "${LK_K8S_COMMANDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-  (
-    cd "$work" || exit 1
-    lk_go mod tidy
-    mkdir -p out
-    # One go build for all commands: their shared packages compile once.
-    lk_go build -trimpath -ldflags "$ldflags" -o out/ "${pkgs[@]}"
-  )
+  progress_run "building Kubernetes $ver" "$LK_CACHE/logs/build-kubernetes.log" \
+    lk_go_build_in "$work" "$ldflags" "${pkgs[@]}" || lk_die "the Kubernetes build failed"
   mkdir -p "$LK_BIN"
   for c in "${LK_K8S_COMMANDS[@]}"; do install -m 0755 "$work/out/$c" "$LK_BIN/$c"; done
+}
+
+# go install into GOBIN=$1, outside any module (the progress_run subshell changes directory).
+lk_go_install_to() {
+  local gobin=$1
+  shift
+  cd / || return 1
+  GOBIN="$gobin" lk_go install "$@"
 }
 
 lk_build_coredns() {
@@ -88,8 +102,9 @@ lk_build_coredns() {
   local gobin="$LK_CACHE/build/coredns-$LK_COREDNS_VERSION"
   mkdir -p "$gobin" "$LK_BIN"
   # CoreDNS's go.mod has no replace directives, so go install module@version works.
-  (cd / && GOBIN="$gobin" lk_go install -trimpath -ldflags "-s -w" \
-    "github.com/coredns/coredns@$LK_COREDNS_VERSION")
+  progress_run "building CoreDNS $LK_COREDNS_VERSION" "$LK_CACHE/logs/build-coredns.log" \
+    lk_go_install_to "$gobin" -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$LK_COREDNS_VERSION" ||
+    lk_die "the CoreDNS build failed"
   install -m 0755 "$gobin/coredns" "$LK_BIN/coredns"
 }
 

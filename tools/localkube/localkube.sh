@@ -60,6 +60,9 @@ lk_die() {
   exit 1
 }
 
+# shellcheck source=tools/progress.sh
+. "$LK_HERE/../progress.sh"
+PROGRESS_TAG=localkube
 # shellcheck source=tools/localkube/build.sh
 . "$LK_HERE/build.sh"
 # shellcheck source=tools/localkube/pki.sh

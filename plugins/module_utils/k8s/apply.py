@@ -1,98 +1,137 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Apply only what differs: is the live object already what we would apply? (A no-op reconcile writes nothing.)"""
+"""Apply only what differs, as the API server sees it.
+
+Each object is first applied as a server-side dry run, and what the server would store is
+compared with what it stores now (its bookkeeping and the status left out). Equal: nothing is
+written, so a no-op reconcile makes no writes. Different: the object is applied (as a dry run
+again in check mode) and the diff holds just the fields that change. The server decides how
+lists merge, what defaults and normalised quantities look like and which fields it drops
+(an env value ""), so an out-of-band edit of a field we set is seen and reverted, and
+nothing is re-applied forever. This is kubernetes.core's apply-and-compare.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QuantityError, parse_quantity
 
-ANNOTATION_APPLIED = C.API_GROUP + "/applied-hash"
-
-
-def _same_scalar(desired: Any, actual: Any) -> bool:
-    if desired == actual:
-        return True
-    # The API server normalises quantities ("1000m" is stored as "1", 2048Mi as "2Gi").
-    if isinstance(desired, (str, int)) and isinstance(actual, (str, int)) and not isinstance(desired, bool):
-        try:
-            return parse_quantity(desired) == parse_quantity(actual)
-        except QuantityError:
-            return False
-    return False
+# Metadata the server keeps for itself: it changes on every write, never by ours alone.
+SERVER_BOOKKEEPING = ("managedFields", "resourceVersion", "generation")
+_MISSING = object()
 
 
-def _is_keyed_list(items: List[Any]) -> bool:
-    """Containers, env, volumes, ports...: lists whose items are maps with a name."""
-    return bool(items) and all(isinstance(item, dict) and "name" in item for item in items)
+class Applied(NamedTuple):
+    """One object applied (or, in check mode, that would be): as it was, and as it is after."""
+
+    obj: Mapping[str, Any]
+    before: Optional[Dict[str, Any]]  # None: it did not exist
+    after: Dict[str, Any]
 
 
-def is_subset(desired: Any, actual: Any) -> bool:
-    """True when every field we set has that value in the live object.
-
-    Fields the server adds (defaults, status, metadata it owns) are ignored. Lists of named
-    items are merged by server-side apply (another manager's items stay beside ours), so each
-    of ours must be there by name; other lists are replaced whole and must match item by item.
-    """
-    if isinstance(desired, dict):
-        if not isinstance(actual, dict):
-            return False
-        return all(is_subset(v, actual.get(k)) for k, v in desired.items())
-    if isinstance(desired, list):
-        if not isinstance(actual, list):
-            return False
-        if _is_keyed_list(desired) and all(isinstance(a, dict) for a in actual):
-            live = {a.get("name"): a for a in actual}
-            return all(is_subset(d, live.get(d["name"])) for d in desired)
-        return len(desired) == len(actual) and all(is_subset(d, a) for d, a in zip(desired, actual))
-    return _same_scalar(desired, actual)
-
-
-def applied_hash(obj: Mapping[str, Any]) -> str:
-    """Digest of what we apply: a changed digest means a field may have been removed."""
-    return content_hash([json.dumps(obj, sort_keys=True)])
-
-
-def stamp(obj: Mapping[str, Any], owner: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    """The object with its applied-hash annotation and, when given, the cluster as owner."""
+def owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> Dict[str, Any]:
+    """The object with the SlurmCluster as its owner: deleting the cluster deletes it."""
     out = copy.deepcopy(dict(obj))
-    meta = out["metadata"]
-    if owner is not None:
-        meta["ownerReferences"] = [{
-            "apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER, "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
-        }]
-    meta.setdefault("annotations", {})[ANNOTATION_APPLIED] = applied_hash(out)
+    out["metadata"]["ownerReferences"] = [{
+        "apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER, "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
+    }]
     return out
 
 
-def needs_apply(desired: Mapping[str, Any], live: Optional[Mapping[str, Any]]) -> bool:
-    """Apply when the object is missing, our last apply differs, or someone changed our fields."""
-    if live is None:
-        return True
-    annotations = (live.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_APPLIED) != desired["metadata"]["annotations"][ANNOTATION_APPLIED]:
-        return True
-    return not is_subset(desired, live)
+def comparable(obj: Mapping[str, Any]) -> Dict[str, Any]:
+    """An object as the user sees it: no status, no server bookkeeping in its metadata."""
+    out = {key: copy.deepcopy(value) for key, value in obj.items() if key != "status"}
+    out["metadata"] = {key: value for key, value in (obj.get("metadata") or {}).items()
+                       if key not in SERVER_BOOKKEEPING}
+    return out
 
 
-def apply_changed(kube: Kube, stamped: Sequence[Mapping[str, Any]], dry_run: bool = False
-                  ) -> List[Tuple[Mapping[str, Any], Optional[Dict[str, Any]]]]:
-    """Server-side apply each stamped object that differs from its live self.
+class SeenEqual:
+    """What a dry run found already applied: the live object's resourceVersion and what we
+    would apply. While neither changes, the server's answer cannot either, so a long-lived
+    caller (the operator, every few seconds) skips the dry run; any write to the object, an
+    out-of-band edit included, changes its resourceVersion."""
 
-    Returns (object, live object before) for each one applied (a dry run in check mode).
-    """
+    def __init__(self) -> None:
+        self._seen: Dict[Tuple[str, str, str], Tuple[str, str]] = {}
+
+    @staticmethod
+    def _key(obj: Mapping[str, Any]) -> Tuple[str, str, str]:
+        meta = obj["metadata"]
+        return obj["kind"], meta.get("namespace") or "", meta["name"]
+
+    @staticmethod
+    def _state(obj: Mapping[str, Any], live: Mapping[str, Any]) -> Tuple[str, str]:
+        return str((live.get("metadata") or {}).get("resourceVersion")), json.dumps(obj, sort_keys=True)
+
+    def still(self, obj: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
+        """Nothing changed since a dry run found this object applied."""
+        return self._seen.get(self._key(obj)) == self._state(obj, live)
+
+    def remember(self, obj: Mapping[str, Any], live: Mapping[str, Any]) -> None:
+        """A dry run found this object applied."""
+        self._seen[self._key(obj)] = self._state(obj, live)
+
+
+def apply_changed(kube: Kube, objects: Sequence[Mapping[str, Any]], dry_run: bool = False,
+                  seen: Optional[SeenEqual] = None) -> List[Applied]:
+    """Server-side apply each object the server would store differently from now; only those
+    are returned (and, with dry_run, only dry runs are made)."""
     applied = []
-    for obj in stamped:
+    for obj in objects:
         meta = obj["metadata"]
         live = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-        if needs_apply(obj, live):
-            kube.apply(obj, dry_run=dry_run)
-            applied.append((obj, live))
+        if live is None:
+            applied.append(Applied(obj, None, comparable(kube.apply(obj, dry_run=dry_run))))
+            continue
+        if seen is not None and seen.still(obj, live):
+            continue
+        predicted = comparable(kube.apply(obj, dry_run=True))
+        if predicted == comparable(live):
+            if seen is not None:
+                seen.remember(obj, live)
+            continue
+        after = predicted if dry_run else comparable(kube.apply(obj))
+        applied.append(Applied(obj, comparable(live), after))
     return applied
+
+
+def changed_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The parts of two objects that differ: maps are followed down, anything else is shown whole."""
+    old_part: Dict[str, Any] = {}
+    new_part: Dict[str, Any] = {}
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key, _MISSING), after.get(key, _MISSING)
+        if old == new:
+            continue
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            old_part[key], new_part[key] = changed_fields(old, new)
+            continue
+        if old is not _MISSING:
+            old_part[key] = old
+        if new is not _MISSING:
+            new_part[key] = new
+    return old_part, new_part
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """'Kind namespace/name', or 'Kind name' for a cluster-wide object."""
+    meta = obj["metadata"]
+    return "%s %s" % (obj["kind"], "/".join(p for p in (meta.get("namespace"), meta["name"]) if p))
+
+
+def diff_of(applied: Applied) -> Dict[str, Any]:
+    """Ansible's diff for one applied object: what we asked for when it is new, else only the
+    fields that change."""
+    header = describe(applied.obj)
+    if applied.before is None:
+        before: Dict[str, Any] = {}
+        after = comparable(applied.obj)
+    else:
+        before, after = changed_fields(applied.before, applied.after)
+    return {"before_header": header, "after_header": header, "before": before, "after": after}

@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 try:
     from kubernetes import config as kube_config
-    from kubernetes.client import ApiClient, CoreV1Api
+    from kubernetes.client import ApiClient, CoreV1Api, VersionApi
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ConflictError as ApiConflictError
     from kubernetes.dynamic.exceptions import NotFoundError
@@ -47,6 +48,23 @@ def api_client(kubeconfig: Optional[str] = None, context: Optional[str] = None) 
     return kube_config.new_client_from_config(config_file=kubeconfig, context=context)
 
 
+def error_cause(exc: BaseException) -> str:
+    """What went wrong, in one line: an API status with its reason (and the server's message),
+    else the error itself (not the HTTP headers the client library puts in its text)."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status:
+        message = ""
+        body = getattr(exc, "body", None)
+        if body:
+            try:
+                message = json.loads(body).get("message", "")
+            except (ValueError, AttributeError):
+                message = ""
+        reason = getattr(exc, "reason", "") or ""
+        return "HTTP %d %s%s" % (status, reason, (": " + message) if message else "")
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _describe(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata", {})
     return "%s %s/%s" % (obj.get("kind"), meta.get("namespace", ""), meta.get("name"))
@@ -63,6 +81,14 @@ class Kube:
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dynamic.resources.get(api_version=api_version, kind=kind)
 
+    def ping(self) -> None:
+        """Ask the API server its version: proves the address and the credentials at once."""
+        try:
+            VersionApi(self.client).get_code()
+        except Exception as exc:
+            raise KubeError("cannot reach the Kubernetes API at %s: %s"
+                            % (self.client.configuration.host, error_cause(exc))) from exc
+
     def get(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[Obj]:
         """The object as a dict, or None when it does not exist."""
         try:
@@ -70,7 +96,7 @@ class Kube:
         except NotFoundError:
             return None
         except Exception as exc:
-            raise KubeError("cannot read %s %s/%s: %s" % (kind, namespace or "", name, exc)) from exc
+            raise KubeError("cannot read %s %s/%s: %s" % (kind, namespace or "", name, error_cause(exc))) from exc
 
     def list(self, api_version: str, kind: str, namespace: Optional[str] = None,
              labels: Optional[Mapping[str, str]] = None) -> List[Obj]:
@@ -79,7 +105,8 @@ class Kube:
         try:
             result = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector)
         except Exception as exc:
-            raise KubeError("cannot list %s in %s: %s" % (kind, namespace or "all namespaces", exc)) from exc
+            raise KubeError("cannot list %s in %s: %s"
+                            % (kind, namespace or "all namespaces", error_cause(exc))) from exc
         return [item.to_dict() for item in result.items]
 
     def apply(self, obj: Mapping[str, Any], dry_run: bool = False) -> Obj:
@@ -91,7 +118,7 @@ class Kube:
             result = resource.server_side_apply(body=dict(obj), name=meta["name"], namespace=meta.get("namespace"),
                                                 field_manager=C.FIELD_MANAGER, force_conflicts=True, **kwargs)
         except Exception as exc:
-            raise KubeError("cannot apply %s: %s" % (_describe(obj), exc)) from exc
+            raise KubeError("cannot apply %s: %s" % (_describe(obj), error_cause(exc))) from exc
         if not dry_run:
             self.writes += 1
         return result.to_dict()
@@ -105,7 +132,7 @@ class Kube:
         except ApiConflictError as exc:
             raise ConflictError("%s exists already" % _describe(obj)) from exc
         except Exception as exc:
-            raise KubeError("cannot create %s: %s" % (_describe(obj), exc)) from exc
+            raise KubeError("cannot create %s: %s" % (_describe(obj), error_cause(exc))) from exc
         self.writes += 1
         return result.to_dict()
 
@@ -118,7 +145,7 @@ class Kube:
         except ApiConflictError as exc:
             raise ConflictError("%s changed since it was read" % _describe(obj)) from exc
         except Exception as exc:
-            raise KubeError("cannot replace %s: %s" % (_describe(obj), exc)) from exc
+            raise KubeError("cannot replace %s: %s" % (_describe(obj), error_cause(exc))) from exc
         self.writes += 1
         return result.to_dict()
 
@@ -137,7 +164,7 @@ class Kube:
         try:
             self._resource("v1", "Event").create(body=event, namespace=meta.get("namespace"))
         except Exception as exc:
-            raise KubeError("cannot post event %s for %s: %s" % (reason, _describe(obj), exc)) from exc
+            raise KubeError("cannot post event %s for %s: %s" % (reason, _describe(obj), error_cause(exc))) from exc
         self.writes += 1
 
     def apply_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
@@ -150,7 +177,7 @@ class Kube:
                 body=body, name=meta["name"], namespace=meta.get("namespace"),
                 field_manager=C.FIELD_MANAGER, force_conflicts=True)
         except Exception as exc:
-            raise KubeError("cannot update status of %s: %s" % (_describe(obj), exc)) from exc
+            raise KubeError("cannot update status of %s: %s" % (_describe(obj), error_cause(exc))) from exc
         self.writes += 1
 
     def merge_patch(self, api_version: str, kind: str, name: str, namespace: Optional[str],
@@ -161,7 +188,7 @@ class Kube:
                                                              content_type="application/merge-patch+json",
                                                              field_manager=C.FIELD_MANAGER)
         except Exception as exc:
-            raise KubeError("cannot patch %s %s/%s: %s" % (kind, namespace or "", name, exc)) from exc
+            raise KubeError("cannot patch %s %s/%s: %s" % (kind, namespace or "", name, error_cause(exc))) from exc
         self.writes += 1
         return result.to_dict()
 
@@ -174,7 +201,7 @@ class Kube:
         except NotFoundError:
             return False
         except Exception as exc:
-            raise KubeError("cannot delete %s %s/%s: %s" % (kind, namespace or "", name, exc)) from exc
+            raise KubeError("cannot delete %s %s/%s: %s" % (kind, namespace or "", name, error_cause(exc))) from exc
         self.writes += 1
         return True
 
@@ -190,5 +217,5 @@ class Kube:
             code = resp.returncode
             resp.close()
         except Exception as exc:
-            raise KubeError("cannot exec %s in %s/%s: %s" % (command[0], namespace, pod, exc)) from exc
+            raise KubeError("cannot exec %s in %s/%s: %s" % (command[0], namespace, pod, error_cause(exc))) from exc
         return (code if code is not None else -1), out or "", err or ""

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual, apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     pod_ready,
@@ -172,9 +172,10 @@ def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
 class Reconciler:
     """One reconcile pass over one SlurmCluster."""
 
-    def __init__(self, kube: Kube, clock: Clock = utc_now) -> None:
+    def __init__(self, kube: Kube, clock: Clock = utc_now, seen: Optional[SeenEqual] = None) -> None:
         self.kube = kube
         self.clock = clock
+        self.seen = seen
 
     # ----------------------------------------------------------------- entry point
 
@@ -259,10 +260,10 @@ class Reconciler:
     def ensure_secrets(self, cluster: SlurmCluster, owner: Mapping[str, Any], events: List[Event]) -> None:
         """Create the munge key and ssh host keys once; never replace existing ones."""
         if self.kube.get("v1", "Secret", munge_secret_name(cluster), cluster.namespace) is None:
-            self.kube.apply(stamp(render_munge_secret(cluster, new_munge_key()), owner))
+            self.kube.apply(owned_by(render_munge_secret(cluster, new_munge_key()), owner))
             events.append(Event("Normal", "MungeKeyCreated", "generated munge key %s" % munge_secret_name(cluster)))
         if self.kube.get("v1", "Secret", host_keys_secret_name(cluster), cluster.namespace) is None:
-            self.kube.apply(stamp(render_host_keys_secret(cluster, new_ssh_host_keys(HOST_KEY_TYPES)), owner))
+            self.kube.apply(owned_by(render_host_keys_secret(cluster, new_ssh_host_keys(HOST_KEY_TYPES)), owner))
             events.append(Event("Normal", "HostKeysCreated", "generated ssh host keys"))
 
     def roll_munge_key(self, cluster: SlurmCluster, cluster_obj: Mapping[str, Any], events: List[Event]) -> KeyState:
@@ -370,9 +371,9 @@ class Reconciler:
 
     def apply_all(self, desired: Sequence[Mapping[str, Any]], owner: Mapping[str, Any]) -> List[str]:
         """Apply every object that differs; returns 'Kind/name' of those applied."""
-        stamped = [stamp(obj, None if is_kept_on_delete(obj) else owner) for obj in desired]
-        applied = apply_changed(self.kube, stamped)
-        return ["%s/%s" % (pair[0]["kind"], pair[0]["metadata"]["name"]) for pair in applied]
+        owned = [obj if is_kept_on_delete(obj) else owned_by(obj, owner) for obj in desired]
+        applied = apply_changed(self.kube, owned, seen=self.seen)
+        return ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"]) for a in applied]
 
     # ----------------------------------------------------------------- Slurm
 

@@ -35,3 +35,11 @@ def without_empty_maps(status: Mapping[str, Any]) -> Dict[str, Any]:
     """The status to apply: server-side apply turns an empty map into null, which the CRD
     schema refuses (a map we applied before and now leave out is removed, as it should be)."""
     return {key: value for key, value in status.items() if value != {}}
+
+
+def status_unchanged(status: Any, live: Any) -> bool:
+    """Every field of the status we would write already has that value in the live status
+    (fields only the live one has, such as kopf's, do not count)."""
+    if isinstance(status, Mapping):
+        return isinstance(live, Mapping) and all(status_unchanged(v, live.get(k)) for k, v in status.items())
+    return status == live

@@ -1,25 +1,25 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the module back ends share: argument specs (twins of plugins/doc_fragments/kube_auth.py), the client,
-and the shape of a change."""
+"""What the module back ends share: the connection options and client setup of kubernetes.core,
+our wait options (twin of plugins/doc_fragments/kube_auth.py), and the shape of a change."""
 
 from __future__ import annotations
 
+import copy
+import os
 from typing import Any, Dict, List, NamedTuple
 
 from ansible.module_utils.basic import missing_required_lib
 
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
     Kube,
-    api_client,
+    KubeError,
+    error_cause,
 )
-
-KUBE_AUTH_ARGS: Dict[str, Dict[str, Any]] = {
-    "kubeconfig": {"type": "path"},
-    "context": {"type": "str"},
-}
 
 WAIT_ARGS: Dict[str, Dict[str, Any]] = {
     "wait": {"type": "bool", "default": True},
@@ -28,19 +28,36 @@ WAIT_ARGS: Dict[str, Dict[str, Any]] = {
 
 
 def with_common(spec: Dict[str, Dict[str, Any]], wait: bool = False) -> Dict[str, Dict[str, Any]]:
-    """A module's own options plus the shared ones."""
+    """A module's own options plus kubernetes.core's connection options (and ours to wait)."""
     out = dict(spec)
-    out.update(KUBE_AUTH_ARGS)
+    out.update(copy.deepcopy(AUTH_ARG_SPEC))
     if wait:
         out.update(WAIT_ARGS)
     return out
 
 
 def kube_for(module: Any) -> Kube:
-    """The client for a module's kubeconfig/context; fails the module when the library is missing."""
+    """The client for the module's connection options (or their K8S_AUTH_* variables), as
+    kubernetes.core makes it; KubeError naming the cause when it cannot reach the API."""
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_IMPORT_ERROR))
-    return Kube(api_client(module.params["kubeconfig"], module.params["context"]))
+    auth = {name: module.params[name] for name in AUTH_ARG_SPEC if module.params.get(name) is not None}
+    check_kubeconfig_files(auth.get("kubeconfig"))
+    try:
+        kube = Kube(get_api_client(**auth).client.client)
+    except Exception as exc:  # a bad kubeconfig, context, host or credential: every cause is the user's to fix
+        raise KubeError("cannot connect to the Kubernetes API: %s" % error_cause(exc)) from exc
+    kube.ping()
+    return kube
+
+
+def check_kubeconfig_files(kubeconfig: Any) -> None:
+    """A kubeconfig given as paths (os.pathsep-separated) names files that exist."""
+    if not isinstance(kubeconfig, str):
+        return
+    for path in kubeconfig.split(os.pathsep):
+        if path and not os.path.isfile(os.path.expanduser(path)):
+            raise KubeError("kubeconfig: %s does not exist" % path)
 
 
 class Change(NamedTuple):

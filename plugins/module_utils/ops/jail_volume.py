@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     REAL_TIME,
@@ -212,14 +212,6 @@ def check_claim_change(want: WantedVolume, live: Mapping[str, Any]) -> None:
         raise JailVolumeError("size: claim %s has %s; a claim cannot shrink to %s" % (want.name, current, want.size))
 
 
-def object_diff(obj: Mapping[str, Any], live: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    """Before and after of one object's spec."""
-    meta = obj["metadata"]
-    header = "%s %s" % (obj["kind"], "/".join(p for p in (meta.get("namespace"), meta["name"]) if p))
-    return {"before_header": header, "after_header": header,
-            "before": {"spec": (live or {}).get("spec")} if live else {}, "after": {"spec": obj.get("spec")}}
-
-
 def ensure_present(kube: Kube, want: WantedVolume, check_mode: bool) -> VolumeResult:
     """Apply the volume and the populate Job where they differ (a server-side dry run in check mode)."""
     check_against_cluster(kube, want)
@@ -228,9 +220,8 @@ def ensure_present(kube: Kube, want: WantedVolume, check_mode: bool) -> VolumeRe
     if want.populate or want.repopulate:
         job_name = populate_job_name(want)
         objects.append(render_populate_job(want, job_name))
-    applied = apply_changed(kube, [stamp(obj, None) for obj in objects], dry_run=check_mode)
-    diffs = [object_diff(obj, live) for obj, live in applied]
-    return VolumeResult(bool(applied), want.claim, job_name, diffs)
+    applied = apply_changed(kube, objects, dry_run=check_mode)
+    return VolumeResult(bool(applied), want.claim, job_name, [diff_of(a) for a in applied])
 
 
 def populate_jobs(kube: Kube, want: WantedVolume) -> List[Dict[str, Any]]:

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    SpecError,
     check_references,
     parse_cluster,
     parse_nodeset,
@@ -36,26 +37,78 @@ def nodeset_resource(cluster: str, namespace: str, item: Mapping[str, Any]) -> D
             "metadata": {"name": item["name"], "namespace": namespace}, "spec": spec}
 
 
-def validate(cluster: Mapping[str, Any], nodesets: Sequence[Mapping[str, Any]]) -> None:
-    """Fail before any write when the spec is bad (SpecError names field and value)."""
+class Request(NamedTuple):
+    """What the module asks for; None leaves that part as it is in the cluster."""
+
+    name: str
+    namespace: str
+    spec: Optional[Mapping[str, Any]]
+    node_sets: Optional[Sequence[Mapping[str, Any]]]
+    prune_node_sets: bool = False
+
+
+class Plan(NamedTuple):
+    """The objects to apply (node sets first: the operator reads a cluster's references as soon
+    as it appears), the NodeSets to delete, and the cluster's spec as it will be."""
+
+    objects: List[Dict[str, Any]]
+    doomed: List[Dict[str, Any]]
+    spec: Dict[str, Any]
+
+
+def nodesets_of(kube: Kube, cluster: str, namespace: str) -> List[Dict[str, Any]]:
+    """The live NodeSets of a cluster, by name."""
+    return sorted((n for n in kube.list(C.GROUP_VERSION, C.KIND_NODESET, namespace)
+                   if (n.get("spec") or {}).get("clusterName") == cluster), key=lambda n: n["metadata"]["name"])
+
+
+def keeping_live_replicas(obj: Dict[str, Any], live: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """A NodeSet that names no replicas keeps the live count (`kubectl scale`, an autoscaler)."""
+    if live is None or "replicas" in obj["spec"] or "replicas" not in (live.get("spec") or {}):
+        return obj
+    return dict(obj, spec=dict(obj["spec"], replicas=live["spec"]["replicas"]))
+
+
+def plan_present(kube: Kube, request: Request) -> Plan:
+    """What to apply and delete; SpecError (field and value) when the result would be invalid."""
+    live_cluster = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, request.name, request.namespace)
+    live_sets = {n["metadata"]["name"]: n for n in nodesets_of(kube, request.name, request.namespace)}
+    if request.spec is not None or live_cluster is None:
+        cluster = cluster_resource(request.name, request.namespace, request.spec or {})
+        objects = [cluster]
+    else:
+        cluster, objects = live_cluster, []
+    wanted = [keeping_live_replicas(nodeset_resource(request.name, request.namespace, item),
+                                    live_sets.get(item["name"])) for item in request.node_sets or []]
+    listed = {n["metadata"]["name"] for n in wanted}
+    doomed = [n for name, n in live_sets.items()
+              if request.node_sets is not None and request.prune_node_sets and name not in listed]
+    kept = [n for name, n in live_sets.items() if name not in listed and n not in doomed]
+    validate(cluster, wanted, kept)
+    return Plan(wanted + objects, doomed, dict(cluster.get("spec") or {}))
+
+
+def validate(cluster: Mapping[str, Any], wanted: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str, Any]]
+             ) -> None:
+    """Fail before any write when the cluster and its node sets would be bad (SpecError names field
+    and value). A live node set left as it is counts when it is valid (the operator reports one
+    that is not)."""
     model = parse_cluster(cluster)
-    check_references(model, [parse_nodeset(n) for n in nodesets])
+    sets = [parse_nodeset(n) for n in wanted]
+    for live in kept:
+        try:
+            sets.append(parse_nodeset(live))
+        except SpecError:
+            continue
+    check_references(model, sets)
 
 
-def _diff(desired: Mapping[str, Any], live: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    meta = desired["metadata"]
-    return {"before_header": "%s %s/%s" % (desired["kind"], meta["namespace"], meta["name"]),
-            "after_header": "%s %s/%s" % (desired["kind"], meta["namespace"], meta["name"]),
-            "before": {"spec": (live or {}).get("spec")} if live else {},
-            "after": {"spec": desired["spec"]}}
-
-
-def ensure_present(kube: Kube, objects: Sequence[Mapping[str, Any]], stale: Sequence[Mapping[str, Any]],
+def ensure_present(kube: Kube, objects: Sequence[Mapping[str, Any]], doomed: Sequence[Mapping[str, Any]],
                    check_mode: bool) -> Change:
-    """Apply what differs (a server-side dry run in check mode) and delete stale NodeSets."""
-    applied = apply_changed(kube, [stamp(obj, None) for obj in objects], dry_run=check_mode)
-    diffs = [_diff(obj, live) for obj, live in applied]
-    for obj in stale:
+    """Apply what differs (a server-side dry run in check mode) and delete the doomed NodeSets
+    (the operator drains their nodes first)."""
+    diffs = [diff_of(a) for a in apply_changed(kube, objects, dry_run=check_mode)]
+    for obj in doomed:
         meta = obj["metadata"]
         diffs.append({"before_header": "NodeSet %s/%s" % (meta["namespace"], meta["name"]),
                       "before": {"spec": obj.get("spec")}, "after": {}})
@@ -64,16 +117,10 @@ def ensure_present(kube: Kube, objects: Sequence[Mapping[str, Any]], stale: Sequ
     return Change(bool(diffs), diffs)
 
 
-def stale_nodesets(kube: Kube, cluster: str, namespace: str, wanted: Sequence[str]) -> List[Dict[str, Any]]:
-    """Live NodeSets of the cluster that the request no longer lists."""
-    return [n for n in kube.list(C.GROUP_VERSION, C.KIND_NODESET, namespace)
-            if (n.get("spec") or {}).get("clusterName") == cluster and n["metadata"]["name"] not in wanted]
-
-
 def ensure_absent(kube: Kube, name: str, namespace: str, check_mode: bool) -> Change:
     """Delete the SlurmCluster and its NodeSets; the jail claim is not owned and stays."""
     live = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, name, namespace)
-    nodesets = stale_nodesets(kube, name, namespace, [])
+    nodesets = nodesets_of(kube, name, namespace)
     if live is None and not nodesets:
         return Change(False, [])
     if not check_mode:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, stamp
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import Applied, apply_changed, describe, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     REAL_TIME,
@@ -43,19 +43,13 @@ def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:
                                                  settings.replicas, settings.watch_namespaces)]
 
 
-def _header(obj: Dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    return "%s %s" % (obj["kind"], "/".join(p for p in (meta.get("namespace"), meta["name"]) if p))
-
-
 def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) -> Change:
     """Apply what differs. In check mode, objects of a namespace not made yet count as changes."""
-    objects = [stamp(o, None) for o in operator_objects(settings)]
+    objects = operator_objects(settings)
     if check_mode and kube.get("v1", "Namespace", settings.namespace) is None:
-        return Change(True, [{"after_header": _header(o), "before": {}, "after": o} for o in objects])
+        return Change(True, [diff_of(Applied(o, None, o)) for o in objects])
     applied = apply_changed(kube, objects, dry_run=check_mode)
-    return Change(bool(applied), [{"before_header": _header(o), "after_header": _header(o),
-                                   "before": live or {}, "after": o} for o, live in applied])
+    return Change(bool(applied), [diff_of(a) for a in applied])
 
 
 def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: bool) -> Change:
@@ -71,7 +65,7 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
     if not check_mode:
         for obj in found:
             kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
-    return Change(bool(found), [{"before_header": _header(o), "before": {"exists": True}, "after": {}} for o in found])
+    return Change(bool(found), [{"before_header": describe(o), "before": {"exists": True}, "after": {}} for o in found])
 
 
 def wait_operator(kube: Kube, namespace: str, replicas: int, timeout: int, timer: Timer = REAL_TIME) -> None:

@@ -1,0 +1,70 @@
+"""slurm_cluster's plan: an option left out leaves its part alone, pruning is asked for, and a
+node set without replicas keeps the live count."""
+
+from __future__ import annotations
+
+import pytest
+from memory_kube import MemoryKube
+
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
+    Request,
+    cluster_resource,
+    nodeset_resource,
+    plan_present,
+)
+
+SPEC = {"partitions": [{"name": "main", "default": True, "nodeSets": ["cpu"]}]}
+
+
+def live_cluster(nodesets=(("cpu", 2), ("big", 1))):
+    kube = MemoryKube()
+    kube.apply(cluster_resource("demo", "hpc", SPEC))
+    for name, replicas in nodesets:
+        kube.apply(nodeset_resource("demo", "hpc", {"name": name, "spec": {"replicas": replicas}}))
+    return kube
+
+
+def names(objects):
+    return [(o["kind"], o["metadata"]["name"]) for o in objects]
+
+
+def test_without_spec_and_node_sets_nothing_is_applied_or_deleted():
+    plan = plan_present(live_cluster(), Request("demo", "hpc", None, None))
+    assert plan.objects == [] and plan.doomed == []
+    assert plan.spec == SPEC
+
+
+def test_a_node_set_not_listed_is_kept_unless_pruning_is_asked_for():
+    kube = live_cluster()
+    listed = [{"name": "cpu", "spec": {"replicas": 2}}]
+    kept = plan_present(kube, Request("demo", "hpc", None, listed))
+    assert names(kept.objects) == [("NodeSet", "cpu")] and kept.doomed == []
+    pruned = plan_present(kube, Request("demo", "hpc", None, listed, prune_node_sets=True))
+    assert names(pruned.doomed) == [("NodeSet", "big")]
+
+
+def test_a_node_set_without_replicas_keeps_the_live_count_and_a_number_wins():
+    kube = live_cluster()
+    kube.objects[("NodeSet", "hpc", "cpu")]["spec"]["replicas"] = 4  # kubectl scale
+    kept = plan_present(kube, Request("demo", "hpc", None, [{"name": "cpu", "spec": {}}]))
+    assert kept.objects[0]["spec"]["replicas"] == 4
+    named = plan_present(kube, Request("demo", "hpc", None, [{"name": "cpu", "spec": {"replicas": 2}}]))
+    assert named.objects[0]["spec"]["replicas"] == 2
+    new = plan_present(kube, Request("demo", "hpc", None, [{"name": "gpu", "spec": {}}]))
+    assert "replicas" not in new.objects[0]["spec"]
+
+
+def test_a_new_cluster_without_spec_is_made_with_the_defaults():
+    plan = plan_present(MemoryKube(), Request("demo", "hpc", None, [{"name": "cpu", "spec": {}}]))
+    assert names(plan.objects) == [("NodeSet", "cpu"), ("SlurmCluster", "demo")]
+    assert plan.objects[1]["spec"] == {}
+
+
+def test_a_spec_given_is_applied_and_checked_against_the_node_sets_that_stay():
+    kube = live_cluster()
+    spec = {"partitions": [{"name": "main", "nodeSets": ["big"]}]}
+    plan = plan_present(kube, Request("demo", "hpc", spec, None))
+    assert names(plan.objects) == [("SlurmCluster", "demo")] and plan.spec == spec
+    with pytest.raises(SpecError, match="unknown node set"):
+        plan_present(kube, Request("demo", "hpc", spec, [{"name": "cpu", "spec": {}}], prune_node_sets=True))
