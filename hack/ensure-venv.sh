@@ -10,6 +10,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
 key="$(sha256sum "$here/requirements.txt" | cut -c1-12)"
 venv="$cache/venv-$key"
+# pip's own download cache belongs with the project's caches, not in $HOME.
+export PIP_CACHE_DIR="$cache/pip"
 
 if [ ! -x "$venv/bin/ansible-test" ]; then
   mkdir -p "$cache"

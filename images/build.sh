@@ -114,7 +114,7 @@ fetch_wheels() {
     log "downloading wheels for $req"
     mkdir -p "$cache/wheels"
     tmp="$(mktemp -d "$dir.XXXXXX")"
-    python3 -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    PIP_CACHE_DIR="$cache/pip" python3 -m pip download -q --disable-pip-version-check --only-binary=:all: \
       --python-version "$IMAGE_PYTHON" --implementation cp --abi "cp${IMAGE_PYTHON/./}" \
       --platform "manylinux_2_28_$(uname -m)" --platform "manylinux_2_17_$(uname -m)" \
       --platform "manylinux2014_$(uname -m)" -d "$tmp" -r "$req" >&2 ||

@@ -165,10 +165,11 @@ def main() -> None:
             }},
             "prune_node_sets": {"type": "bool", "default": False},
         }, wait=True),
-        required_by={"prune_node_sets": ["node_sets"]},
         supports_check_mode=True,
     )
     p = module.params
+    if p["prune_node_sets"] and p["node_sets"] is None:
+        module.fail_json(msg="prune_node_sets: needs node_sets, the node sets to keep")
     result = {"changed": False}
     try:
         kube = kube_for(module)
