@@ -1,13 +1,21 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The SlurmCluster's status as the operator reports it: conditions and the phase they add up to."""
+"""What the operator reports: the SlurmCluster's conditions and the phase they add up to, and Events."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, NamedTuple, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+
+class Event(NamedTuple):
+    """A Kubernetes Event the caller should emit on the SlurmCluster."""
+
+    kind: str  # Normal | Warning
+    reason: str
+    message: str
 
 
 def condition(kind: str, ok: bool, reason: str, message: str, generation: int,

@@ -1,0 +1,113 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The reconcile step that brings every daemon to the munge key in the cluster's Secret:
+it asks each pod which key it runs and has mounted, and restarts munged in place in the
+order keyroll.py plans."""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
+    pod_running,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
+    key_fingerprint,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    SlurmCluster,
+    munge_secret_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll import (
+    KeyView,
+    parse_key_status,
+    plan_key_rollout,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
+    secret_value,
+)
+
+# The container that runs munged in each component's pods.
+MUNGE_CONTAINERS = {C.COMPONENT_CONTROLLER: C.CONTAINER_CONTROLLER, C.COMPONENT_WORKER: C.CONTAINER_WORKER,
+                    C.COMPONENT_LOGIN: C.CONTAINER_LOGIN}
+
+
+class KeyState(NamedTuple):
+    """The munge key every daemon runs with, and why a rotation is not finished (None when it is)."""
+
+    in_use: str
+    pending: Optional[str]
+
+
+class MungeKeyRollout:
+    """Which munge key the cluster's daemons run with, and the steps to the Secret's."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+
+    def roll_munge_key(self, cluster: SlurmCluster, cluster_obj: Mapping[str, Any], events: List[Event]) -> KeyState:
+        """Bring every daemon to the key in the munge Secret (see keyroll) and say which one runs.
+
+        A pass where nothing changed reads only the Secret: the pods are asked only while
+        the Secret's key differs from the one recorded in the status.
+        """
+        in_use = (cluster_obj.get("status") or {}).get("mungeKey", "")
+        secret = self.kube.get("v1", "Secret", munge_secret_name(cluster), cluster.namespace)
+        if secret is None:
+            return KeyState(in_use, "the munge key Secret %s is missing" % munge_secret_name(cluster))
+        target = key_fingerprint(secret_value(secret, C.MUNGE_KEY_SECRET_KEY))
+        if not in_use or in_use == target:
+            # A new cluster's pods start with the Secret's key.
+            return KeyState(target, None)
+        views, unreadable = self.key_views(cluster)
+        if unreadable:
+            return KeyState(in_use, "cannot read the munge key of %s" % "; ".join(unreadable))
+        plan = plan_key_rollout(target, views)
+        if plan.waiting:
+            return KeyState(in_use, "munge key %s not mounted yet in %s" % (target, ", ".join(plan.waiting)))
+        for batch in plan.batches:
+            failed = [problem for problem in (self.switch_key(cluster, views, pod, target) for pod in batch) if problem]
+            if failed:
+                events.append(Event("Warning", "MungeKeyRotation", "; ".join(failed)))
+                return KeyState(in_use, "; ".join(failed))
+        events.append(Event("Normal", "MungeKeyRotated", "every daemon runs with munge key %s" % target))
+        return KeyState(target, None)
+
+
+    def key_views(self, cluster: SlurmCluster) -> Tuple[List[KeyView], List[str]]:
+        """Each running pod's keys; and the pods that could not say, with why."""
+        views: List[KeyView] = []
+        unreadable: List[str] = []
+        pods = self.kube.list("v1", "Pod", cluster.namespace, {C.LABEL_CLUSTER: cluster.name})
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            component = (pod["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT, "")
+            if component not in MUNGE_CONTAINERS or not pod_running(pod):
+                continue
+            try:
+                code, out, err = self.kube.exec(cluster.namespace, name, MUNGE_CONTAINERS[component],
+                                                [C.MUNGE_KEY_PROGRAM, "status"])
+            except KubeError as exc:
+                unreadable.append("%s (%s)" % (name, exc))
+                continue
+            keys = parse_key_status(out) if code == 0 else None
+            if keys is None:
+                unreadable.append("%s (%s)" % (name, (err or out).strip()[-200:]))
+                continue
+            views.append(KeyView(name, component, keys[0], keys[1]))
+        return views, unreadable
+
+
+    def switch_key(self, cluster: SlurmCluster, views: Sequence[KeyView], pod: str, target: str) -> str:
+        """Restart munged in POD with the mounted key; what went wrong, or ''."""
+        component = next(v.component for v in views if v.pod == pod)
+        try:
+            code, out, err = self.kube.exec(cluster.namespace, pod, MUNGE_CONTAINERS[component],
+                                            [C.MUNGE_KEY_PROGRAM, "switch", target])
+        except KubeError as exc:
+            return "%s: %s" % (pod, exc)
+        return "" if code == 0 else "%s: %s" % (pod, (err or out).strip()[-200:])

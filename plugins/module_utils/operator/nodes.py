@@ -1,0 +1,199 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The reconcile step that acts on Slurm's nodes: drain, requeue, delete and resume them for
+scale-downs, updates and replacements (decided by nodeplan.py), retire deleted node sets,
+explain unresponsive nodes, and `scontrol reconfigure` when the configuration changed."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
+    pod_ready,
+    pod_terminating,
+    pods_by_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    NodeSet,
+    NodeSetSpec,
+    SlurmCluster,
+    nodeset_object_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
+    NodeAction,
+    PodView,
+    ScalePlan,
+    plan_replacements,
+    plan_reregistration,
+    plan_scale,
+    plan_update,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
+    SlurmControl,
+    SlurmNode,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import fast_check_may_drain, health_reason
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import node_report
+
+# A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
+RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
+REVISION_LABEL = "controller-revision-hash"
+
+Clock = Callable[[], datetime.datetime]
+
+
+def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
+    """A Kubernetes timestamp ('2026-11-22T04:00:00Z'), or None."""
+    if not text:
+        return None
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+
+
+def may_explain(node: SlurmNode) -> bool:
+    """An unresponsive node whose drain is the fast check's to set (see slurm/drain.py)."""
+    return not node.responding and fast_check_may_drain(node)
+
+
+class Scaling(NamedTuple):
+    """A worker StatefulSet as it was at the start of the pass, and its scale plan."""
+
+    live: Dict[str, Any]
+    plan: ScalePlan
+
+
+def config_digest(cluster: SlurmCluster, files: Mapping[str, str], slurm_nodes: Mapping[str, SlurmNode]) -> str:
+    """What the running Slurm configuration should be, as a digest."""
+    parts = ["%s\n%s" % kv for kv in sorted(files.items())]
+    if cluster.spec.slurm.topology:
+        parts.append(",".join(sorted(slurm_nodes)))
+    return content_hash(parts)
+
+
+def controller_has_config(slurm: SlurmControl, files: Mapping[str, str]) -> bool:
+    """The controller pod's /etc/slurm holds exactly the files we render."""
+    paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
+    code, out = slurm.run(["cat", *paths])[:2]
+    return code == 0 and out == "".join(files[name] for name in sorted(files))
+
+
+class NodeSteps:
+    """What one pass does to a cluster's Slurm nodes, with the events it leaves."""
+
+    def __init__(self, kube: Kube, clock: Clock) -> None:
+        self.kube = kube
+        self.clock = clock
+
+
+    def act_on_nodes(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], scaling: Mapping[str, Scaling],
+                     slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
+        """Drain, requeue, delete and resume nodes for scale-downs and updates."""
+        now = self.clock()
+        for nodeset in nodesets:
+            base = nodeset_object_name(nodeset)
+            if base not in scaling:
+                continue
+            live, scale = scaling[base]
+            pods = [p for p in self.worker_pods(cluster, nodeset) if p.name not in scale.leaving]
+            target = (live.get("status") or {}).get("updateRevision") or ""
+            update = plan_update(pods, target, slurm_nodes, now) if target else []
+            # A rolling update replaces pods itself: replacements wait until it is done.
+            replace = plan_replacements(pods, slurm_nodes, now) \
+                if cluster.spec.health_checks.replace_drained_nodes and not update else []
+            lost = plan_reregistration(base, nodeset.spec.replicas, pods, slurm_nodes, now)
+            for action in scale.actions + update + replace + lost:
+                self.perform(cluster, slurm, action, events)
+            if cluster.spec.health_checks.enabled:
+                self.explain_unresponsive(cluster, pods, slurm, slurm_nodes, events)
+
+
+    def retire_removed_nodesets(self, cluster: SlurmCluster, known: Set[str], slurm: SlurmControl,
+                                slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
+        """A deleted NodeSet's nodes leave like a scale-down to 0; then its objects go.
+
+        Its StatefulSet is owned by the cluster, not by the NodeSet, so nothing disappears
+        before Slurm has let go of the nodes.
+        """
+        labels = {C.LABEL_CLUSTER: cluster.name, C.LABEL_COMPONENT: C.COMPONENT_WORKER}
+        for sts in self.kube.list("apps/v1", "StatefulSet", cluster.namespace, labels):
+            meta = sts["metadata"]
+            if meta["labels"].get(C.LABEL_NODESET) in known:
+                continue
+            current = int(sts["spec"]["replicas"])
+            plan = plan_scale(meta["name"], 0, current, slurm_nodes, self.clock(), RETIRE_DRAIN_TIMEOUT_SECONDS)
+            for action in plan.actions:
+                self.perform(cluster, slurm, action, events)
+            if plan.replicas != current:
+                self.kube.merge_patch("apps/v1", "StatefulSet", meta["name"], cluster.namespace,
+                                      {"spec": {"replicas": plan.replicas}})
+            elif current == 0:
+                for api_version, kind in (("apps/v1", "StatefulSet"), ("v1", "Service"),
+                                          ("policy/v1", "PodDisruptionBudget")):
+                    self.kube.delete(api_version, kind, meta["name"], cluster.namespace)
+                events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
+
+
+    def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet) -> List[PodView]:
+        """The node set's pods as the update and replacement planners see them."""
+        pods = pods_by_name(self.kube, cluster.namespace,
+                            selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name))
+        return [PodView(p["metadata"]["name"], p["metadata"].get("labels", {}).get(REVISION_LABEL, ""),
+                        pod_ready(p), pod_terminating(p),
+                        parse_time(p["metadata"].get("creationTimestamp"))) for p in pods]
+
+
+    def explain_unresponsive(self, cluster: SlurmCluster, pods: Sequence[PodView], slurm: SlurmControl,
+                             slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
+        """Drain an unresponsive node with its health check's reason.
+
+        A node whose munged or slurmd died cannot drain itself (its check needs both to reach
+        slurmctld), so its check runs here, in its pod, and the drain comes from the controller.
+        When the node answers again, its own check resumes it.
+        """
+        for pod in pods:
+            node = slurm_nodes.get(pod.name)
+            # A pod not ready has no slurmd listening yet (starting, restarting): nothing to explain.
+            if node is None or pod.terminating or not pod.ready or not may_explain(node):
+                continue
+            try:
+                code, out = node_report(self.kube, cluster.namespace, pod.name)[:2]
+            except KubeError:
+                continue  # the pod's container is not running: nothing to ask
+            problems = [line.strip() for line in out.splitlines() if line.strip()]
+            reason = health_reason(problems)
+            if code == 1 and problems and node.reason != reason:
+                self.perform(cluster, slurm, NodeAction("drain", pod.name, reason), events)
+
+
+    def perform(self, cluster: SlurmCluster, slurm: SlurmControl, action: NodeAction, events: List[Event]) -> None:
+        """Carry out one node step and say so in an Event."""
+        if action.kind == "drain":
+            slurm.drain([action.node], action.reason)
+        elif action.kind == "resume":
+            slurm.resume([action.node])
+        elif action.kind == "requeue":
+            slurm.requeue([job.job_id for job in slurm.jobs_on([action.node])])
+        elif action.kind == "delete":
+            slurm.delete([action.node])
+        elif action.kind == "delete-pod":
+            self.kube.delete("v1", "Pod", action.node, cluster.namespace)
+        events.append(Event("Normal", "Node" + action.kind.title().replace("-", ""),
+                            "%s %s%s" % (action.kind, action.node, (": " + action.reason) if action.reason else "")))
+
+
+    def reconfigure_if_needed(self, cluster: SlurmCluster, files: Mapping[str, str], in_effect: str,
+                              slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> str:
+        """`scontrol reconfigure` once the controller sees new config files (ConfigMaps reach
+        pods with a delay); also when nodes joined a cluster with a topology, whose tree only
+        takes in dynamic nodes on reconfigure. Returns the digest of the config in effect."""
+        wanted = config_digest(cluster, files, slurm_nodes)
+        if in_effect == wanted or not controller_has_config(slurm, files):
+            return in_effect
+        slurm.reconfigure()
+        events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))
+        return wanted

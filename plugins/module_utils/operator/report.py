@@ -1,0 +1,110 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The reconcile step that reports: the SlurmCluster's status and conditions and each NodeSet's,
+from what is live now."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
+    job_complete,
+    statefulset_counts,
+    statefulset_ready,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    NodeSet,
+    SlurmCluster,
+    nodeset_object_name,
+    object_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import KeyState
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
+    SlurmNode,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import nodes_by_state
+
+Clock = Callable[[], datetime.datetime]
+
+
+class StatusReport:
+    """Reads the live objects and Slurm's nodes into statuses."""
+
+    def __init__(self, kube: Kube, clock: Clock) -> None:
+        self.kube = kube
+        self.clock = clock
+
+
+    def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], cluster_obj: Mapping[str, Any],
+               slurm_nodes: Optional[Mapping[str, SlurmNode]], key: KeyState
+               ) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+        """The SlurmCluster's status and each NodeSet's, from what is live now."""
+        controller = self.statefulset(cluster, object_name(cluster, C.COMPONENT_CONTROLLER))
+        login = self.statefulset(cluster, object_name(cluster, C.COMPONENT_LOGIN))
+        job = self.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
+        ready_nodes, desired_nodes, leaving, per_nodeset = 0, 0, 0, {}
+        for nodeset in nodesets:
+            sts = self.statefulset(cluster, nodeset_object_name(nodeset))
+            registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
+            idle = sum(1 for n in registered if n.responding and not n.draining)
+            ready_nodes += min(idle, nodeset.spec.replicas)
+            desired_nodes += nodeset.spec.replicas
+            # A scale-down is done when its nodes have left Slurm, not when enough remain.
+            leaving += max(0, len(registered) - nodeset.spec.replicas)
+            per_nodeset[nodeset.name] = self.nodeset_status(cluster, nodeset, sts, registered)
+        previous = (cluster_obj.get("status") or {}).get("conditions") or []
+        generation = cluster_obj["metadata"].get("generation", 0)
+        now = self.clock()
+        conditions = [
+            condition("ControllerReady", statefulset_ready(controller) and slurm_nodes is not None,
+                      "Slurmctld", "slurmctld answers" if slurm_nodes is not None else "waiting for slurmctld",
+                      generation, previous, now),
+            condition("JailReady", job_complete(job) or bool(cluster.spec.jail.existing_claim and job is None),
+                      "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
+            condition("LoginReady", statefulset_ready(login), "Sshd",
+                      "%(ready)d/%(desired)d login pods ready" % statefulset_counts(login), generation, previous, now),
+            condition("NodesReady", ready_nodes == desired_nodes and not leaving, "SlurmNodes",
+                      "%d/%d nodes in service" % (ready_nodes, desired_nodes)
+                      + (", %d leaving" % leaving if leaving else ""), generation, previous, now),
+            condition("MungeKeyInUse", key.pending is None, "MungeKey",
+                      key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
+        ]
+        status = {
+            "phase": phase_of(conditions),
+            "message": "; ".join(c["message"] for c in conditions if c["status"] != "True"),
+            "observedGeneration": generation,
+            "conditions": conditions,
+            "controller": statefulset_counts(controller),
+            "login": statefulset_counts(login),
+            "nodes": {"ready": ready_nodes, "desired": desired_nodes},
+            "nodesByState": nodes_by_state(list((slurm_nodes or {}).values())),
+            "mungeKey": key.in_use,
+        }
+        return status, per_nodeset
+
+
+    def statefulset(self, cluster: SlurmCluster, name: str) -> Optional[Dict[str, Any]]:
+        """A live StatefulSet of the cluster, or None."""
+        return self.kube.get("apps/v1", "StatefulSet", name, cluster.namespace)
+
+
+    def nodeset_status(self, cluster: SlurmCluster, nodeset: NodeSet, sts: Optional[Mapping[str, Any]],
+                       registered: Sequence[SlurmNode]) -> Dict[str, Any]:
+        """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers."""
+        counts = statefulset_counts(sts)
+        selector = selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
+        in_service = sum(1 for n in registered if n.responding and not n.draining)
+        return {
+            "phase": "Ready" if in_service >= nodeset.spec.replicas and counts["desired"] == nodeset.spec.replicas
+            else "Scaling",
+            "replicas": counts["desired"],
+            "readyReplicas": counts["ready"],
+            "selector": ",".join("%s=%s" % kv for kv in sorted(selector.items())),
+            "nodesByState": nodes_by_state(registered),
+        }
