@@ -48,7 +48,6 @@ class MungeKeyRollout:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-
     def roll_munge_key(self, cluster: SlurmCluster, cluster_obj: Mapping[str, Any], events: List[Event]) -> KeyState:
         """Bring every daemon to the key in the munge Secret (see keyroll) and say which one runs.
 
@@ -77,7 +76,6 @@ class MungeKeyRollout:
         events.append(Event("Normal", "MungeKeyRotated", "every daemon runs with munge key %s" % target))
         return KeyState(target, None)
 
-
     def key_views(self, cluster: SlurmCluster) -> Tuple[List[KeyView], List[str]]:
         """Each running pod's keys; and the pods that could not say, with why."""
         views: List[KeyView] = []
@@ -100,7 +98,6 @@ class MungeKeyRollout:
                 continue
             views.append(KeyView(name, component, keys[0], keys[1]))
         return views, unreadable
-
 
     def switch_key(self, cluster: SlurmCluster, views: Sequence[KeyView], pod: str, target: str) -> str:
         """Restart munged in POD with the mounted key; what went wrong, or ''."""

@@ -7,7 +7,7 @@ explain unresponsive nodes, and `scontrol reconfigure` when the configuration ch
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
@@ -33,7 +33,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
     plan_scale,
     plan_update,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
     SlurmControl,
     SlurmNode,
@@ -44,9 +44,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 # A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
 RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 REVISION_LABEL = "controller-revision-hash"
-
-Clock = Callable[[], datetime.datetime]
-
 
 def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
     """A Kubernetes timestamp ('2026-11-22T04:00:00Z'), or None."""
@@ -89,7 +86,6 @@ class NodeSteps:
         self.kube = kube
         self.clock = clock
 
-
     def act_on_nodes(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], scaling: Mapping[str, Scaling],
                      slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
         """Drain, requeue, delete and resume nodes for scale-downs and updates."""
@@ -110,7 +106,6 @@ class NodeSteps:
                 self.perform(cluster, slurm, action, events)
             if cluster.spec.health_checks.enabled:
                 self.explain_unresponsive(cluster, pods, slurm, slurm_nodes, events)
-
 
     def retire_removed_nodesets(self, cluster: SlurmCluster, known: Set[str], slurm: SlurmControl,
                                 slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
@@ -137,7 +132,6 @@ class NodeSteps:
                     self.kube.delete(api_version, kind, meta["name"], cluster.namespace)
                 events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
 
-
     def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet) -> List[PodView]:
         """The node set's pods as the update and replacement planners see them."""
         pods = pods_by_name(self.kube, cluster.namespace,
@@ -145,7 +139,6 @@ class NodeSteps:
         return [PodView(p["metadata"]["name"], p["metadata"].get("labels", {}).get(REVISION_LABEL, ""),
                         pod_ready(p), pod_terminating(p),
                         parse_time(p["metadata"].get("creationTimestamp"))) for p in pods]
-
 
     def explain_unresponsive(self, cluster: SlurmCluster, pods: Sequence[PodView], slurm: SlurmControl,
                              slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
@@ -169,7 +162,6 @@ class NodeSteps:
             if code == 1 and problems and node.reason != reason:
                 self.perform(cluster, slurm, NodeAction("drain", pod.name, reason), events)
 
-
     def perform(self, cluster: SlurmCluster, slurm: SlurmControl, action: NodeAction, events: List[Event]) -> None:
         """Carry out one node step and say so in an Event."""
         if action.kind == "drain":
@@ -184,7 +176,6 @@ class NodeSteps:
             self.kube.delete("v1", "Pod", action.node, cluster.namespace)
         events.append(Event("Normal", "Node" + action.kind.title().replace("-", ""),
                             "%s %s%s" % (action.kind, action.node, (": " + action.reason) if action.reason else "")))
-
 
     def reconfigure_if_needed(self, cluster: SlurmCluster, files: Mapping[str, str], in_effect: str,
                               slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual, apply_changed, owned_by
@@ -43,7 +43,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import NodeSteps, Scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import HOST_KEY_TYPES, host_keys_secret_name
@@ -61,14 +61,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 
 ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"
 
-Clock = Callable[[], datetime.datetime]
-
-
 def utc_now() -> datetime.datetime:
     """The current time in UTC."""
     return datetime.datetime.now(datetime.timezone.utc)
-
-
 
 
 class Outcome(NamedTuple):

@@ -5,8 +5,7 @@ from what is live now."""
 
 from __future__ import annotations
 
-import datetime
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
@@ -23,14 +22,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     object_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import KeyState
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, condition, phase_of
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
     SlurmNode,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import nodes_by_state
-
-Clock = Callable[[], datetime.datetime]
 
 
 class StatusReport:
@@ -39,7 +36,6 @@ class StatusReport:
     def __init__(self, kube: Kube, clock: Clock) -> None:
         self.kube = kube
         self.clock = clock
-
 
     def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], cluster_obj: Mapping[str, Any],
                slurm_nodes: Optional[Mapping[str, SlurmNode]], key: KeyState
@@ -88,11 +84,9 @@ class StatusReport:
         }
         return status, per_nodeset
 
-
     def statefulset(self, cluster: SlurmCluster, name: str) -> Optional[Dict[str, Any]]:
         """A live StatefulSet of the cluster, or None."""
         return self.kube.get("apps/v1", "StatefulSet", name, cluster.namespace)
-
 
     def nodeset_status(self, cluster: SlurmCluster, nodeset: NodeSet, sts: Optional[Mapping[str, Any]],
                        registered: Sequence[SlurmNode]) -> Dict[str, Any]:

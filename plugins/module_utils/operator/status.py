@@ -5,9 +5,12 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+# What time it is (UTC); tests pass a fixed one.
+Clock = Callable[[], datetime.datetime]
 
 
 class Event(NamedTuple):
