@@ -45,6 +45,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 REVISION_LABEL = "controller-revision-hash"
 
+
 def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
     """A Kubernetes timestamp ('2026-11-22T04:00:00Z'), or None."""
     if not text:

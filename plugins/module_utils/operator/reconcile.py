@@ -61,6 +61,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 
 ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"
 
+
 def utc_now() -> datetime.datetime:
     """The current time in UTC."""
     return datetime.datetime.now(datetime.timezone.utc)
