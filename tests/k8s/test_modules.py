@@ -6,6 +6,7 @@ import base64
 import json
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -18,11 +19,16 @@ pytestmark = pytest.mark.k8s
 
 
 @pytest.fixture(scope="module")
-def kube(localkube_cluster: Cluster) -> Cluster:
+def kube(localkube_cluster: Cluster) -> Iterator[Cluster]:
+    """A namespace of its own that no operator watches: the clusters these tests write stay
+    objects in the API and start no pods beside the operator tests' clusters."""
     localkube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     for crd in ("slurmclusters.slurmkube.io", "nodesets.slurmkube.io"):
         localkube_cluster.kubectl("wait", "--for=condition=Established", "crd/" + crd, "--timeout=60s")
-    return localkube_cluster
+    own = Cluster(env=localkube_cluster.env, namespace=localkube_cluster.namespace + "-modules")
+    own.kubectl("create", "namespace", own.namespace)
+    yield own
+    own.kubectl("delete", "namespace", own.namespace, "--wait=false", check=False)
 
 
 def module(kube: Cluster, tmp_path: Path, name: str, args: dict, *flags: str):
