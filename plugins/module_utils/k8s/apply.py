@@ -18,6 +18,7 @@ import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 
 # Metadata the server keeps for itself: it changes on every write, never by ours alone.
@@ -67,7 +68,8 @@ class SeenEqual:
 
     @staticmethod
     def _state(obj: Mapping[str, Any], live: Mapping[str, Any]) -> Tuple[str, str]:
-        return str((live.get("metadata") or {}).get("resourceVersion")), json.dumps(obj, sort_keys=True)
+        # A digest, not the object: the memo stays small however many objects pass through it.
+        return str((live.get("metadata") or {}).get("resourceVersion")), content_hash([json.dumps(obj, sort_keys=True)])
 
     def still(self, obj: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
         """Nothing changed since a dry run found this object applied."""
