@@ -71,6 +71,10 @@ JAIL_MOUNT_PATH = "/mnt/jail"
 JAIL_MARKER_FILE = ".slurmkube-jail"
 # A worker pod's own scratch (an emptyDir), shown to jobs as their /tmp; the entrypoint makes it 1777.
 NODE_TMP_DIR = "/mnt/slurmkube/tmp"
+# Where a worker's entrypoint mounts the pod's own cgroup tree writable for slurmd
+# (cgroup.conf CgroupMountpoint). /sys/fs/cgroup stays read-only, and it is /sys that jobs
+# see in the jail: a job cannot rewrite its own limits.
+CGROUP_MOUNT_DIR = "/run/slurmkube/cgroup"
 SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"

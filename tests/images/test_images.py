@@ -28,7 +28,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     nodeset_object_name,
     parse_cluster,
     parse_nodeset,
+    slurm_cpus,
+    slurm_job_memory_mib,
     slurm_node_names,
+    slurm_real_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
@@ -61,6 +64,11 @@ NODESET_MODEL = parse_nodeset({
     "metadata": {"name": NODESET, "namespace": NAMESPACE},
     "spec": {"clusterName": CLUSTER, "replicas": 3,
              "resources": {"cpu": "1", "memory": "%dMi" % WORKER_MEMORY_MB}},
+})  # fmt: skip
+# A second node set, started only by the enforcement tests: two 1-CPU jobs share one of its nodes.
+WIDE_MODEL = parse_nodeset({
+    "metadata": {"name": "wide", "namespace": NAMESPACE},
+    "spec": {"clusterName": CLUSTER, "replicas": 1, "resources": {"cpu": "2", "memory": "1280Mi"}},
 })  # fmt: skip
 CONTROLLER_POD = "%s-controller-0" % CLUSTER
 CONTROLLER_SERVICE = render_common.controller_service_fqdn(CLUSTER_MODEL)
@@ -268,7 +276,7 @@ def test_jail_populate_once_then_noop_and_user_data_survives_upgrade(images, jai
 
 def write_slurm_config(conf_dir: Path) -> None:
     """The ConfigMap mounted at /etc/slurm: the renderer's files, unchanged."""
-    for name, text in render_config_files(CLUSTER_MODEL, [NODESET_MODEL]).items():
+    for name, text in render_config_files(CLUSTER_MODEL, [NODESET_MODEL, WIDE_MODEL]).items():
         (conf_dir / name).write_text(text)
 
 
@@ -389,13 +397,13 @@ class Cluster:
         docker("run", *args, self.images["controller"])
         self.containers[CONTROLLER_POD] = self.name(CONTROLLER_POD)
 
-    def start_worker(self, host: str, extra: list = (), env_from_limits: bool = False) -> None:
+    def start_worker(self, host: str, extra: list = (), env_from_limits: bool = False, nodeset=NODESET_MODEL) -> None:
         """A worker as render/worker.py makes its pod: env, emptyDirs, SYS_ADMIN, seccomp Unconfined.
 
         env_from_limits: leave SLURMKUBE_CPUS/MEMORY_MB out, so the entrypoint reads the
         container's cgroup limits instead.
         """
-        env = _worker_env(CLUSTER_MODEL, NODESET_MODEL)
+        env = _worker_env(CLUSTER_MODEL, nodeset)
         if env_from_limits:
             env = [v for v in env if v["name"] not in (C.ENV_CPUS, C.ENV_MEMORY_MB)]
         # emptyDirs are directories of the node, mode 0777.
@@ -412,9 +420,9 @@ class Cluster:
             "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
             *volumes,
             "--cpus",
-            "1",
+            str(slurm_cpus(nodeset)),
             "--memory",
-            "%dm" % WORKER_MEMORY_MB,
+            "%dm" % slurm_real_memory_mib(nodeset),
             # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp).
             "--cap-add",
             "SYS_ADMIN",
@@ -622,7 +630,8 @@ def test_root_job_cannot_reach_the_workers_root_through_proc(cluster):
 
 def test_workers_register_with_their_size_and_nodeset(cluster):
     told = cluster.node(WORKERS[0])
-    assert (told["cpus"], told["real_memory"]) == (1, 512)  # 768Mi less the daemons' 256Mi
+    # Slurm sees the pod's whole memory and keeps the daemons' share from jobs.
+    assert (told["cpus"], told["real_memory"], told["specialized_memory"]) == (1, WORKER_MEMORY_MB, 256)
     derived = cluster.node(WORKERS[1])
     assert (derived["cpus"], derived["real_memory"]) == (1, WORKER_MEMORY_MB)
     assert NODESET in told["features"]
@@ -867,14 +876,114 @@ def test_munge_key_switches_in_place_under_a_running_job(cluster):
     assert "SIGHUP: restarting munged" in docker("logs", cluster.containers[WORKERS[0]]).stdout
 
 
+# ---------------------------------------------------------------------------- enforcement
+
+WIDE_NODE = slurm_node_names(WIDE_MODEL)[0]
+
+
+def scontrol_job(cluster: Cluster, job: str) -> dict:
+    """scontrol's one-line record of a job as KEY: value (MinJobAge keeps finished ones)."""
+    out = cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", "-o", job).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+def remove_worker(cluster: Cluster, node: str) -> None:
+    """Scale-down as the operator does it: drain, stop the pod, delete the node."""
+    cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + node, "state=drain", "reason=scale down")
+    docker("stop", "-t", "30", cluster.containers[node], timeout=60)
+    cluster.exec(CONTROLLER_POD, "scontrol", "delete", "nodename=" + node)
+
+
+@pytest.mark.usefixtures("wide_node")
+class TestEnforcement:
+    """Jobs are held to what they were given, with the rendered cgroup.conf, on this cgroup v1 host."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def wide_node(cls, cluster):
+        cluster.start_worker(WIDE_NODE, nodeset=WIDE_MODEL)
+        wait_for(WIDE_NODE + " idle", lambda: WIDE_NODE in cluster.idle_nodes(), timeout=60)
+        yield WIDE_NODE
+        remove_worker(cluster, WIDE_NODE)
+
+    def sbatch(self, cluster: Cluster, *args: str, wait: bool = True) -> str:
+        out = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", *(["--wait"] if wait else []),
+                           "-w", WIDE_NODE, "-o", "/tmp/enforce-%j.out", *args, check=False, timeout=120)  # fmt: skip
+        assert out.stdout.strip(), out.stderr
+        return out.stdout.split()[0]
+
+    def test_the_node_offers_the_pods_cpus_and_memory_less_the_daemons_share(self, cluster):
+        node = cluster.node(WIDE_NODE)
+        assert (node["cpus"], node["real_memory"]) == (slurm_cpus(WIDE_MODEL), slurm_real_memory_mib(WIDE_MODEL))
+        assert node["real_memory"] - node["specialized_memory"] == slurm_job_memory_mib(WIDE_MODEL)
+
+    def test_job_over_its_memory_ends_out_of_memory(self, cluster):
+        job = self.sbatch(cluster, "--mem=100M", "--wrap", "python3 -c 'b = b\"x\" * (600 << 20)'")
+        record = scontrol_job(cluster, job)
+        assert record["JobState"] == "OUT_OF_MEMORY", record
+
+    def test_one_cpu_job_sees_one_cpu_and_its_cpuset_is_one_core(self, cluster):
+        probe = ("nproc; grep Cpus_allowed_list /proc/self/status;"
+                 " cat /sys/fs/cgroup/cpuset/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus")  # fmt: skip
+        out = cluster.exec(CONTROLLER_POD, "srun", "-w", WIDE_NODE, "-n1", "-c1", "sh", "-c", probe, timeout=60)
+        nproc, allowed, cpuset = out.stdout.splitlines()
+        assert nproc == "1"
+        assert re.fullmatch(r"Cpus_allowed_list:\s*\d+", allowed), allowed
+        assert re.fullmatch(r"\d+", cpuset), cpuset
+
+    def test_root_job_cannot_raise_its_own_memory_limit(self, cluster):
+        """Jobs see the pod's cgroups through the jail's /sys, read-only; slurmd's writable tree is elsewhere."""
+        probe = ("f=$(echo /sys/fs/cgroup/memory/slurm_*/uid_0/job_$SLURM_JOB_ID/memory.limit_in_bytes);"
+                 " cat $f; echo -1 > $f && echo RAISED; cat $f; ls %s || echo HIDDEN" % C.CGROUP_MOUNT_DIR)
+        out = cluster.exec(CONTROLLER_POD, "srun", "-w", WIDE_NODE, "--mem=64M", "sh", "-c", probe,
+                           check=False, timeout=60)  # fmt: skip
+        words = out.stdout.split()
+        assert words == [str(64 << 20), str(64 << 20), "HIDDEN"], (out.stdout, out.stderr)
+        assert "Read-only file system" in out.stderr
+
+    def test_two_one_cpu_jobs_share_a_two_cpu_node(self, cluster):
+        jobs = [self.sbatch(cluster, "-c1", "--wrap", "sleep 30", wait=False) for _ in range(2)]
+        try:
+            running = lambda: all(scontrol_job(cluster, j)["JobState"] == "RUNNING" for j in jobs)  # noqa: E731
+            wait_for("both jobs running at once", running, timeout=30)
+        finally:
+            cluster.exec(CONTROLLER_POD, "scancel", *jobs)
+
+    def test_sstat_reports_a_running_jobs_memory(self, cluster):
+        job = self.sbatch(cluster, "--wrap", "python3 -c 'import time; b = b\"x\" * (64 << 20); time.sleep(60)'",
+                          wait=False)  # fmt: skip
+        try:
+            def max_rss_kib() -> int:
+                out = cluster.exec(CONTROLLER_POD, "sstat", "-a", "-n", "-P", "-o", "MaxRSS", "-j", job,
+                                   check=False).stdout  # fmt: skip
+                sizes = [parse_slurm_size_kib(v) for v in out.split()]
+                return max(sizes, default=0)
+
+            assert wait_for("sstat MaxRSS", lambda: max_rss_kib() >= 64 << 10, timeout=60)
+        finally:
+            cluster.exec(CONTROLLER_POD, "scancel", job)
+
+    def test_a_jobs_leftover_background_process_is_killed_when_it_ends(self, cluster):
+        # Double-forked into its own session: reparented away from the job, as a daemon is.
+        job = self.sbatch(cluster, "--wrap", "(setsid sleep 3141 &); sleep 1; echo started")
+        assert scontrol_job(cluster, job)["JobState"] == "COMPLETED"
+        wait_for("the leftover sleep gone",
+                 lambda: cluster.exec(WIDE_NODE, "pgrep", "-f", "sleep 3141", check=False).returncode == 1,
+                 timeout=30)  # fmt: skip
+
+
+def parse_slurm_size_kib(value: str) -> int:
+    """sstat's sizes ('123K', '4.5M', '0') in KiB."""
+    match = re.fullmatch(r"([\d.]+)([KMGT]?)", value)
+    assert match, value
+    return int(float(match.group(1)) * 1024 ** "KMGT".index(match.group(2) or "K"))
+
+
 def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):
     extra = "%s-%d" % (nodeset_object_name(NODESET_MODEL), len(WORKERS))
     cluster.start_worker(extra)
     wait_for(extra + " idle", lambda: extra in cluster.idle_nodes(), timeout=60)
-    # Scale-down as the operator does it: drain, stop the pod, delete the node.
-    cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + extra, "state=drain", "reason=scale down")
-    docker("stop", "-t", "30", cluster.containers[extra], timeout=60)
-    cluster.exec(CONTROLLER_POD, "scontrol", "delete", "nodename=" + extra)
+    remove_worker(cluster, extra)
     out = cluster.exec(CONTROLLER_POD, "sinfo", "-h", "-N", "-o", "%N").stdout
     assert extra not in out.split()
 

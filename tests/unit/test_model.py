@@ -12,6 +12,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     parse_cluster,
     parse_nodeset,
     slurm_cpus,
+    slurm_job_memory_mib,
+    slurm_mem_spec_limit_mib,
     slurm_node_names,
     slurm_real_memory_mib,
 )
@@ -169,7 +171,10 @@ def test_derived_node_values():
     ns = parse_nodeset(nodeset({"replicas": 3, "resources": {"cpu": "8", "memory": "32Gi"}}))
     assert slurm_node_names(ns) == ["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"]
     assert slurm_cpus(ns) == 8
-    # 32 GiB = 32768 MiB; 5 % of it (1638) is more than the 256 MiB floor.
-    assert slurm_real_memory_mib(ns) == 32768 - 1638
+    # Slurm sees the pod's whole memory (32 GiB = 32768 MiB) and keeps 5 % of it (1638, more
+    # than the 256 MiB floor) for the daemons: jobs get the rest.
+    assert slurm_real_memory_mib(ns) == 32768
+    assert slurm_mem_spec_limit_mib(ns) == 1638
+    assert slurm_job_memory_mib(ns) == 32768 - 1638
     small = parse_nodeset(nodeset({"resources": {"memory": "1Gi"}}))
-    assert slurm_real_memory_mib(small) == 1024 - 256
+    assert (slurm_real_memory_mib(small), slurm_mem_spec_limit_mib(small)) == (1024, 256)

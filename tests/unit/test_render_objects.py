@@ -6,7 +6,11 @@ import pytest
 from examples import EXAMPLES, example, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    parse_cluster,
+    parse_nodeset,
+    slurm_mem_spec_limit_mib,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
 
@@ -41,8 +45,8 @@ def test_cpu_cluster_objects():
     assert workers["spec"]["updateStrategy"] == {"type": "OnDelete"}
     env = env_of(containers(workers)[0])
     assert env[C.ENV_CPUS] == "4"
-    assert env[C.ENV_MEMORY_MB] == str(8192 - 409)
-    assert env[C.ENV_NODE_CONF] == "Feature=compute"
+    assert env[C.ENV_MEMORY_MB] == "8192"
+    assert env[C.ENV_NODE_CONF] == "Feature=compute MemSpecLimit=409"
     assert env[C.ENV_CONTROLLER_HOST] == "cpu-controller.research.svc.cluster.local"
     assert objects[("Service", "cpu-compute")]["spec"]["clusterIP"] == "None"
     assert objects[("PersistentVolumeClaim", "cpu-jail")]["spec"]["accessModes"] == ["ReadWriteMany"]
@@ -53,7 +57,8 @@ def test_gpu_workers_request_gpus_and_declare_gres():
     h100 = containers(objects[("StatefulSet", "gpu-h100")])[0]
     assert h100["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert h100["resources"]["requests"] == h100["resources"]["limits"]
-    assert env_of(h100)[C.ENV_NODE_CONF] == "Feature=h100,ib,hopper Gres=gpu:h100:8,nic:ib:8"
+    assert env_of(h100)[C.ENV_NODE_CONF] == "Feature=h100,ib,hopper MemSpecLimit=%d Gres=gpu:h100:8,nic:ib:8" % (
+        slurm_mem_spec_limit_mib(next(ns for ns in example("gpu")[1] if ns.name == "h100")))
     pod = objects[("StatefulSet", "gpu-h100")]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
@@ -142,7 +147,7 @@ def test_every_pod_runs_as_the_tokenless_service_account(name):
 
 def test_node_conf_without_gpu_type():
     ns = parse_nodeset({"metadata": {"name": "g"}, "spec": {"clusterName": "c", "resources": {"gpus": 2}}})
-    assert node_conf(ns) == "Feature=g Gres=gpu:2"
+    assert node_conf(ns) == "Feature=g MemSpecLimit=256 Gres=gpu:2"
 
 
 def test_cpu_request_overcommits_without_changing_what_slurm_sees():

@@ -40,7 +40,8 @@ JAIL_PATH = r"^/[^\s,:]*$"
 # A StatefulSet's pods carry controller-revision-hash=<name>-<10 chars>: a 63-char label.
 STATEFULSET_NAME_MAX = 52
 NODE_PORT_RANGE = (30000, 32767)
-# A worker pod's memory also feeds slurmd and munged: Slurm gets the rest as RealMemory.
+# A worker pod's memory also feeds slurmd and munged: Slurm holds it back from jobs as
+# the node's MemSpecLimit (RealMemory is the pod's whole memory).
 WORKER_DAEMON_RESERVE_MIB = 256
 WORKER_MEMORY_MIN_MIB = 512
 
@@ -110,7 +111,11 @@ class Resources:
         "CPU request and limit. Workers need whole CPUs: Slurm counts CPUs in integers.",
         Quantity("1"),
     )
-    memory: Quantity = spec_field("Memory request and limit.", Quantity("1Gi"))
+    memory: Quantity = spec_field(
+        "Memory request and limit. On workers it is the Slurm node's RealMemory; 5% of it (at least "
+        "256Mi) is the node's MemSpecLimit, kept from jobs for slurmd and munged.",
+        Quantity("1Gi"),
+    )
     cpu_request: Optional[Quantity] = spec_field(
         "CPU the pod requests from Kubernetes when lower than cpu (Burstable QoS, an overcommitted "
         "node); equal to cpu when unset (Guaranteed QoS, what production clusters want).",
@@ -244,7 +249,10 @@ class Partition:
     )
     default: bool = spec_field("The partition jobs go to when they name none.", False)
     config: Dict[str, SlurmValue] = spec_field(
-        "Extra PartitionName options (MaxTime, OverSubscribe, ...).", factory=dict
+        "Extra PartitionName options (MaxTime, OverSubscribe, ...). Unless a memory default "
+        "(DefMemPerCPU, DefMemPerNode, DefMemPerGPU) is given here or in slurm.config, DefMemPerCPU is "
+        "the smallest memory per CPU among the partition's node sets, so small jobs share nodes.",
+        factory=dict
     )
 
 
@@ -266,7 +274,11 @@ class Slurm:
         "into comma-list keys.",
         factory=dict,
     )
-    cgroup_config: Dict[str, SlurmValue] = spec_field("cgroup.conf overrides.", factory=dict)
+    cgroup_config: Dict[str, SlurmValue] = spec_field(
+        "cgroup.conf overrides, merged over the product's (each job held to its CPUs, its memory "
+        "without swap, and its GPUs); null deletes a key.",
+        factory=dict,
+    )
     max_node_count: int = spec_field(
         "MaxNodeCount: dynamic nodes the controller accepts; changing it restarts slurmctld.",
         1024,
@@ -814,9 +826,18 @@ def slurm_cpus(nodeset: NodeSet) -> int:
 
 
 def slurm_real_memory_mib(nodeset: NodeSet) -> int:
-    """RealMemory= of the node set's Slurm nodes: the pod's memory minus the daemons' reserve."""
-    total = quantity_to_mebibytes(nodeset.spec.resources.memory)
-    return total - max(WORKER_DAEMON_RESERVE_MIB, total // 20)
+    """RealMemory= of the node set's Slurm nodes: the pod's memory limit."""
+    return quantity_to_mebibytes(nodeset.spec.resources.memory)
+
+
+def slurm_mem_spec_limit_mib(nodeset: NodeSet) -> int:
+    """MemSpecLimit= of the node set's Slurm nodes: what slurmd and munged keep (5%, at least 256 MiB)."""
+    return max(WORKER_DAEMON_RESERVE_MIB, slurm_real_memory_mib(nodeset) // 20)
+
+
+def slurm_job_memory_mib(nodeset: NodeSet) -> int:
+    """Memory jobs may be given on one node of the set: RealMemory minus MemSpecLimit."""
+    return slurm_real_memory_mib(nodeset) - slurm_mem_spec_limit_mib(nodeset)
 
 
 def partitions_of(cluster: SlurmCluster) -> List[Partition]:

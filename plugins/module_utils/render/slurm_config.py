@@ -24,6 +24,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     nodesets_in_partition,
     object_name,
     partitions_of,
+    slurm_cpus,
+    slurm_job_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import (
     SUBMOUNT_HOST_DIR,
@@ -49,6 +51,9 @@ LIST_KEYS = frozenset(
         "TaskPluginParam", "AccountingStorageTRES", "AccountingStorageEnforce",
     )
 )
+
+# Partition (or cluster) keys that give a job memory when it asks for none.
+MEMORY_DEFAULT_KEYS = frozenset(k.lower() for k in ("DefMemPerCPU", "DefMemPerNode", "DefMemPerGPU"))
 
 # scontrol(1): slurmctld and every slurmd must restart when these change; any other
 # slurm.conf change is applied by `scontrol reconfigure`.
@@ -123,9 +128,12 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         "SlurmctldPidFile": "/run/slurmctld.pid",
         "SlurmdPidFile": "/run/slurmd.pid",
         "PlugStackConfig": "%s/%s" % (C.SLURM_CONFIG_DIR, PLUGSTACK_CONF),
-        # Containers get no systemd and often cgroup v1: plugins that need neither.
-        "ProctrackType": "proctrack/linuxproc",
-        "TaskPlugin": "task/none",
+        # Jobs are confined as on bare metal: each in its own cgroup below the pod's (the
+        # worker's entrypoint mounts that tree writable; cgroup.conf says what is enforced),
+        # tasks bound to their CPUs. proctrack/cgroup also finds every process a job left
+        # behind when it ends.
+        "ProctrackType": "proctrack/cgroup",
+        "TaskPlugin": "task/cgroup,task/affinity",
         "SelectType": "select/cons_tres",
         "SelectTypeParameters": "CR_Core_Memory",
         "SchedulerType": "sched/backfill",
@@ -142,7 +150,11 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         "MailProg": "/bin/true",
         "SlurmctldDebug": "info",
         "SlurmdDebug": "info",
-        "JobAcctGatherType": "jobacct_gather/none",
+        # Daemons log to the container's stderr: give those lines times too.
+        "LogTimeFormat": "iso8601_ms,format_stderr",
+        # sstat reads running steps' usage from their cgroups; slurmdbd stores it when on.
+        "JobAcctGatherType": "jobacct_gather/cgroup",
+        "JobAcctGatherFrequency": "task=30",
         "AccountingStorageType": "accounting_storage/none",
     }
     types = gres_types(nodesets)
@@ -156,8 +168,6 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
         settings["AccountingStorageHost"] = spec.accounting.host or object_name(cluster, "slurmdbd")
         settings["AccountingStoragePort"] = spec.accounting.port
-        settings["JobAcctGatherType"] = "jobacct_gather/linux"
-        settings["JobAcctGatherFrequency"] = 30
     if spec.slurm.topology:
         settings["TopologyPlugin"] = "topology/tree"
     return settings
@@ -168,6 +178,24 @@ def nodeset_line(nodeset: NodeSet) -> str:
     return "NodeSet=%s Feature=%s" % (nodeset.name, nodeset.name)
 
 
+def sets_memory_default(settings: Mapping[str, Any]) -> bool:
+    """Whether these settings choose a job's default memory (Slurm takes only one of them)."""
+    return any(k.lower() in MEMORY_DEFAULT_KEYS for k in settings)
+
+
+def default_mem_per_cpu(cluster: SlurmCluster, partition_config: Mapping[str, Any],
+                        members: Sequence[NodeSet]) -> Optional[int]:
+    """DefMemPerCPU of a partition: the smallest share of memory per CPU among its node sets.
+
+    Without it a job that names no memory is given a whole node's, so two 1-CPU jobs
+    cannot share a 2-CPU node. Left out where the user chose any memory default, for the
+    partition or the whole cluster.
+    """
+    if not members or sets_memory_default(partition_config) or sets_memory_default(cluster.spec.slurm.config):
+        return None
+    return min(slurm_job_memory_mib(ns) // slurm_cpus(ns) for ns in members)
+
+
 def partition_line(cluster: SlurmCluster, index: int, nodesets: Sequence[NodeSet]) -> str:
     """A PartitionName= line over the node sets it covers."""
     part = partitions_of(cluster)[index]
@@ -175,6 +203,9 @@ def partition_line(cluster: SlurmCluster, index: int, nodesets: Sequence[NodeSet
     members = nodesets_in_partition(part, nodesets)
     if members:
         settings["Nodes"] = [ns.name for ns in members]
+    mem_per_cpu = default_mem_per_cpu(cluster, part.config, members)
+    if mem_per_cpu is not None:
+        settings["DefMemPerCPU"] = mem_per_cpu
     if part.default:
         settings["Default"] = True
     settings = merge_settings(settings, part.config)
@@ -196,8 +227,25 @@ def render_slurm_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str
 
 
 def render_cgroup_conf(cluster: SlurmCluster) -> str:
-    """cgroup.conf: Slurm must not look for systemd, which pods do not run."""
-    defaults = {"CgroupPlugin": "autodetect", "IgnoreSystemd": True}
+    """cgroup.conf: what each job is held to, on cgroup v1 and v2 nodes alike.
+
+    autodetect reads /sys/fs/cgroup; the plugins work in CGROUP_MOUNT_DIR, the pod's own
+    tree mounted writable by the worker's entrypoint. Pods run no systemd (IgnoreSystemd):
+    on v2 slurmd makes its cgroups itself and enables the controllers down to them
+    (EnableControllers). A job gets the CPUs and memory it was allocated and no swap
+    beyond that memory; the devices it was not given (GPUs) are denied.
+    """
+    defaults = {
+        "CgroupPlugin": "autodetect",
+        "CgroupMountpoint": C.CGROUP_MOUNT_DIR,
+        "IgnoreSystemd": True,
+        "EnableControllers": True,
+        "ConstrainCores": True,
+        "ConstrainRAMSpace": True,
+        "ConstrainSwapSpace": True,
+        "AllowedSwapSpace": 0,
+        "ConstrainDevices": True,
+    }
     settings = merge_settings(defaults, cluster.spec.slurm.cgroup_config)
     return header(cluster, "cgroup.conf") + "\n".join(key_value_lines(settings)) + "\n"
 

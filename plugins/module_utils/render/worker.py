@@ -14,6 +14,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     SlurmCluster,
     nodeset_object_name,
     slurm_cpus,
+    slurm_mem_spec_limit_mib,
     slurm_real_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
@@ -29,9 +30,9 @@ NODE_TMP_VOLUME = "node-tmp"
 
 
 def node_conf(nodeset: NodeSet) -> str:
-    """The Feature= and Gres= words of `slurmd -Z --conf` for this node set."""
+    """The Feature=, MemSpecLimit= and Gres= words of `slurmd -Z --conf` for this node set."""
     features = [nodeset.name] + [f for f in nodeset.spec.features if f != nodeset.name]
-    words = ["Feature=%s" % ",".join(features)]
+    words = ["Feature=%s" % ",".join(features), "MemSpecLimit=%d" % slurm_mem_spec_limit_mib(nodeset)]
     gres: List[str] = []
     gpus = nodeset.spec.resources.gpus
     if gpus:

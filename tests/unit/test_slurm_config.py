@@ -1,0 +1,101 @@
+"""slurm.conf and cgroup.conf hold jobs to what they were given, and small jobs share nodes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    parse_cluster,
+    parse_nodeset,
+    slurm_cpus,
+    slurm_job_memory_mib,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
+    render_cgroup_conf,
+    render_slurm_conf,
+)
+
+
+def cluster(spec=None):
+    return parse_cluster({"metadata": {"name": "demo", "namespace": "hpc"}, "spec": spec or {}})
+
+
+def nodeset(name, cpu, memory):
+    return parse_nodeset({"metadata": {"name": name, "namespace": "hpc"},
+                          "spec": {"clusterName": "demo", "resources": {"cpu": cpu, "memory": memory}}})  # fmt: skip
+
+
+def settings(text):
+    return dict(re.findall(r"^(\w+)=(.*)$", text, re.MULTILINE))
+
+
+def partition(text, name):
+    line = next(ln for ln in text.splitlines() if ln.startswith("PartitionName=%s " % name))
+    return dict(word.split("=", 1) for word in line.split())
+
+
+SMALL = nodeset("small", "2", "4Gi")  # 4096 - 256 for the daemons: 1920 MiB per CPU
+LARGE = nodeset("large", "4", "16Gi")  # 16384 - 819: 3891 MiB per CPU
+
+
+def test_jobs_are_confined_by_cgroups_and_accounted():
+    conf = settings(render_slurm_conf(cluster(), [SMALL]))
+    assert conf["ProctrackType"] == "proctrack/cgroup"
+    assert conf["TaskPlugin"] == "task/cgroup,task/affinity"
+    assert conf["JobAcctGatherType"] == "jobacct_gather/cgroup"
+    assert conf["SelectTypeParameters"] == "CR_Core_Memory"
+    assert conf["LogTimeFormat"] == "iso8601_ms,format_stderr"
+
+
+def test_cgroup_conf_constrains_cores_memory_swap_and_devices_in_the_writable_mount():
+    conf = settings(render_cgroup_conf(cluster()))
+    for key in ("ConstrainCores", "ConstrainRAMSpace", "ConstrainSwapSpace", "ConstrainDevices", "IgnoreSystemd",
+                "EnableControllers"):  # fmt: skip
+        assert conf[key] == "YES", key
+    assert conf["AllowedSwapSpace"] == "0"
+    assert conf["CgroupMountpoint"] == C.CGROUP_MOUNT_DIR
+    assert conf["CgroupPlugin"] == "autodetect"
+
+
+def test_cgroup_conf_overrides_win_and_null_removes():
+    conf = settings(render_cgroup_conf(cluster({"slurm": {"cgroupConfig": {"ConstrainDevices": False,
+                                                                          "AllowedSwapSpace": None}}})))  # fmt: skip
+    assert conf["ConstrainDevices"] == "NO"
+    assert "AllowedSwapSpace" not in conf
+
+
+def test_default_memory_per_cpu_is_the_smallest_share_among_the_partitions_node_sets():
+    text = render_slurm_conf(cluster(), [SMALL, LARGE])
+    main = partition(text, "main")
+    assert main["DefMemPerCPU"] == str(min(slurm_job_memory_mib(ns) // slurm_cpus(ns) for ns in (SMALL, LARGE)))
+    assert main["DefMemPerCPU"] == "1920"
+
+
+def test_each_partition_gets_its_own_node_sets_share():
+    spec = {"partitions": [{"name": "small", "nodeSets": ["small"], "default": True},
+                           {"name": "large", "nodeSets": ["large"]}]}  # fmt: skip
+    text = render_slurm_conf(cluster(spec), [SMALL, LARGE])
+    assert partition(text, "small")["DefMemPerCPU"] == "1920"
+    assert partition(text, "large")["DefMemPerCPU"] == "3891"
+
+
+@pytest.mark.parametrize("key", ["DefMemPerCPU", "DefMemPerNode", "DefMemPerGPU"])
+def test_a_users_memory_default_for_the_partition_replaces_ours(key):
+    spec = {"partitions": [{"name": "main", "default": True, "config": {key: 1000}}]}
+    main = partition(render_slurm_conf(cluster(spec), [SMALL]), "main")
+    assert main[key] == "1000"
+    assert [k for k in main if k.startswith("DefMem")] == [key]
+
+
+def test_a_users_cluster_wide_memory_default_is_not_hidden_by_a_partition_one():
+    text = render_slurm_conf(cluster({"slurm": {"config": {"DefMemPerNode": 2048}}}), [SMALL])
+    assert settings(text)["DefMemPerNode"] == "2048"
+    assert "DefMemPerCPU" not in partition(text, "main")
+
+
+def test_a_partition_without_node_sets_gets_no_memory_default():
+    spec = {"partitions": [{"name": "main", "default": True}, {"name": "empty", "nodeSets": ["none"]}]}
+    assert "DefMemPerCPU" not in partition(render_slurm_conf(cluster(spec), [SMALL]), "empty")
