@@ -28,14 +28,16 @@ static const char *const cap_names[] = {
  * sys_admin the job's capabilities are no longer a superset of slurmd's,
  * which the kernel requires for that access), open_by_handle_at
  * (dac_read_search), raw devices and kernel state (mknod, sys_rawio,
- * sys_module, bpf, ...). Everything a root user needs to administer the jail
- * itself (chown, dac_override, setuid, ...) stays.
+ * sys_module, bpf, ...), or starve the node's daemons and other jobs
+ * (sys_nice: real-time scheduling, CPUs outside the job's; slurmstepd holds it
+ * to bind tasks to their CPUs). Everything a root user needs to administer the
+ * jail itself (chown, dac_override, setuid, ...) stays.
  */
 static const int default_drop_caps[] = {
 	CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_SYS_MODULE,
 	CAP_SYS_RAWIO, CAP_MKNOD, CAP_SYS_BOOT, CAP_SYS_TIME, CAP_NET_ADMIN,
 	CAP_SYSLOG, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE, CAP_BPF, CAP_PERFMON,
-	CAP_CHECKPOINT_RESTORE, CAP_SYS_PACCT, CAP_AUDIT_CONTROL,
+	CAP_CHECKPOINT_RESTORE, CAP_SYS_PACCT, CAP_AUDIT_CONTROL, CAP_SYS_NICE,
 };
 
 /* Node-local paths every job needs; binds= entries with the same dst replace them. */

@@ -2,6 +2,7 @@
 
 #include "jail_path.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,14 @@ int jail_plan_job_spool_dir(const char *spool, const char *argv0, char *out, siz
 		return 0; /* a file directly in the spool dir: no per-job dir to bind */
 	n = snprintf(out, outlen, "%s%.*s", strcmp(spool, "/") == 0 ? "" : spool,
 		     (int) (slash - rest), rest);
+	return n > 0 && (size_t) n < outlen;
+}
+
+int jail_plan_pmix_dir(const char *spool, unsigned job_id, unsigned step_id, char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen, "%s/pmix.%d.%d", strcmp(spool, "/") == 0 ? "" : spool, (int) job_id,
+			 (int) step_id);
+
 	return n > 0 && (size_t) n < outlen;
 }
 
@@ -68,23 +77,38 @@ void jail_plan_cwd(const struct jail_bind *binds, size_t nbinds, const char *jai
 	snprintf(out, outlen, "%s", cwd);
 }
 
-void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
-		     struct jail_plan *plan)
+/* A directory of Slurm's below the spool dir, bound at its own path; a link in it is never followed. */
+static void add_spool_bind(struct jail_plan *plan, const char *dir, unsigned flags)
 {
-	struct jail_bind *spool_tmpfs, *job_dir;
+	struct jail_bind *b = &plan->binds[plan->nbinds++];
+
+	snprintf(b->src, sizeof(b->src), "%s", dir);
+	snprintf(b->dst, sizeof(b->dst), "%s", dir);
+	b->flags = JAIL_BIND_SRC_NOFOLLOW | flags;
+}
+
+void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
+		     const char *pmix_dir, struct jail_plan *plan)
+{
+	char job_dir[PATH_MAX], pmix[PATH_MAX];
+	bool has_job_dir, has_pmix;
 
 	memset(plan, 0, sizeof(*plan));
 	memcpy(plan->binds, cfg->binds, cfg->nbinds * sizeof(cfg->binds[0]));
 	plan->nbinds = cfg->nbinds;
 
-	spool_tmpfs = &plan->binds[plan->nbinds];
-	job_dir = &plan->binds[plan->nbinds + 1];
-	if (jail_plan_job_spool_dir(cfg->spool, argv0, job_dir->src, sizeof(job_dir->src))) {
-		memcpy(spool_tmpfs->dst, cfg->spool, sizeof(spool_tmpfs->dst));
+	has_job_dir = jail_plan_job_spool_dir(cfg->spool, argv0, job_dir, sizeof(job_dir));
+	has_pmix = pmix_dir && jail_path_normalize(pmix_dir, pmix, sizeof(pmix)) == 0 &&
+		   jail_path_within(cfg->spool, pmix) && strcmp(jail_path_rest(cfg->spool, pmix), "") != 0;
+	if (has_job_dir || has_pmix) {
+		struct jail_bind *spool_tmpfs = &plan->binds[plan->nbinds++];
+
+		snprintf(spool_tmpfs->dst, sizeof(spool_tmpfs->dst), "%s", cfg->spool);
 		spool_tmpfs->flags = JAIL_BIND_TMPFS;
-		memcpy(job_dir->dst, job_dir->src, sizeof(job_dir->dst));
-		job_dir->flags = JAIL_BIND_SRC_NOFOLLOW;
-		plan->nbinds += 2;
 	}
+	if (has_job_dir)
+		add_spool_bind(plan, job_dir, 0);
+	if (has_pmix)
+		add_spool_bind(plan, pmix, JAIL_BIND_OPTIONAL);
 	jail_plan_cwd(plan->binds, plan->nbinds, cfg->jail, host_cwd, plan->cwd, sizeof(plan->cwd));
 }

@@ -12,7 +12,7 @@
 #define JAIL_BIND_SRC_NOFOLLOW (1u << 8)
 
 struct jail_plan {
-	struct jail_bind binds[JAIL_MAX_BINDS + 2];
+	struct jail_bind binds[JAIL_MAX_BINDS + 3];
 	size_t nbinds;
 	char cwd[PATH_MAX]; /* where the task starts inside the jail */
 };
@@ -31,6 +31,15 @@ struct jail_plan {
 int jail_plan_job_spool_dir(const char *spool, const char *argv0, char *out, size_t outlen);
 
 /*
+ * The directory mpi/pmix's server keeps for this step below the spool dir
+ * (<spool>/pmix.<job>.<step>, printed as Slurm prints it, ids as signed ints).
+ * It holds what the step's MPI ranks open (the PMIx server's tmpdir: its
+ * rendezvous and shared-memory data store), so the ranks, inside the jail,
+ * must see it at the same path. Returns 1 and fills out, 0 if it does not fit.
+ */
+int jail_plan_pmix_dir(const char *spool, unsigned job_id, unsigned step_id, char *out, size_t outlen);
+
+/*
  * The task's working directory inside the jail for node path host_cwd: below
  * the jail mount it is the path relative to the jail; below a bind source it
  * is the same place under the bind's target (longest source wins); otherwise
@@ -41,8 +50,12 @@ int jail_plan_job_spool_dir(const char *spool, const char *argv0, char *out, siz
 void jail_plan_cwd(const struct jail_bind *binds, size_t nbinds, const char *jail,
 		   const char *host_cwd, char *out, size_t outlen);
 
-/* Build the plan for one task (argv0 and host_cwd may be NULL). */
+/*
+ * Build the plan for one task (argv0, host_cwd and pmix_dir may be NULL). The
+ * step's PMIx directory is bound when it exists (optional: only MPI steps
+ * have one), below the same private tmpfs as the job's spool dir.
+ */
 void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
-		     struct jail_plan *plan);
+		     const char *pmix_dir, struct jail_plan *plan);
 
 #endif

@@ -17,6 +17,7 @@
 #include "jail_plan.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -99,9 +100,20 @@ static const char *task_argv0(spank_t sp)
 	return argv[0];
 }
 
+/* mpi/pmix's directory of this step in the spool dir (whether or not the step uses it); 0 if unknown. */
+static int step_pmix_dir(spank_t sp, char *out, size_t outlen)
+{
+	uint32_t job_id = 0, step_id = 0;
+
+	if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS)
+		return 0;
+	return jail_plan_pmix_dir(config.spool, job_id, step_id, out, outlen);
+}
+
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
-	char cwd[PATH_MAX];
+	char cwd[PATH_MAX], pmix_dir[PATH_MAX];
 	char err[1024];
 
 	if (!spank_remote(sp))
@@ -110,7 +122,8 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		return -1;
 	if (!getcwd(cwd, sizeof(cwd)))
 		cwd[0] = '\0';
-	jail_plan_build(&config, cwd, task_argv0(sp), &plan);
+	jail_plan_build(&config, cwd, task_argv0(sp), step_pmix_dir(sp, pmix_dir, sizeof(pmix_dir)) ? pmix_dir : NULL,
+			&plan);
 	if (jail_enter(&config, &plan, err, sizeof(err)) < 0) {
 		slurm_error("spank_jail: cannot enter the jail: %s", err);
 		return -1;

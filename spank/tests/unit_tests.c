@@ -283,6 +283,7 @@ static void test_defaults_match_constants(void)
 	CHECK(cfg.drop_caps & CAP_BIT(CAP_SYS_ADMIN));
 	CHECK(cfg.drop_caps & CAP_BIT(CAP_SYS_PTRACE));
 	CHECK(cfg.drop_caps & CAP_BIT(CAP_DAC_READ_SEARCH));
+	CHECK(cfg.drop_caps & CAP_BIT(CAP_SYS_NICE));
 	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_CHOWN)));
 	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_SETUID)));
 	CHECK(cfg.chroot_fallback);
@@ -477,7 +478,7 @@ static void test_plan_adds_job_dir_and_nothing_for_cwd(void)
 	const struct jail_bind *last;
 
 	jail_config_defaults(&cfg);
-	jail_plan_build(&cfg, "/etc/slurmkube/munge", "/var/spool/slurmd/job00007/slurm_script",
+	jail_plan_build(&cfg, "/etc/slurmkube/munge", "/var/spool/slurmd/job00007/slurm_script", NULL,
 			&plan);
 	CHECK(plan.nbinds == cfg.nbinds + 2);
 	/* a private tmpfs over the spool dir first, so no mount point lands on the volume */
@@ -489,7 +490,45 @@ static void test_plan_adds_job_dir_and_nothing_for_cwd(void)
 	CHECK(last->flags & JAIL_BIND_SRC_NOFOLLOW);
 	/* a node directory that merely is the cwd is looked up in the jail, never bound */
 	CHECK_STR(plan.cwd, "/etc/slurmkube/munge");
-	jail_plan_build(&cfg, "/", "/usr/bin/srun", &plan);
+	jail_plan_build(&cfg, "/", "/usr/bin/srun", NULL, &plan);
+	CHECK(plan.nbinds == cfg.nbinds);
+}
+
+static void test_plan_binds_the_steps_pmix_dir_when_it_exists(void)
+{
+	static struct jail_config cfg;
+	static struct jail_plan plan;
+	char dir[PATH_MAX];
+
+	jail_config_defaults(&cfg);
+	CHECK(jail_plan_pmix_dir(cfg.spool, 42, 0, dir, sizeof(dir)) == 1);
+	CHECK_STR(dir, "/var/spool/slurmd/pmix.42.0");
+	/* the batch step's id prints as Slurm prints it: a negative int */
+	CHECK(jail_plan_pmix_dir(cfg.spool, 42, 0xfffffffbu, dir, sizeof(dir)) == 1);
+	CHECK_STR(dir, "/var/spool/slurmd/pmix.42.-5");
+
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/var/spool/slurmd/pmix.42.0", &plan);
+	CHECK(plan.nbinds == cfg.nbinds + 2);
+	CHECK_STR(plan.binds[cfg.nbinds].dst, "/var/spool/slurmd");
+	CHECK(plan.binds[cfg.nbinds].flags == JAIL_BIND_TMPFS);
+	CHECK_STR(plan.binds[cfg.nbinds + 1].src, "/var/spool/slurmd/pmix.42.0");
+	CHECK_STR(plan.binds[cfg.nbinds + 1].dst, "/var/spool/slurmd/pmix.42.0");
+	CHECK(plan.binds[cfg.nbinds + 1].flags == (JAIL_BIND_SRC_NOFOLLOW | JAIL_BIND_OPTIONAL));
+
+	/* a batch step: one tmpfs, then its job dir and its (absent) PMIx dir */
+	jail_plan_build(&cfg, "/", "/var/spool/slurmd/job00042/slurm_script", "/var/spool/slurmd/pmix.42.-5",
+			&plan);
+	CHECK(plan.nbinds == cfg.nbinds + 3);
+	CHECK(plan.binds[cfg.nbinds].flags == JAIL_BIND_TMPFS);
+	CHECK_STR(plan.binds[cfg.nbinds + 1].src, "/var/spool/slurmd/job00042");
+	CHECK_STR(plan.binds[cfg.nbinds + 2].src, "/var/spool/slurmd/pmix.42.-5");
+
+	/* nothing outside the spool dir, and never the spool dir itself */
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/etc/pmix.42.0", &plan);
+	CHECK(plan.nbinds == cfg.nbinds);
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/var/spool/slurmd", &plan);
+	CHECK(plan.nbinds == cfg.nbinds);
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/var/spool/slurmd/pmix.1.0/../../../etc", &plan);
 	CHECK(plan.nbinds == cfg.nbinds);
 }
 
@@ -518,6 +557,8 @@ int main(void)
 	run("config: too many binds are refused", test_too_many_binds_refused);
 	run("plan: only the job's own spool dir is bound", test_job_spool_dir_only_own_job);
 	run("plan: cwd is translated into the jail", test_cwd_translation);
+	run("plan: the step's PMIx dir is bound below the spool tmpfs",
+	    test_plan_binds_the_steps_pmix_dir_when_it_exists);
 	run("plan: adds the job dir and never binds the cwd", test_plan_adds_job_dir_and_nothing_for_cwd);
 	printf("1..%d\n", tests_run);
 	printf("# %d passed, %d failed\n", tests_run - tests_failed, tests_failed);

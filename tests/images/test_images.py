@@ -423,9 +423,12 @@ class Cluster:
             str(slurm_cpus(nodeset)),
             "--memory",
             "%dm" % slurm_real_memory_mib(nodeset),
-            # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp).
+            # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp);
+            # what slurmstepd needs to bind tasks to their CPUs.
             "--cap-add",
             "SYS_ADMIN",
+            "--cap-add",
+            "SYS_NICE",
             "--security-opt",
             "seccomp=unconfined",
             *env_args(env, host),
@@ -537,6 +540,28 @@ def test_user_logs_in_and_runs_a_batch_job_in_the_jail(cluster):
 
 def jail_home(cluster: Cluster) -> Path:
     return cluster.root / "jail" / "home" / JAIL_USER
+
+
+def mpi_ranks(output: str) -> dict:
+    """rank -> (size, host, allreduce sum) from tests/data/mpi_hello.c's lines."""
+    lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)$", output, re.MULTILINE)
+    return {int(r): (int(n), host, int(total)) for r, n, host, total in lines}
+
+
+@needs_plugin
+def test_mpi_ranks_find_each_other_with_srun_pmix_and_with_mpirun_in_sbatch(cluster):
+    """The PMIx server is slurmstepd's, on the node; the ranks run in the jail and must reach it."""
+    (jail_home(cluster) / "mpi_hello.c").write_text((REPO / "tests/data/mpi_hello.c").read_text())
+    srun = ssh_to_login(cluster, "cd ~ && mpicc -o mpi_hello mpi_hello.c && srun -N2 -n2 --mpi=pmix ./mpi_hello")
+    ranks = mpi_ranks(srun.stdout)
+    assert sorted(ranks) == [0, 1], srun.stdout + srun.stderr
+    assert {size for size, _, _ in ranks.values()} == {2} and {s for _, _, s in ranks.values()} == {1}
+    assert len({host for _, host, _ in ranks.values()}) == 2  # one rank per node
+    batch = ssh_to_login(cluster, "cd ~ && sbatch --wait -N2 -n2 -o mpirun.out --wrap 'mpirun ./mpi_hello'"
+                                  " >/dev/null; cat mpirun.out")  # fmt: skip
+    ranks = mpi_ranks(batch.stdout)
+    assert sorted(ranks) == [0, 1], batch.stdout + batch.stderr
+    assert {s for _, _, s in ranks.values()} == {1}
 
 
 @needs_plugin

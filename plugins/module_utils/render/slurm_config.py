@@ -134,6 +134,13 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         # behind when it ends.
         "ProctrackType": "proctrack/cgroup",
         "TaskPlugin": "task/cgroup,task/affinity",
+        # MPI ranks started by srun get their PMIx server from slurmstepd (the jail plugin
+        # shows them its directory); mpirun inside a job works as well.
+        "MpiDefault": "pmix",
+        # Jobs' scratch is the pod's own (the jail shows it as /tmp, and at this path too, so
+        # what slurmstepd makes there for a step, e.g. PMIx's client directories, is where
+        # the ranks look); slurmd reports its size as TmpDisk.
+        "TmpFS": C.NODE_TMP_DIR,
         "SelectType": "select/cons_tres",
         "SelectTypeParameters": "CR_Core_Memory",
         "SchedulerType": "sched/backfill",
@@ -282,13 +289,14 @@ def render_plugstack_conf(cluster: SlurmCluster) -> str:
     """plugstack.conf: the jail plugin, required, so no job can start outside the jail.
 
     /etc/hosts and /etc/resolv.conf are the pod's (srun in a job must resolve the
-    controller Service); /tmp is node-local; a user's sub-mount at /tmp replaces ours.
+    controller Service); /tmp is node-local, also seen at its pod path (TmpFS, where
+    slurmstepd makes per-step directories); a user's sub-mount at /tmp replaces ours.
     """
     jail = cluster.spec.jail
     submounts = ["%s:/tmp" % C.NODE_TMP_DIR] + [submount_argument(s) for s in jail.sub_mounts]
     args = [
         "jail=%s" % C.JAIL_MOUNT_PATH,
-        "binds=/etc/hosts,/etc/resolv.conf",
+        "binds=/etc/hosts,/etc/resolv.conf,%s" % C.NODE_TMP_DIR,
         "mirrors=%s" % (",".join(jail.user_paths) or "none"),
         "submounts=%s" % ",".join(submounts),
     ]

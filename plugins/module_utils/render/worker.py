@@ -104,9 +104,10 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
 
 
 def worker_security_context() -> Dict[str, Any]:
-    """What the jail plugin needs: mounts (SYS_ADMIN) and pivot_root (not in RuntimeDefault seccomp)."""
+    """What the jail plugin needs: mounts (SYS_ADMIN) and pivot_root (not in RuntimeDefault
+    seccomp); what slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE)."""
     return {
-        "capabilities": {"add": ["SYS_ADMIN"]},
+        "capabilities": {"add": ["SYS_ADMIN", "SYS_NICE"]},
         "seccompProfile": {"type": "Unconfined"},
         "appArmorProfile": {"type": "Unconfined"},
     }
