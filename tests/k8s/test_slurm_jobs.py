@@ -1,17 +1,23 @@
 """Jobs on an operator-made cluster behave as on bare metal: held to the CPUs and memory they
-were given, sharing nodes, accounted while they run, and leaving nothing behind.
+were given, sharing nodes, accounted while they run, leaving nothing behind; MPI ranks find each
+other; a user on the login node gets interactive jobs.
 
-One small cluster for the module: a controller and two 2-CPU workers (they ask the scheduler
-for a tenth of a core each; Slurm sees their limits).
+One small cluster for the module: a controller, a login node and two 2-CPU workers (they ask
+the scheduler for a tenth of a core each; Slurm sees their limits). The user is made by the
+jail_user module and works over ssh, as users do.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
-from localkube_helpers import Cluster, wait_for
+from localkube_helpers import REPO, Cluster, wait_for
+from playbook_runner import run_module
 from slurm_helpers import (
+    TINY,
     Operator,
     SlurmView,
     cluster_manifest,
@@ -35,12 +41,16 @@ NODESET = "wide"
 WIDE = {"resources": {"cpu": 2, "cpuRequest": "100m", "memory": "1536Mi"}}
 NODES = ("%s-%s-0" % (CLUSTER, NODESET), "%s-%s-1" % (CLUSTER, NODESET))
 CONTROLLER = "%s-controller-0" % CLUSTER
+LOGIN = "%s-login-0" % CLUSTER
+USER, UID = "mpiuser", 2201
+KEY_IN_POD = "/tmp/slurm-jobs-test-key"
 
 
 @pytest.fixture(scope="module")
 def slurm(localkube_cluster: Cluster, slurm_images, operator: Operator) -> SlurmView:
     kube = localkube_cluster
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, tiny_cluster_spec()),
+    spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY})
+    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
                          nodeset_manifest(kube.namespace, CLUSTER, NODESET, len(NODES), WIDE)))  # fmt: skip
     wait_ready(kube, CLUSTER, operator)
     yield SlurmView(kube, CLUSTER)
@@ -136,3 +146,77 @@ def test_daemon_logs_carry_timestamps(slurm: SlurmView):
         log = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", pod, "--tail=20").stdout
         # slurmctld/slurmd lines on stderr: "[2026-11-25T10:57:53.008] message" (LogTimeFormat).
         assert re.search(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] ", log, re.MULTILINE), log
+
+
+# ---------------------------------------------------------------------------- a user on the login node
+
+
+@pytest.fixture(scope="module")
+def user_key(slurm: SlurmView, tmp_path_factory) -> Path:
+    """A jail user made by jail_user, whose key is in the login pod; its private key path there."""
+    path = tmp_path_factory.mktemp("ssh") / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    kube = slurm.kube
+    args = {"cluster": CLUSTER, "name": USER, "uid": UID, "gid": UID,
+            "ssh_authorized_keys": [path.with_suffix(".pub").read_text().strip()],
+            "namespace": kube.namespace, "kubeconfig": kube.env["KUBECONFIG"]}  # fmt: skip
+    proc, result = run_module(tmp_path_factory.mktemp("jail-user"), "jail_user", args, env=kube.env)
+    assert result is not None, proc.stdout[-3000:]
+    kube.kubectl("-n", kube.namespace, "exec", "-i", LOGIN, "--", "sh", "-c", "umask 077; cat >%s" % KEY_IN_POD,
+                 input=path.read_text())  # fmt: skip
+    return path
+
+
+def session(slurm: SlurmView, command: str, tty: bool = False) -> subprocess.CompletedProcess:
+    """An ssh session of the user on the login node (from the pod to its own sshd)."""
+    return slurm.kube.exec(LOGIN, "ssh", *(["-tt"] if tty else []), "-i", KEY_IN_POD, "-o", "BatchMode=yes",
+                           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                           "%s@127.0.0.1" % USER, command, check=False)  # fmt: skip
+
+
+def mpi_ranks(output: str) -> dict:
+    """rank -> (size, host, allreduce sum) from tests/data/mpi_hello.c's lines."""
+    lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)\r?$", output, re.MULTILINE)
+    return {int(r): (int(n), host, int(total)) for r, n, host, total in lines}
+
+
+@pytest.fixture(scope="module")
+def mpi_hello(slurm: SlurmView, user_key) -> str:
+    """tests/data/mpi_hello.c compiled in the jail by the user, with the jail's OpenMPI."""
+    source = (REPO / "tests/data/mpi_hello.c").read_text()
+    build = "cat > ~/mpi_hello.c <<'EOF'\n%sEOF\nmpicc -o ~/mpi_hello ~/mpi_hello.c && echo built" % source
+    out = session(slurm, build)
+    assert out.stdout.split()[-1:] == ["built"], out.stdout + out.stderr
+    return "~/mpi_hello"
+
+
+def test_srun_mpi_pmix_gives_each_rank_its_place_across_two_nodes(slurm: SlurmView, mpi_hello):
+    out = session(slurm, "srun -N2 -n2 --mpi=pmix %s" % mpi_hello)
+    ranks = mpi_ranks(out.stdout)
+    assert sorted(ranks) == [0, 1], out.stdout + out.stderr
+    assert {size for size, _, _ in ranks.values()} == {2} and {s for _, _, s in ranks.values()} == {1}
+    assert {host for _, host, _ in ranks.values()} == set(NODES)
+
+
+def test_mpirun_inside_sbatch_runs_the_ranks_on_both_nodes(slurm: SlurmView, mpi_hello):
+    out = session(slurm, "sbatch --wait -N2 -n2 -o ~/mpirun.out --wrap 'mpirun %s' >/dev/null; cat ~/mpirun.out"
+                  % mpi_hello)  # fmt: skip
+    ranks = mpi_ranks(out.stdout)
+    assert sorted(ranks) == [0, 1], out.stdout + out.stderr
+    assert {s for _, _, s in ranks.values()} == {1}
+
+
+def test_srun_pty_and_salloc_from_the_login_node(slurm: SlurmView, user_key):
+    pty = session(slurm, "srun --pty -N1 -w %s tty" % NODES[1], tty=True)
+    assert "/dev/pts/" in pty.stdout, pty.stdout + pty.stderr
+    alloc = session(slurm, "salloc -N1 -w %s srun hostname" % NODES[1])
+    assert NODES[1] in alloc.stdout.split(), alloc.stdout + alloc.stderr
+    assert "Granted job allocation" in alloc.stderr
+
+
+def test_slurmctld_resolves_every_client_it_answered(slurm: SlurmView, user_key):
+    """After srun, salloc and sbatch from the login node, slurmctld logged no name it could not resolve."""
+    session(slurm, "srun -N1 true")
+    log = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", CONTROLLER).stdout
+    unresolved = [ln for ln in log.splitlines() if re.search(r"getaddrinfo|[Uu]nable to resolve", ln)]
+    assert not unresolved, "\n".join(unresolved[:20])
