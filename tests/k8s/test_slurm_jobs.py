@@ -9,6 +9,7 @@ jail_user module and works over ssh, as users do.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -27,6 +28,7 @@ from slurm_helpers import (
     wait_ready,
 )
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     parse_nodeset,
     slurm_cpus,
@@ -216,7 +218,34 @@ def test_srun_pty_and_salloc_from_the_login_node(slurm: SlurmView, user_key):
 
 def test_slurmctld_resolves_every_client_it_answered(slurm: SlurmView, user_key):
     """After srun, salloc and sbatch from the login node, slurmctld logged no name it could not resolve."""
+    reported = session(slurm, "hostname").stdout.strip()
+    assert reported == LOGIN
+    for pod in (CONTROLLER, *NODES):  # slurmctld answers srun by this name; slurmstepd sends it I/O
+        assert slurm.kube.exec(pod, "getent", "hosts", reported, check=False).returncode == 0, pod
     session(slurm, "srun -N1 true")
     log = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", CONTROLLER).stdout
     unresolved = [ln for ln in log.splitlines() if re.search(r"getaddrinfo|[Uu]nable to resolve", ln)]
     assert not unresolved, "\n".join(unresolved[:20])
+
+
+def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_dns_name(slurm: SlurmView):
+    """serviceName cannot change in place: the operator replaces the StatefulSet, pods orphaned."""
+    kube, sts = slurm.kube, "%s-login" % CLUSTER
+    live = kube.get_json("statefulset", sts)
+    kube.kubectl("-n", kube.namespace, "delete", "statefulset", sts, "--cascade=orphan", "--wait=true")
+    meta = {k: live["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")}
+    old = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta,
+           "spec": dict(live["spec"], serviceName=sts)}  # 0.2.0 named its user-facing Service here
+    old["spec"]["template"]["metadata"]["annotations"] = {C.ANNOTATION_CONFIG_HASH: "from-0.2.0"}
+    kube.apply(manifests(old))
+
+    def replaced_and_resolvable() -> bool:
+        spec = kube.get_json("statefulset", sts).get("spec", {})
+        got = kube.kubectl("-n", kube.namespace, "get", "pod", LOGIN, "-o", "json", check=False)
+        pod = json.loads(got.stdout) if got.returncode == 0 else {"spec": {}}
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+        return (spec.get("serviceName") == "%s-login-hosts" % CLUSTER and ready
+                and pod["spec"].get("subdomain") == "%s-login-hosts" % CLUSTER
+                and kube.exec(CONTROLLER, "getent", "hosts", LOGIN, check=False).returncode == 0)
+
+    wait_for(replaced_and_resolvable, 300, 3, explain=slurm.explain)

@@ -127,3 +127,57 @@ def test_a_dry_run_that_found_an_object_applied_is_not_repeated_until_it_changes
     kube.objects[("Deployment", "ns", "op")]["metadata"]["resourceVersion"] = "edited"
     assert len(apply_changed(kube, [obj], seen=seen)) == 1  # an edit is seen again
     assert kube.objects[("Deployment", "ns", "op")]["spec"]["replicas"] == 1
+
+
+class OrphaningServer(MemoryKube):
+    """Deletes with propagation Orphan as the API server does: the object stays, terminating,
+    until the garbage collector has released its pods (gc())."""
+
+    def __init__(self):
+        super().__init__()
+        self.deletes = []
+
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
+        self.deletes.append((kind, name, propagation))
+        self.writes += 1
+        self.objects[self.key(kind, name, namespace)]["metadata"]["deletionTimestamp"] = "2026-11-25T00:00:00Z"
+        return True
+
+    def gc(self):
+        self.objects = {k: o for k, o in self.objects.items() if "deletionTimestamp" not in o["metadata"]}
+
+
+def statefulset(service, image="a"):
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "login", "namespace": "ns"},
+            "spec": {"serviceName": service, "template": {"spec": {"containers": [{"image": image}]}}}}
+
+
+def test_a_statefulset_whose_service_name_changes_is_made_again_with_its_pods_orphaned():
+    kube = OrphaningServer()
+    apply_changed(kube, [statefulset("old")])
+    [applied] = apply_changed(kube, [statefulset("new")])
+    assert kube.deletes == [("StatefulSet", "login", "Orphan")]
+    assert (applied.before["spec"]["serviceName"], applied.after["spec"]["serviceName"]) == ("old", "new")
+    # While the old one terminates nothing is written; once it is gone the new one is made.
+    writes = kube.writes
+    assert apply_changed(kube, [statefulset("new")]) == [] and kube.writes == writes
+    kube.gc()
+    [made] = apply_changed(kube, [statefulset("new")])
+    assert made.before is None and kube.get("apps/v1", "StatefulSet", "login", "ns")["spec"]["serviceName"] == "new"
+    assert apply_changed(kube, [statefulset("new")]) == []
+
+
+def test_check_mode_reports_the_replacement_and_deletes_nothing():
+    kube = OrphaningServer()
+    apply_changed(kube, [statefulset("old")])
+    [applied] = apply_changed(kube, [statefulset("new")], dry_run=True)
+    assert applied.after["spec"]["serviceName"] == "new" and kube.deletes == []
+
+
+def test_a_template_change_is_applied_in_place():
+    kube = OrphaningServer()
+    apply_changed(kube, [statefulset("svc", image="a")])
+    apply_changed(kube, [statefulset("svc", image="b")])
+    assert kube.deletes == []
+    template = kube.get("apps/v1", "StatefulSet", "login", "ns")["spec"]["template"]
+    assert template["spec"]["containers"][0]["image"] == "b"

@@ -37,8 +37,8 @@ def test_cpu_cluster_objects():
         ("ServiceAccount", "cpu-slurm"), ("ConfigMap", "cpu-slurm-config"), ("ConfigMap", "cpu-sshd-config"),
         ("PersistentVolumeClaim", "cpu-jail"), ("Service", "cpu-controller"), ("StatefulSet", "cpu-controller"),
         ("Service", "cpu-compute"), ("StatefulSet", "cpu-compute"), ("PodDisruptionBudget", "cpu-compute"),
-        ("Service", "cpu-login"), ("StatefulSet", "cpu-login"), ("NetworkPolicy", "cpu-internal"),
-        ("NetworkPolicy", "cpu-login-ssh"),
+        ("Service", "cpu-login"), ("Service", "cpu-login-hosts"), ("StatefulSet", "cpu-login"),
+        ("NetworkPolicy", "cpu-internal"), ("NetworkPolicy", "cpu-login-ssh"),
     } | {k for k in objects if k[0] == "Job"}
     workers = objects[("StatefulSet", "cpu-compute")]
     assert workers["spec"]["replicas"] == 4
@@ -50,6 +50,20 @@ def test_cpu_cluster_objects():
     assert env[C.ENV_CONTROLLER_HOST] == "cpu-controller.research.svc.cluster.local"
     assert objects[("Service", "cpu-compute")]["spec"]["clusterIP"] == "None"
     assert objects[("PersistentVolumeClaim", "cpu-jail")]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_login_pods_have_dns_names_the_controller_and_workers_search():
+    """srun on a login pod reports its bare hostname; slurmctld must resolve it to answer."""
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
+    hosts = objects[("Service", "cpu-login-hosts")]["spec"]
+    assert hosts["clusterIP"] == "None" and hosts["publishNotReadyAddresses"] is True
+    assert hosts["selector"] == objects[("StatefulSet", "cpu-login")]["spec"]["selector"]["matchLabels"]
+    assert objects[("StatefulSet", "cpu-login")]["spec"]["serviceName"] == "cpu-login-hosts"
+    for name in ("cpu-controller", "cpu-compute"):
+        pod = objects[("StatefulSet", name)]["spec"]["template"]["spec"]
+        assert pod["dnsConfig"] == {"searches": ["cpu-login-hosts.research.svc.cluster.local"]}, name
+    # The user-facing Service stays what users connect to.
+    assert objects[("Service", "cpu-login")]["spec"]["ports"][0]["port"] == C.SSH_PORT
 
 
 def test_gpu_workers_request_gpus_and_declare_gres():

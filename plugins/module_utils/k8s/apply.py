@@ -23,6 +23,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import K
 
 # Metadata the server keeps for itself: it changes on every write, never by ours alone.
 SERVER_BOOKKEEPING = ("managedFields", "resourceVersion", "generation")
+# StatefulSet fields the API server refuses to change: such an object is made again. It is
+# deleted with its pods orphaned (they keep running; the new StatefulSet adopts them by their
+# labels and rolls them as its template says), and created once it is gone.
+STATEFULSET_IMMUTABLE = ("serviceName", "podManagementPolicy", "selector")
 _MISSING = object()
 
 
@@ -91,6 +95,13 @@ def apply_changed(kube: Kube, objects: Sequence[Mapping[str, Any]], dry_run: boo
         if live is None:
             applied.append(Applied(obj, None, comparable(kube.apply(obj, dry_run=dry_run))))
             continue
+        if live.get("metadata", {}).get("deletionTimestamp"):
+            continue  # going away (being replaced, or deleted by someone): made again once gone
+        if needs_replacing(obj, live):
+            if not dry_run:
+                kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"), propagation="Orphan")
+            applied.append(Applied(obj, comparable(live), comparable(obj)))
+            continue
         if seen is not None and seen.still(obj, live):
             continue
         predicted = comparable(kube.apply(obj, dry_run=True))
@@ -101,6 +112,14 @@ def apply_changed(kube: Kube, objects: Sequence[Mapping[str, Any]], dry_run: boo
         after = predicted if dry_run else comparable(kube.apply(obj))
         applied.append(Applied(obj, comparable(live), after))
     return applied
+
+
+def needs_replacing(obj: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
+    """Whether obj changes a field the server keeps as it was made (STATEFULSET_IMMUTABLE)."""
+    if obj.get("kind") != "StatefulSet":
+        return False
+    want, have = obj.get("spec") or {}, live.get("spec") or {}
+    return any(key in want and want[key] != have.get(key) for key in STATEFULSET_IMMUTABLE)
 
 
 def changed_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:

@@ -46,6 +46,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Render
         ]
     maybe += [
         login.render_login_service(cluster),
+        login.render_login_hosts_service(cluster),
         login.render_login_statefulset(cluster),
         policy.render_login_pdb(cluster),
         render_healthcheck_cronjob(cluster),

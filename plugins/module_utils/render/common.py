@@ -34,6 +34,18 @@ def controller_service_fqdn(cluster: SlurmCluster) -> str:
     return "%s.%s.svc.cluster.local" % (object_name(cluster, C.COMPONENT_CONTROLLER), cluster.namespace)
 
 
+def login_hosts_name(cluster: SlurmCluster) -> str:
+    """The headless Service of the login pods: each one resolves as <pod>.<this>.<namespace>.svc."""
+    return object_name(cluster, C.COMPONENT_LOGIN + "-hosts")
+
+
+def login_hosts_dns(cluster: SlurmCluster) -> Dict[str, Any]:
+    """dnsConfig for pods that must resolve a login pod by the bare name srun reports
+    (its hostname): slurmctld answers srun, salloc and interactive steps there."""
+    domain = "%s.%s.svc.cluster.local" % (login_hosts_name(cluster), cluster.namespace)
+    return {"dnsConfig": {"searches": [domain]}}
+
+
 def config_map_name(cluster: SlurmCluster) -> str:
     """The ConfigMap with slurm.conf and its companions."""
     return object_name(cluster, "slurm-config")

@@ -72,6 +72,7 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
         "containers": [_controller_container(cluster)],
         "volumes": [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster)],
     }
+    pod_spec.update(common.login_hosts_dns(cluster))
     pod_spec.update(common.placement(spec.placement))
     return {
         "apiVersion": "apps/v1",

@@ -91,6 +91,25 @@ def render_login_service(cluster: SlurmCluster) -> common.Manifest:
     }
 
 
+def render_login_hosts_service(cluster: SlurmCluster) -> common.Manifest:
+    """Headless Service that gives each login pod a DNS name (the StatefulSet's serviceName).
+
+    srun reports its host's name to slurmctld, which sends replies there; the controller and
+    workers search this domain (common.login_hosts_dns), so the bare pod name resolves.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(cluster, common.login_hosts_name(cluster), C.COMPONENT_LOGIN),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(cluster.name, C.COMPONENT_LOGIN),
+            "ports": [{"name": "ssh", "port": C.SSH_PORT, "targetPort": C.SSH_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
 def _login_container(cluster: SlurmCluster) -> Dict[str, Any]:
     images = cluster.spec.images
     return {
@@ -113,7 +132,8 @@ def _login_container(cluster: SlurmCluster) -> Dict[str, Any]:
 
 
 def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
-    """The login StatefulSet; it rolls when sshd_config changes (sshd reads it at start)."""
+    """The login StatefulSet; it rolls when sshd_config changes (sshd reads it at start) or
+    when its pods' DNS domain does (a pod takes it from serviceName when it is made)."""
     login = cluster.spec.login
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
@@ -133,14 +153,15 @@ def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
         "metadata": common.metadata(cluster, login_name(cluster), C.COMPONENT_LOGIN),
         "spec": {
             "replicas": login.replicas,
-            "serviceName": login_name(cluster),
+            "serviceName": common.login_hosts_name(cluster),
             "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_LOGIN)},
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
                 "metadata": {
                     "labels": object_labels(cluster.name, C.COMPONENT_LOGIN),
-                    "annotations": {C.ANNOTATION_CONFIG_HASH: content_hash([render_sshd_config(cluster)])},
+                    "annotations": {C.ANNOTATION_CONFIG_HASH: content_hash(
+                        [render_sshd_config(cluster), common.login_hosts_name(cluster)])},
                 },
                 "spec": pod_spec,
             },

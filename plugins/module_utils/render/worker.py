@@ -151,6 +151,7 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
         "containers": [_slurmd_container(cluster, nodeset)],
         "volumes": _worker_volumes(cluster),
     }
+    pod_spec.update(common.login_hosts_dns(cluster))
     pod_spec.update(common.placement(nodeset.spec.placement))
     return {
         "apiVersion": "apps/v1",
