@@ -239,10 +239,13 @@ def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_d
     old["spec"]["template"]["metadata"]["annotations"] = {C.ANNOTATION_CONFIG_HASH: "from-0.2.0"}
     kube.apply(manifests(old))
 
+    def current(kind: str, name: str) -> dict:
+        """The object, or an empty one while it is gone (between delete and create)."""
+        got = kube.kubectl("-n", kube.namespace, "get", kind, name, "-o", "json", check=False)
+        return json.loads(got.stdout) if got.returncode == 0 else {"spec": {}}
+
     def replaced_and_resolvable() -> bool:
-        spec = kube.get_json("statefulset", sts).get("spec", {})
-        got = kube.kubectl("-n", kube.namespace, "get", "pod", LOGIN, "-o", "json", check=False)
-        pod = json.loads(got.stdout) if got.returncode == 0 else {"spec": {}}
+        spec, pod = current("statefulset", sts)["spec"], current("pod", LOGIN)
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
         return (spec.get("serviceName") == "%s-login-hosts" % CLUSTER and ready
                 and pod["spec"].get("subdomain") == "%s-login-hosts" % CLUSTER
