@@ -71,7 +71,6 @@ WIDE_MODEL = parse_nodeset({
     "spec": {"clusterName": CLUSTER, "replicas": 1, "resources": {"cpu": "2", "memory": "1280Mi"}},
 })  # fmt: skip
 CONTROLLER_POD = "%s-controller-0" % CLUSTER
-CONTROLLER_SERVICE = render_common.controller_service_fqdn(CLUSTER_MODEL)
 WORKERS = tuple(slurm_node_names(NODESET_MODEL))
 LOGIN_POD = "%s-login-0" % CLUSTER
 JAIL_USER = "alice"
@@ -274,15 +273,15 @@ def test_jail_populate_once_then_noop_and_user_data_survives_upgrade(images, jai
 # ---------------------------------------------------------------------------- a real cluster
 
 
-def write_slurm_config(conf_dir: Path) -> None:
+def write_slurm_config(conf_dir: Path, model=CLUSTER_MODEL, nodesets=(NODESET_MODEL, WIDE_MODEL)) -> None:
     """The ConfigMap mounted at /etc/slurm: the renderer's files, unchanged."""
-    for name, text in render_config_files(CLUSTER_MODEL, [NODESET_MODEL, WIDE_MODEL]).items():
+    for name, text in render_config_files(model, list(nodesets)).items():
         (conf_dir / name).write_text(text)
 
 
-def write_sshd_config(config_dir: Path) -> None:
+def write_sshd_config(config_dir: Path, model=CLUSTER_MODEL) -> None:
     """The login pods' sshd_config ConfigMap: the renderer's text, unchanged."""
-    (config_dir / C.SSHD_CONFIG_FILE).write_text(render_sshd_config(CLUSTER_MODEL))
+    (config_dir / C.SSHD_CONFIG_FILE).write_text(render_sshd_config(model))
 
 
 def env_args(env: list, pod: str) -> list:
@@ -318,7 +317,13 @@ def ssh_keygen(images: dict, directory: Path, name: str, kind: str = "ed25519") 
 
 
 class Cluster:
-    def __init__(self, images: dict, root: Path):
+    """Containers named and configured as the pods of one SlurmCluster and its node sets are
+    (by default the module's: demo, with node sets cpu and wide)."""
+
+    def __init__(self, images: dict, root: Path, model=CLUSTER_MODEL, nodesets=(NODESET_MODEL, WIDE_MODEL)):
+        self.model, self.nodesets = model, tuple(nodesets)
+        self.controller_pod = "%s-controller-0" % model.name
+        self.login_pod = "%s-login-0" % model.name
         self.images = images
         self.suffix = uuid.uuid4().hex[:8]
         self.network = "slurmkube-test-" + self.suffix
@@ -332,8 +337,8 @@ class Cluster:
         for d in ("slurm", "sshd", "jail", "state", "client", "keygen"):
             (self.root / d).mkdir(parents=True)
         write_secret(self.root / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
-        write_slurm_config(self.root / "slurm")
-        write_sshd_config(self.root / "sshd")
+        write_slurm_config(self.root / "slurm", self.model, self.nodesets)
+        write_sshd_config(self.root / "sshd", self.model)
         # The host-keys Secret holds one key of every type the rendered sshd_config names.
         host_keys = [ssh_keygen(self.images, self.root / "keygen", "ssh_host_%s_key" % kind, kind)
                      for kind in ("ed25519", "ecdsa", "rsa")]  # fmt: skip
@@ -385,17 +390,17 @@ class Cluster:
 
     def start_controller(self) -> None:
         args = [
-            *self.common_args(CONTROLLER_POD),
+            *self.common_args(self.controller_pod),
             "--network-alias",
-            CONTROLLER_SERVICE,
+            render_common.controller_service_fqdn(self.model),
             "-v",
             "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
             "-v",
             "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
-            *env_args(render_common.env(CLUSTER_MODEL, C.ROLE_CONTROLLER), CONTROLLER_POD),
+            *env_args(render_common.env(self.model, C.ROLE_CONTROLLER), self.controller_pod),
         ]
         docker("run", *args, self.images["controller"])
-        self.containers[CONTROLLER_POD] = self.name(CONTROLLER_POD)
+        self.containers[self.controller_pod] = self.name(self.controller_pod)
 
     def start_worker(self, host: str, extra: list = (), env_from_limits: bool = False, nodeset=NODESET_MODEL) -> None:
         """A worker as render/worker.py makes its pod: env, emptyDirs, SYS_ADMIN, seccomp Unconfined.
@@ -403,7 +408,7 @@ class Cluster:
         env_from_limits: leave SLURMKUBE_CPUS/MEMORY_MB out, so the entrypoint reads the
         container's cgroup limits instead.
         """
-        env = _worker_env(CLUSTER_MODEL, nodeset)
+        env = _worker_env(self.model, nodeset)
         if env_from_limits:
             env = [v for v in env if v["name"] not in (C.ENV_CPUS, C.ENV_MEMORY_MB)]
         # emptyDirs are directories of the node, mode 0777.
@@ -439,7 +444,7 @@ class Cluster:
 
     def start_login(self) -> None:
         args = [
-            *self.common_args(LOGIN_POD),
+            *self.common_args(self.login_pod),
             "-v",
             "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
             "-v",
@@ -448,20 +453,20 @@ class Cluster:
             "%s:%s:ro" % (self.root / "sshd", C.SSHD_CONFIG_MOUNT_DIR),
             "--cap-add",
             "SYS_ADMIN",  # binds /proc, /dev, Slurm's config and munge's socket into the jail
-            *env_args(render_common.env(CLUSTER_MODEL, C.ROLE_LOGIN), LOGIN_POD),
+            *env_args(render_common.env(self.model, C.ROLE_LOGIN), self.login_pod),
         ]
         docker("run", *args, self.images["login"])
-        self.containers[LOGIN_POD] = self.name(LOGIN_POD)
+        self.containers[self.login_pod] = self.name(self.login_pod)
 
     def exec(self, host: str, *cmd: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         return docker("exec", self.containers[host], *cmd, check=check, timeout=timeout)
 
     def node(self, node: str) -> dict:
-        out = self.exec(CONTROLLER_POD, "scontrol", "show", "node", node, "--json").stdout
+        out = self.exec(self.controller_pod, "scontrol", "show", "node", node, "--json").stdout
         return json.loads(out)["nodes"][0]
 
     def idle_nodes(self) -> set:
-        out = self.exec(CONTROLLER_POD, "sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout
+        out = self.exec(self.controller_pod, "sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout
         return {line.split()[0] for line in out.splitlines() if line.split()[1:] == ["idle"]}
 
     def logs(self) -> str:

@@ -99,6 +99,11 @@ def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
     plugstack = objects[("ConfigMap", "cpu-slurm-config")]["data"]["plugstack.conf"]
     assert "mirrors=/home,/root" in plugstack
     assert "submounts=/mnt/slurmkube/tmp:/tmp" in plugstack
+    # ...and at its pod path too: slurmstepd makes per-step directories there (TmpFS) that
+    # the job's ranks open by that path (PMIx's client directory).
+    assert "binds=/etc/hosts,/etc/resolv.conf,/mnt/slurmkube/tmp " in plugstack
+    security = pod["containers"][0]["securityContext"]
+    assert security["capabilities"] == {"add": ["SYS_ADMIN", "SYS_NICE"]} and "privileged" not in security
 
 
 def test_jail_claim_kept_out_when_nfs_is_used():

@@ -50,6 +50,19 @@ def test_jobs_are_confined_by_cgroups_and_accounted():
     assert conf["LogTimeFormat"] == "iso8601_ms,format_stderr"
 
 
+def test_slurmd_reports_every_jobs_end_so_the_next_jobs_start_at_once():
+    """Any Epilog makes slurmd send EPILOG_COMPLETE, on which slurmctld schedules immediately."""
+    assert settings(render_slurm_conf(cluster(), [SMALL]))["Epilog"] == "/bin/true"
+    mine = settings(render_slurm_conf(cluster({"slurm": {"config": {"Epilog": "/opt/site/epilog"}}}), [SMALL]))
+    assert mine["Epilog"] == "/opt/site/epilog"
+
+
+def test_mpi_ranks_get_pmix_and_the_pods_scratch_is_tmpfs():
+    conf = settings(render_slurm_conf(cluster(), [SMALL]))
+    assert conf["MpiDefault"] == "pmix"
+    assert conf["TmpFS"] == C.NODE_TMP_DIR
+
+
 def test_cgroup_conf_constrains_cores_memory_swap_and_devices_in_the_writable_mount():
     conf = settings(render_cgroup_conf(cluster()))
     for key in ("ConstrainCores", "ConstrainRAMSpace", "ConstrainSwapSpace", "ConstrainDevices", "IgnoreSystemd",

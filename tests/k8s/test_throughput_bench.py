@@ -1,0 +1,142 @@
+"""Job throughput on the quickstart-sized cluster against bare Slurm with the same slurm.conf,
+in one run (issue 13), reported, never timed out on.
+
+Tier `bench` (not in CI's default tiers): `SLURMKUBE_TIERS="unit slurm k8s bench" bash tests/run`,
+or `python -m pytest -m bench tests/k8s/test_throughput_bench.py`.
+
+Both clusters are the quickstart's shape (playbooks/vars/example-cluster.yml: two 1-CPU nodes
+and one 2-CPU node, 4 CPUs) rendered from the same models, so their slurm.conf is the same text:
+- "kubernetes": the operator's cluster on localkube (jail, cgroups, pods);
+- "bare": the same daemons and images as plain docker containers on one network
+  (tests/images/test_images.py's Cluster), no Kubernetes in between.
+
+Workloads, each timed inside the controller from the first submission until the queue is
+empty: JOBS × `sbatch --wrap true` (SLURMKUBE_BENCH_JOBS, default 1000) and one JOBS-task array.
+Results: $SLURMKUBE_CACHE/bench/throughput.json, also printed. The assertion is about behaviour
+(every job COMPLETED), never about time.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from localkube_helpers import REPO, Cluster
+from slurm_helpers import Operator, cluster_manifest, manifests, wait_ready
+
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster, parse_nodeset
+
+pytestmark = [pytest.mark.k8s, pytest.mark.bench]
+
+CLUSTER = "tput"
+JOBS = int(os.environ.get("SLURMKUBE_BENCH_JOBS", "1000"))
+
+# Runs in the controller: submit, wait for an empty queue, print milliseconds and job states.
+WORKLOAD = r"""
+set -eu
+start=$(date +%s%N)
+if [ "$1" = array ]; then
+  sbatch -Q -o /dev/null --array=1-"$2" --wrap true
+else
+  for i in $(seq "$2"); do sbatch -Q -o /dev/null --wrap true; done
+fi
+while [ -n "$(squeue -h -o %i)" ]; do sleep 0.1; done
+echo "ms $(( ($(date +%s%N) - start) / 1000000 ))"
+scontrol show job -o | grep -o 'JobState=[A-Z_]*' | sort | uniq -c
+"""
+
+
+def quickstart_objects(namespace: str) -> tuple:
+    """The quickstart's SlurmCluster and NodeSets, renamed into this namespace."""
+    example = yaml.safe_load((REPO / "playbooks/vars/example-cluster.yml").read_text())
+    cluster = copy.deepcopy(example["slurmkube_cluster"])
+    cluster["metadata"] = {"name": CLUSTER, "namespace": namespace}
+    nodesets = []
+    for ns in example["slurmkube_node_sets"]:
+        ns = copy.deepcopy(ns)
+        ns["metadata"]["namespace"] = namespace
+        ns["spec"]["clusterName"] = CLUSTER
+        nodesets.append(ns)
+    cluster["spec"]["login"] = {"replicas": 0}
+    return cluster, nodesets
+
+
+def run_workload(run, kind: str) -> dict:
+    """run(*argv) executes in the controller; jobs/s of one workload and its job states."""
+    out = run("bash", "-c", WORKLOAD, "workload", kind, str(JOBS)).splitlines()
+    ms = int(out[0].split()[1])
+    states = {w.split("=")[1]: int(n) for n, w in (line.split() for line in out[1:])}
+    return {"jobs": JOBS, "seconds": round(ms / 1000, 2), "jobs_per_s": round(JOBS * 1000 / ms, 2), "states": states}
+
+
+def workloads(run) -> dict:
+    """Both workloads, one after the other (job states counted over every job the controller holds)."""
+    return {kind: run_workload(run, kind) for kind in ("sbatch", "array")}
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    spec = importlib.util.spec_from_file_location("test_images", REPO / "tests/images/test_images.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_job_throughput_against_bare_slurm(localkube_cluster: Cluster, slurm_images, operator: Operator,
+                                           smoke, tmp_path_factory, capsys):
+    kube = localkube_cluster
+    cluster, nodesets = quickstart_objects(kube.namespace)
+    images = dict(cluster_manifest(kube.namespace, CLUSTER, slurm_images)["spec"]["images"])
+    cluster["spec"]["images"] = images
+
+    # Bare Slurm first, while the local cluster has nothing else to run.
+    model = parse_cluster(cluster)
+    models = [parse_nodeset(ns) for ns in nodesets]
+    smoke.IMAGES.update(slurm_images)  # what its clean-up runs in
+    bare = smoke.Cluster(slurm_images, tmp_path_factory.mktemp("bare"), model, models)
+    bare.prepare()
+    try:
+        bare.start_controller()
+        names = []
+        for ns in models:
+            for i in range(ns.spec.replicas):
+                names.append("%s-%s-%d" % (CLUSTER, ns.name, i))
+                bare.start_worker(names[-1], nodeset=ns)
+        smoke.wait_for("bare workers idle", lambda: bare.idle_nodes() >= set(names), timeout=180)
+        bare_results = workloads(lambda *argv: bare.exec(bare.controller_pod, *argv, timeout=1800).stdout)
+    finally:
+        bare.destroy()
+
+    kube.apply(manifests(cluster, *nodesets))
+    try:
+        wait_ready(kube, CLUSTER, operator)
+        pod = "%s-controller-0" % CLUSTER
+        kube_results = workloads(lambda *argv: kube.kubectl("-n", kube.namespace, "exec", pod, "--", *argv,
+                                                            timeout=1800).stdout)
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=300)
+        kube.kubectl("-n", kube.namespace, "delete", "nodesets", "--all", "--wait=true", check=False, timeout=300)
+
+    results = {
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": "%d CPUs, load %s" % (os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())),
+        "cluster": "quickstart shape: node sets cpu (2 x 1 CPU) and big (1 x 2 CPUs), 4 CPUs",
+        "kubernetes": kube_results,
+        "bare": bare_results,
+        "ratio_kubernetes_over_bare": {k: round(kube_results[k]["jobs_per_s"] / bare_results[k]["jobs_per_s"], 3)
+                                       for k in kube_results},
+    }
+    out = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "bench" / "throughput.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    with capsys.disabled():
+        print("\nthroughput bench: " + json.dumps(results))
+    for side in (kube_results, bare_results):
+        for kind in side.values():
+            assert set(kind["states"]) == {"COMPLETED"}, kind
