@@ -974,8 +974,8 @@ class TestEnforcement:
     def test_two_one_cpu_jobs_share_a_two_cpu_node(self, cluster):
         jobs = [self.sbatch(cluster, "-c1", "--wrap", "sleep 30", wait=False) for _ in range(2)]
         try:
-            running = lambda: all(scontrol_job(cluster, j)["JobState"] == "RUNNING" for j in jobs)  # noqa: E731
-            wait_for("both jobs running at once", running, timeout=30)
+            wait_for("both jobs running at once",
+                     lambda: all(scontrol_job(cluster, j)["JobState"] == "RUNNING" for j in jobs), timeout=30)
         finally:
             cluster.exec(CONTROLLER_POD, "scancel", *jobs)
 

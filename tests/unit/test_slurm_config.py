@@ -74,8 +74,8 @@ def test_cgroup_conf_constrains_cores_memory_swap_and_devices_in_the_writable_mo
 
 
 def test_cgroup_conf_overrides_win_and_null_removes():
-    conf = settings(render_cgroup_conf(cluster({"slurm": {"cgroupConfig": {"ConstrainDevices": False,
-                                                                          "AllowedSwapSpace": None}}})))  # fmt: skip
+    overrides = {"ConstrainDevices": False, "AllowedSwapSpace": None}
+    conf = settings(render_cgroup_conf(cluster({"slurm": {"cgroupConfig": overrides}})))
     assert conf["ConstrainDevices"] == "NO"
     assert "AllowedSwapSpace" not in conf
 
