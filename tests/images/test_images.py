@@ -548,9 +548,9 @@ def jail_home(cluster: Cluster) -> Path:
 
 
 def mpi_ranks(output: str) -> dict:
-    """rank -> (size, host, allreduce sum) from tests/data/mpi_hello.c's lines."""
+    """rank -> {size, host, sum (of the allreduce)} from tests/data/mpi_hello.c's lines."""
     lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)$", output, re.MULTILINE)
-    return {int(r): (int(n), host, int(total)) for r, n, host, total in lines}
+    return {int(r): {"size": int(n), "host": host, "sum": int(total)} for r, n, host, total in lines}
 
 
 @needs_plugin
@@ -560,13 +560,13 @@ def test_mpi_ranks_find_each_other_with_srun_pmix_and_with_mpirun_in_sbatch(clus
     srun = ssh_to_login(cluster, "cd ~ && mpicc -o mpi_hello mpi_hello.c && srun -N2 -n2 --mpi=pmix ./mpi_hello")
     ranks = mpi_ranks(srun.stdout)
     assert sorted(ranks) == [0, 1], srun.stdout + srun.stderr
-    assert {size for size, _, _ in ranks.values()} == {2} and {s for _, _, s in ranks.values()} == {1}
-    assert len({host for _, host, _ in ranks.values()}) == 2  # one rank per node
+    assert {r["size"] for r in ranks.values()} == {2} and {r["sum"] for r in ranks.values()} == {1}
+    assert len({r["host"] for r in ranks.values()}) == 2  # one rank per node
     batch = ssh_to_login(cluster, "cd ~ && sbatch --wait -N2 -n2 -o mpirun.out --wrap 'mpirun ./mpi_hello'"
                                   " >/dev/null; cat mpirun.out")  # fmt: skip
     ranks = mpi_ranks(batch.stdout)
     assert sorted(ranks) == [0, 1], batch.stdout + batch.stderr
-    assert {s for _, _, s in ranks.values()} == {1}
+    assert {r["sum"] for r in ranks.values()} == {1}
 
 
 @needs_plugin
@@ -682,6 +682,18 @@ def test_login_runs_sshd_with_the_mounted_host_key_and_slurm_clients(cluster):
     assert served == mounted
     out = cluster.exec(LOGIN_POD, "sinfo", "-h", "-N", "-o", "%N").stdout
     assert set(out.split()) == set(WORKERS)
+
+
+TIMESTAMPED = re.compile(r"^(\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\]|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) ")
+
+
+@pytest.mark.parametrize("host", [CONTROLLER_POD, WORKERS[0], LOGIN_POD])
+def test_every_line_a_container_logs_carries_its_time(cluster, host):
+    """slurmctld/slurmd (LogTimeFormat), munged and sshd (stamped by the entrypoint), the entrypoint."""
+    out = docker("logs", cluster.containers[host])
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    assert lines and not [ln for ln in lines if not TIMESTAMPED.match(ln)], "\n".join(
+        ln for ln in lines if not TIMESTAMPED.match(ln))
 
 
 @pytest.mark.parametrize("host", [CONTROLLER_POD, LOGIN_POD])
@@ -972,7 +984,7 @@ class TestEnforcement:
         assert "Read-only file system" in out.stderr
 
     def test_two_one_cpu_jobs_share_a_two_cpu_node(self, cluster):
-        jobs = [self.sbatch(cluster, "-c1", "--wrap", "sleep 30", wait=False) for _ in range(2)]
+        jobs = [self.sbatch(cluster, "-c1", "--wrap", "sleep 30", wait=False) for attempt in range(2)]
         try:
             wait_for("both jobs running at once",
                      lambda: all(scontrol_job(cluster, j)["JobState"] == "RUNNING" for j in jobs), timeout=30)

@@ -78,8 +78,12 @@ def job_record(slurm: SlurmView, job: str) -> dict:
 def finished(slurm: SlurmView, job: str) -> dict:
     """The job's record once it has ended."""
     ended = ("COMPLETED", "FAILED", "OUT_OF_MEMORY", "CANCELLED", "TIMEOUT", "NODE_FAIL")
-    return wait_for(lambda: (lambda r: r if r.get("JobState") in ended else None)(job_record(slurm, job)),
-                    120, 1, explain=slurm.explain)  # fmt: skip
+
+    def record_if_ended() -> dict:
+        record = job_record(slurm, job)
+        return record if record.get("JobState") in ended else {}
+
+    return wait_for(record_if_ended, 120, 1, explain=slurm.explain)
 
 
 def test_nodes_offer_the_pods_limits_and_keep_the_daemons_share(slurm: SlurmView):
@@ -108,7 +112,7 @@ def test_a_one_cpu_job_sees_one_cpu_and_its_cpuset_is_one_core(slurm: SlurmView)
 
 
 def test_two_one_cpu_jobs_run_at_once_on_a_two_cpu_node(slurm: SlurmView):
-    jobs = [sbatch(slurm, "-c1", "--wrap", "sleep 60") for _ in range(2)]
+    jobs = [sbatch(slurm, "-c1", "--wrap", "sleep 60") for attempt in range(2)]
     try:
         wait_for(lambda: all(slurm.job_state(j) == "RUNNING" for j in jobs), 60, 1, explain=slurm.explain)
     finally:
@@ -177,9 +181,9 @@ def session(slurm: SlurmView, command: str, tty: bool = False) -> subprocess.Com
 
 
 def mpi_ranks(output: str) -> dict:
-    """rank -> (size, host, allreduce sum) from tests/data/mpi_hello.c's lines."""
+    """rank -> {size, host, sum (of the allreduce)} from tests/data/mpi_hello.c's lines."""
     lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)\r?$", output, re.MULTILINE)
-    return {int(r): (int(n), host, int(total)) for r, n, host, total in lines}
+    return {int(r): {"size": int(n), "host": host, "sum": int(total)} for r, n, host, total in lines}
 
 
 @pytest.fixture(scope="module")
@@ -196,8 +200,8 @@ def test_srun_mpi_pmix_gives_each_rank_its_place_across_two_nodes(slurm: SlurmVi
     out = session(slurm, "srun -N2 -n2 --mpi=pmix %s" % mpi_hello)
     ranks = mpi_ranks(out.stdout)
     assert sorted(ranks) == [0, 1], out.stdout + out.stderr
-    assert {size for size, _, _ in ranks.values()} == {2} and {s for _, _, s in ranks.values()} == {1}
-    assert {host for _, host, _ in ranks.values()} == set(NODES)
+    assert {r["size"] for r in ranks.values()} == {2} and {r["sum"] for r in ranks.values()} == {1}
+    assert {r["host"] for r in ranks.values()} == set(NODES)
 
 
 def test_mpirun_inside_sbatch_runs_the_ranks_on_both_nodes(slurm: SlurmView, mpi_hello):
@@ -205,7 +209,7 @@ def test_mpirun_inside_sbatch_runs_the_ranks_on_both_nodes(slurm: SlurmView, mpi
                   % mpi_hello)  # fmt: skip
     ranks = mpi_ranks(out.stdout)
     assert sorted(ranks) == [0, 1], out.stdout + out.stderr
-    assert {s for _, _, s in ranks.values()} == {1}
+    assert {r["sum"] for r in ranks.values()} == {1}
 
 
 def test_srun_pty_and_salloc_from_the_login_node(slurm: SlurmView, user_key):
