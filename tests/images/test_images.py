@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from slurm_output import key_values, mpi_ranks, size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fingerprint
@@ -547,12 +548,6 @@ def jail_home(cluster: Cluster) -> Path:
     return cluster.root / "jail" / "home" / JAIL_USER
 
 
-def mpi_ranks(output: str) -> dict:
-    """rank -> {size, host, sum (of the allreduce)} from tests/data/mpi_hello.c's lines."""
-    lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)$", output, re.MULTILINE)
-    return {int(r): {"size": int(n), "host": host, "sum": int(total)} for r, n, host, total in lines}
-
-
 @needs_plugin
 def test_mpi_ranks_find_each_other_with_srun_pmix_and_with_mpirun_in_sbatch(cluster):
     """The PMIx server is slurmstepd's, on the node; the ranks run in the jail and must reach it."""
@@ -924,9 +919,8 @@ WIDE_NODE = slurm_node_names(WIDE_MODEL)[0]
 
 
 def scontrol_job(cluster: Cluster, job: str) -> dict:
-    """scontrol's one-line record of a job as KEY: value (MinJobAge keeps finished ones)."""
-    out = cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", "-o", job).stdout
-    return dict(re.findall(r"(\w+)=(\S*)", out))
+    """scontrol's one-line record of a job (MinJobAge keeps finished ones)."""
+    return key_values(cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", "-o", job).stdout)
 
 
 def remove_worker(cluster: Cluster, node: str) -> None:
@@ -998,7 +992,7 @@ class TestEnforcement:
             def max_rss_kib() -> int:
                 out = cluster.exec(CONTROLLER_POD, "sstat", "-a", "-n", "-P", "-o", "MaxRSS", "-j", job,
                                    check=False).stdout  # fmt: skip
-                sizes = [parse_slurm_size_kib(v) for v in out.split()]
+                sizes = [size_kib(v) for v in out.split()]
                 return max(sizes, default=0)
 
             assert wait_for("sstat MaxRSS", lambda: max_rss_kib() >= 64 << 10, timeout=60)
@@ -1012,13 +1006,6 @@ class TestEnforcement:
         wait_for("the leftover sleep gone",
                  lambda: cluster.exec(WIDE_NODE, "pgrep", "-f", "sleep 3141", check=False).returncode == 1,
                  timeout=30)  # fmt: skip
-
-
-def parse_slurm_size_kib(value: str) -> int:
-    """sstat's sizes ('123K', '4.5M', '0') in KiB."""
-    match = re.fullmatch(r"([\d.]+)([KMGT]?)", value)
-    assert match, value
-    return int(float(match.group(1)) * 1024 ** "KMGT".index(match.group(2) or "K"))
 
 
 def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):

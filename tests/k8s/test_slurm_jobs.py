@@ -27,6 +27,7 @@ from slurm_helpers import (
     tiny_cluster_spec,
     wait_ready,
 )
+from slurm_output import key_values, mpi_ranks, size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
@@ -71,8 +72,8 @@ def sbatch(slurm: SlurmView, *args: str) -> str:
 
 
 def job_record(slurm: SlurmView, job: str) -> dict:
-    """scontrol's one-line record as KEY: value (MinJobAge keeps finished jobs a while)."""
-    return dict(re.findall(r"(\w+)=(\S*)", slurm.run("scontrol", "show", "job", "-o", job)))
+    """scontrol's one-line record (MinJobAge keeps finished jobs a while)."""
+    return key_values(slurm.run("scontrol", "show", "job", "-o", job))
 
 
 def finished(slurm: SlurmView, job: str) -> dict:
@@ -88,7 +89,7 @@ def finished(slurm: SlurmView, job: str) -> dict:
 
 def test_nodes_offer_the_pods_limits_and_keep_the_daemons_share(slurm: SlurmView):
     for node in NODES:
-        words = dict(re.findall(r"(\w+)=(\S*)", slurm.run("scontrol", "show", "node", "-o", node)))
+        words = key_values(slurm.run("scontrol", "show", "node", "-o", node))
         assert int(words["CPUTot"]) == slurm_cpus(model())
         assert int(words["RealMemory"]) == slurm_real_memory_mib(model())
         assert int(words["RealMemory"]) - int(words["MemSpecLimit"]) == slurm_job_memory_mib(model())
@@ -126,18 +127,11 @@ def test_sstat_shows_a_running_jobs_memory(slurm: SlurmView):
 
         def max_rss_kib() -> int:
             out = slurm.kube.exec(CONTROLLER, "sstat", "-a", "-n", "-P", "-o", "MaxRSS", "-j", job, check=False)
-            return max((kib(v) for v in out.stdout.split()), default=0)
+            return max((size_kib(v) for v in out.stdout.split()), default=0)
 
         wait_for(lambda: max_rss_kib() >= 64 << 10, 60, 2, explain=slurm.explain)
     finally:
         slurm.run("scancel", job)
-
-
-def kib(size: str) -> int:
-    """A size as sstat prints it ('123K', '4.5M', '0') in KiB."""
-    match = re.fullmatch(r"([\d.]+)([KMGT]?)", size)
-    assert match, size
-    return int(float(match.group(1)) * 1024 ** "KMGT".index(match.group(2) or "K"))
 
 
 def test_a_jobs_leftover_background_process_is_killed_when_it_ends(slurm: SlurmView):
@@ -178,12 +172,6 @@ def session(slurm: SlurmView, command: str, tty: bool = False) -> subprocess.Com
     return slurm.kube.exec(LOGIN, "ssh", *(["-tt"] if tty else []), "-i", KEY_IN_POD, "-o", "BatchMode=yes",
                            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                            "%s@127.0.0.1" % USER, command, check=False)  # fmt: skip
-
-
-def mpi_ranks(output: str) -> dict:
-    """rank -> {size, host, sum (of the allreduce)} from tests/data/mpi_hello.c's lines."""
-    lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)\r?$", output, re.MULTILINE)
-    return {int(r): {"size": int(n), "host": host, "sum": int(total)} for r, n, host, total in lines}
 
 
 @pytest.fixture(scope="module")
