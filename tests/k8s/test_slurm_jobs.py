@@ -220,16 +220,26 @@ def test_slurmctld_resolves_every_client_it_answered(slurm: SlurmView, user_key)
     assert not unresolved, "\n".join(unresolved[:20])
 
 
-def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_dns_name(slurm: SlurmView):
-    """serviceName cannot change in place: the operator replaces the StatefulSet, pods orphaned."""
+def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_dns_name(
+        slurm: SlurmView, operator: Operator):
+    """serviceName cannot change in place: the operator replaces the StatefulSet, pods orphaned.
+
+    As in an upgrade, the new operator starts on what 0.2.0 left: with one running, it would
+    make the StatefulSet again between our delete and create (seen in CI)."""
     kube, sts = slurm.kube, "%s-login" % CLUSTER
     live = kube.get_json("statefulset", sts)
-    kube.kubectl("-n", kube.namespace, "delete", "statefulset", sts, "--cascade=orphan", "--wait=true")
     meta = {k: live["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")}
     old = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta,
            "spec": dict(live["spec"], serviceName=sts)}  # 0.2.0 named its user-facing Service here
     old["spec"]["template"]["metadata"]["annotations"] = {C.ANNOTATION_CONFIG_HASH: "from-0.2.0"}
-    kube.apply(manifests(old))
+    replicas = len(operator.pods())
+    operator.scale(0)
+    try:
+        kube.kubectl("-n", kube.namespace, "delete", "statefulset", sts, "--cascade=orphan", "--wait=true")
+        kube.apply(manifests(old))
+        assert kube.get_json("statefulset", sts)["spec"]["serviceName"] == sts
+    finally:
+        operator.scale(replicas)
 
     def current(kind: str, name: str) -> dict:
         """The object, or an empty one while it is gone (between delete and create)."""
