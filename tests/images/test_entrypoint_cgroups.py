@@ -43,7 +43,7 @@ def test_every_process_leaves_the_root_cgroup_for_init_scope(tmp_path):
     script.write_text(entrypoint_function("leave_cgroup_root") + (
         'echo $$ > "$1/cgroup.procs"\n'        # this shell: the "container", in the pod's cgroup
         "sleep 300 & sleep 301 & sleep 302 &\n"  # its daemons (tini, munged, ...)
-        'leave_cgroup_root "$2"; echo "rc=$?"\n'
+        'leave_cgroup_root "$1"; echo "rc=$?"\n'
         'echo "left=$(wc -l <"$1/cgroup.procs") moved=$(wc -l <"$1/init.scope/cgroup.procs")"\n'
         "kill %1 %2 %3\n"
     ))
