@@ -31,7 +31,6 @@ from test_images import (
     WIDE_MODEL,
     docker,
     env_args,
-    images,  # noqa: F401  (the session fixture that builds them)
     write_secret,
     write_slurm_config,
 )
@@ -200,7 +199,7 @@ def boot(kernel: str, initramfs: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def guest(images, tmp_path_factory) -> Guest:  # noqa: F811
+def guest(images, tmp_path_factory) -> Guest:
     kernel = subprocess.run(["bash", str(REPO / "hack" / "ensure-vm.sh")], capture_output=True, text=True,
                             check=True, timeout=900).stdout.strip()  # fmt: skip
     work = tmp_path_factory.mktemp("cgroup-v2-guest")

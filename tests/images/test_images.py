@@ -123,9 +123,9 @@ def remove_as_root(path: Path) -> None:
 IMAGES: dict = {}
 
 
-@pytest.fixture(scope="session")
-def images() -> dict:
-    """name -> name:tag of every image, built (or found up to date) by images/build.sh."""
+def built_images() -> dict:
+    """name -> name:tag of every image, built (or found up to date) by images/build.sh, once a
+    session (tests/images/conftest.py makes it the `images` fixture)."""
     if not IMAGES:
         try:
             out = run("bash", str(BUILD), timeout=3600, cwd=REPO)
