@@ -1,6 +1,7 @@
 """Jobs on an operator-made cluster behave as on bare metal: held to the CPUs and memory they
 were given, sharing nodes, accounted while they run, leaving nothing behind; MPI ranks find each
-other; a user on the login node gets interactive jobs.
+other; a user on the login node gets interactive jobs; the jobs of a worker pod that is lost
+are requeued as soon as its replacement starts.
 
 One small cluster for the module: a controller, a login node and two 2-CPU workers (they ask
 the scheduler for a tenth of a core each; Slurm sees their limits). The user is made by the
@@ -10,9 +11,12 @@ jail_user module and works over ssh, as users do.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import time
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 from localkube_helpers import REPO, Cluster, wait_for
@@ -22,6 +26,7 @@ from slurm_helpers import (
     Operator,
     SlurmView,
     cluster_manifest,
+    in_service,
     manifests,
     nodeset_manifest,
     tiny_cluster_spec,
@@ -66,8 +71,12 @@ def model():
 
 
 def sbatch(slurm: SlurmView, *args: str) -> str:
-    """Submit as root from the controller pod; the job's id."""
-    out = slurm.kube.exec(CONTROLLER, "sbatch", "--parsable", "-w", NODES[0], "-o", "/tmp/jobs-%j.out", *args)
+    """Submit as root from the controller pod to the first node; the job's id."""
+    return sbatch_on(slurm, NODES[0], *args)
+
+
+def sbatch_on(slurm: SlurmView, node: str, *args: str) -> str:
+    out = slurm.kube.exec(CONTROLLER, "sbatch", "--parsable", "-w", node, "-o", "/tmp/jobs-%j.out", *args)
     return out.stdout.split()[0]
 
 
@@ -254,3 +263,55 @@ def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_d
                 and kube.exec(CONTROLLER, "getent", "hosts", LOGIN, check=False).returncode == 0)
 
     wait_for(replaced_and_resolvable, 300, 3, explain=slurm.explain)
+
+
+# How a worker pod is lost: kubectl's words for it.
+POD_LOSSES = {
+    "deleted": ("delete", "pod", "{pod}", "--wait=false"),
+    "deleted without grace": ("delete", "pod", "{pod}", "--force", "--grace-period=0"),
+    "slurmd killed in the pod": ("exec", "{pod}", "--", "pkill", "-KILL", "-x", "slurmd"),
+}
+
+
+def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]:
+    """Two jobs on the node, one with --no-requeue; the pod lost. The requeued job's id, and
+    how long it took from the loss to the requeue and to the node in service again."""
+    job = sbatch_on(slurm, node, "-c1", "--wrap", "sleep 20")
+    kept_out = sbatch_on(slurm, node, "-c1", "--no-requeue", "--wrap", "sleep 600")
+    wait_for(lambda: {slurm.job_state(job), slurm.job_state(kept_out)} == {"RUNNING"}, 90, 1, explain=slurm.explain)
+    start = time.monotonic()
+    slurm.kube.kubectl("-n", slurm.kube.namespace, *(w.format(pod=node) for w in POD_LOSSES[how]))
+    wait_for(lambda: int(job_record(slurm, job).get("Restarts", 0)) >= 1, 180, 1, explain=slurm.explain)
+    requeued = time.monotonic() - start
+    assert finished(slurm, kept_out)["JobState"] == "NODE_FAIL"
+    # The worker's entrypoint set the node down (not Slurm's own check, which comes minutes later).
+    said = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", CONTROLLER).stdout
+    assert re.search(r"node %s reason set to: %s pod restarted, jobs lost: [\d,]*\b%s\b"
+                     % (node, C.DRAIN_REASON_PREFIX, job), said), said[-3000:]  # fmt: skip
+    wait_for(lambda: in_service(slurm.nodes().get(node, set())), 120, 1, explain=slurm.explain)
+    return job, {"requeued_after_s": round(requeued, 1), "in_service_after_s": round(time.monotonic() - start, 1)}
+
+
+def completed(slurm: SlurmView, job: str) -> dict:
+    """The job's record once COMPLETED (a requeued job waits 120 s, its old credential's life)."""
+    def record_if_completed() -> dict:
+        record = job_record(slurm, job)
+        return record if record.get("JobState") == "COMPLETED" else {}
+
+    return wait_for(record_if_completed, 400, 2, explain=slurm.explain)
+
+
+def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: SlurmView):
+    """Job processes die with their pod (or container). The new one tells slurmctld before slurmd
+    starts: jobs are requeued, --no-requeue jobs fail NODE_FAIL, the node serves again."""
+    measured, requeued = {}, []
+    for how in POD_LOSSES:
+        job, measured[how] = lose_running_jobs(slurm, NODES[1], how)
+        requeued.append(job)
+    report = json.dumps(measured, indent=2)
+    print("pod loss, from the loss to the job requeued and the node in service:\n" + report)
+    out = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "bench" / "pod_loss.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report + "\n")
+    for job in requeued:
+        assert int(completed(slurm, job)["Restarts"]) >= 1
