@@ -19,6 +19,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 from slurm_output import key_values, mpi_ranks, size_kib
@@ -389,8 +390,9 @@ class Cluster:
             "%s:%s:ro" % (self.root / "slurm", C.SLURM_CONFIG_DIR),
         ]
 
-    def start_controller(self) -> None:
+    def start_controller(self, extra: Sequence[str] = ()) -> None:
         args = [
+            *extra,
             *self.common_args(self.controller_pod),
             "--network-alias",
             render_common.controller_service_fqdn(self.model),

@@ -8,7 +8,8 @@ Both clusters are the quickstart's shape (playbooks/vars/example-cluster.yml: tw
 and one 2-CPU node, 4 CPUs) rendered from the same models, so their slurm.conf is the same text:
 - "kubernetes": the operator's cluster on localkube (jail, cgroups, pods);
 - "bare": the same daemons and images as plain docker containers on one network
-  (tests/images/test_images.py's Cluster), no Kubernetes in between.
+  (tests/images/test_images.py's Cluster) with the pods' CPU and memory limits, no Kubernetes
+  in between.
 
 Workloads, each timed inside the controller from the first submission until the queue is
 empty: JOBS × `sbatch --wrap true` (SLURMKUBE_BENCH_JOBS, default 1000) and one JOBS-task array.
@@ -31,6 +32,7 @@ from localkube_helpers import REPO, Cluster
 from slurm_helpers import Operator, cluster_manifest, manifests, wait_ready
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity, quantity_to_mebibytes
 
 pytestmark = [pytest.mark.k8s, pytest.mark.bench]
 
@@ -102,7 +104,10 @@ def test_job_throughput_against_bare_slurm(localkube_cluster: Cluster, slurm_ima
     bare = smoke.Cluster(slurm_images, tmp_path_factory.mktemp("bare"), model, models)
     bare.prepare()
     try:
-        bare.start_controller()
+        # The controller pod's limits: the sbatch loop runs beside slurmctld, in its CPU quota.
+        limits = model.spec.controller.resources
+        bare.start_controller(["--cpus", "%g" % float(parse_quantity(limits.cpu)),
+                               "--memory", "%dm" % quantity_to_mebibytes(limits.memory)])
         names = []
         for ns in models:
             for i in range(ns.spec.replicas):
