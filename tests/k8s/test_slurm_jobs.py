@@ -85,7 +85,7 @@ def job_record(slurm: SlurmView, job: str) -> dict:
     return key_values(slurm.run("scontrol", "show", "job", "-o", job))
 
 
-def finished(slurm: SlurmView, job: str) -> dict:
+def finished(slurm: SlurmView, job: str, timeout: float = 120) -> dict:
     """The job's record once it has ended."""
     ended = ("COMPLETED", "FAILED", "OUT_OF_MEMORY", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 
@@ -93,7 +93,7 @@ def finished(slurm: SlurmView, job: str) -> dict:
         record = job_record(slurm, job)
         return record if record.get("JobState") in ended else {}
 
-    return wait_for(record_if_ended, 120, 1, explain=slurm.explain)
+    return wait_for(record_if_ended, timeout, 1, explain=slurm.explain)
 
 
 def test_nodes_offer_the_pods_limits_and_keep_the_daemons_share(slurm: SlurmView):
@@ -294,15 +294,6 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
     return job, {"requeued_after_s": round(requeued, 1), "in_service_after_s": round(time.monotonic() - start, 1)}
 
 
-def completed(slurm: SlurmView, job: str) -> dict:
-    """The job's record once COMPLETED (a requeued job waits 120 s, its old credential's life)."""
-    def record_if_completed() -> dict:
-        record = job_record(slurm, job)
-        return record if record.get("JobState") == "COMPLETED" else {}
-
-    return wait_for(record_if_completed, 400, 2, explain=slurm.explain)
-
-
 def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: SlurmView):
     """Job processes die with their pod (or container). The new one tells slurmctld before slurmd
     starts: jobs are requeued, --no-requeue jobs fail NODE_FAIL, the node serves again."""
@@ -315,5 +306,6 @@ def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: Slur
     out = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "bench" / "pod_loss.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report + "\n")
-    for job in requeued:
-        assert int(completed(slurm, job)["Restarts"]) >= 1
+    for job in requeued:  # a requeued job waits out its old credential's life (120 s) first
+        record = finished(slurm, job, timeout=400)
+        assert (record["JobState"], int(record["Restarts"]) >= 1) == ("COMPLETED", True), record
