@@ -27,6 +27,10 @@ LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_CLUSTER = API_GROUP + "/cluster"
 LABEL_NODESET = API_GROUP + "/nodeset"
+# On a worker pod whose Slurm node runs no job: the node set's PodDisruptionBudget covers only
+# pods without it, so an eviction (kubectl drain, an autoscaler) takes idle workers at once and
+# is refused for busy ones. The operator sets and removes it.
+LABEL_EVICTABLE = API_GROUP + "/evictable"
 ANNOTATION_CONFIG_HASH = API_GROUP + "/config-hash"
 
 # Component names (the app.kubernetes.io/component label and object-name suffixes).
@@ -77,6 +81,7 @@ NODE_TMP_DIR = "/mnt/slurmkube/tmp"
 CGROUP_MOUNT_DIR = "/run/slurmkube/cgroup"
 SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
+WORKER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-worker-stop"  # the worker's preStop hook
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"
 JAIL_POPULATE_PROGRAM = "/usr/local/sbin/slurmkube-jail-populate"
 ENTRYPOINT_PROGRAM = "/usr/local/sbin/slurmkube-entrypoint"
@@ -110,10 +115,11 @@ ROLE_LONG_CHECKS = "long-checks"  # submit the long health checks as Slurm jobs 
 # (slurm/drain.py owns their forms; the bash health checks read these through constants.sh).
 DRAIN_REASON_PREFIX = "slurmkube:"
 # The operator's planned drains: "<prefix> <purpose> since <UTC time>" (scale-down, update,
-# replace). One POSIX extended regex that Python's re and bash's =~ both read the same way;
-# group 1 is the purpose, group 2 the time. The health checks never resume such a drain.
+# replace, kubernetes eviction). One POSIX extended regex that Python's re and bash's =~ both
+# read the same way; group 1 is the purpose, group 2 the time. The health checks never resume
+# such a drain.
 DRAIN_REASON_PLANNED_RE = "^" + DRAIN_REASON_PREFIX + \
-    " ?([a-z-]+) since ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)$"
+    " ?([a-z][a-z -]*) since ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)$"
 
 # The operator: its name (Deployment, ServiceAccount, leader Lease) and what its pods are told.
 OPERATOR_NAME = "slurmkube-operator"

@@ -7,6 +7,17 @@ import copy
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import ConflictError
 
 
+def merge_into(target, patch):
+    """A JSON merge patch (RFC 7386): maps merge, null deletes, anything else replaces."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_into(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
 class MemoryKube:
     """Stores what is applied, as an API server without defaulting would; counts writes."""
 
@@ -29,8 +40,11 @@ class MemoryKube:
         if dry_run:
             return obj
         self.writes += 1
-        self.objects[self.key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))] = \
-            copy.deepcopy(obj)
+        key = self.key(obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+        stored = copy.deepcopy(obj)
+        if "status" not in stored and "status" in self.objects.get(key, {}):
+            stored["status"] = self.objects[key]["status"]  # an apply leaves the status subresource be
+        self.objects[key] = stored
         return obj
 
     def create(self, obj):
@@ -58,7 +72,7 @@ class MemoryKube:
     def merge_patch(self, api_version, kind, name, namespace, patch):
         self.writes += 1
         obj = self.objects[self.key(kind, name, namespace)]
-        obj["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
+        merge_into(obj, patch)
         return copy.deepcopy(obj)
 
     def delete(self, api_version, kind, name, namespace=None, propagation="Background"):

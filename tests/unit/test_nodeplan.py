@@ -10,6 +10,8 @@ from examples import FIXTURES
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     NodeAction,
     PodView,
+    evictable,
+    plan_evictions,
     plan_replacements,
     plan_scale,
     plan_update,
@@ -23,6 +25,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control impor
     parse_nodes,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import (
+    PURPOSE_EVICTION,
     PURPOSE_REPLACE,
     drain_reason,
     is_hardware_drain,
@@ -94,7 +97,8 @@ def test_idle_drained_nodes_are_deleted_busy_ones_wait_then_are_requeued():
         node("c-cpu-3", "ALLOCATED", "DRAIN", reason=ours("scale-down", 11)),
     ])
     plan = plan_scale("c-cpu", 1, 4, nodes, NOW, 600)
-    assert plan.actions == [NodeAction("delete", "c-cpu-1"), NodeAction("requeue", "c-cpu-3")]
+    assert plan.actions == [NodeAction("delete", "c-cpu-1"),
+                            NodeAction("requeue", "c-cpu-3", "scale-down: drain timeout of 600s passed")]
     assert plan.replicas == 4
 
 
@@ -244,3 +248,57 @@ def test_an_old_pod_still_there_is_deleted_again():
     since = NOW - datetime.timedelta(minutes=2)
     nodes = nodes_by_name([node("g-0", "IDLE", "DRAIN", reason=drain_reason(PURPOSE_REPLACE, since))])
     assert plan_replacements([running("g-0", created=OLD)], nodes, NOW) == [NodeAction("delete-pod", "g-0")]
+
+
+# ---------------------------------------------------------------------------- evictions
+
+
+def worker(name, ready=True, terminating=False, leaving_host=False):
+    return PodView(name, "r1", ready, terminating, NOW - datetime.timedelta(hours=1), leaving_host=leaving_host)
+
+
+def test_an_idle_or_unregistered_node_may_be_evicted_a_busy_one_may_not():
+    assert evictable(node("c-cpu-0", "IDLE"))
+    assert evictable(node("c-cpu-0", "IDLE", "DRAIN", reason="admin: later"))
+    assert evictable(None)
+    for busy in ("ALLOCATED", "MIXED", "COMPLETING"):
+        assert not evictable(node("c-cpu-0", busy))
+
+
+def test_workers_on_a_leaving_host_are_drained_for_eviction_others_and_other_drains_are_not():
+    nodes = nodes_by_name([
+        node("c-cpu-0", "MIXED"),
+        node("c-cpu-1", "IDLE"),
+        node("c-cpu-2", "ALLOCATED", "DRAIN", reason="admin: bad fan"),
+        node("c-cpu-3", "ALLOCATED", "DRAIN", reason=ours("update", 30)),
+        node("c-cpu-4", "MIXED"),
+    ])
+    pods = [worker("c-cpu-%d" % i, leaving_host=i < 4) for i in range(5)]
+    reason = "slurmkube: kubernetes eviction since 2026-11-22T12:00:00Z"
+    assert plan_evictions(pods, nodes, NOW, 600) == [
+        NodeAction("drain", "c-cpu-0", reason), NodeAction("drain", "c-cpu-1", reason)]
+    assert parse_drain_reason(reason) == (PURPOSE_EVICTION, NOW)
+
+
+def test_an_eviction_drain_requeues_only_after_the_timeout():
+    nodes = nodes_by_name([
+        node("c-cpu-0", "MIXED", "DRAIN", reason=ours(PURPOSE_EVICTION, 9)),
+        node("c-cpu-1", "MIXED", "DRAIN", reason=ours(PURPOSE_EVICTION, 10)),
+        node("c-cpu-2", "IDLE", "DRAIN", reason=ours(PURPOSE_EVICTION, 60)),
+    ])
+    pods = [worker("c-cpu-%d" % i, leaving_host=True) for i in range(3)]
+    assert plan_evictions(pods, nodes, NOW, 600) == [
+        NodeAction("requeue", "c-cpu-1", "kubernetes eviction: drain timeout of 600s passed")]
+
+
+def test_an_eviction_drain_is_lifted_once_the_pod_serves_on_a_host_that_stays():
+    drained = ours(PURPOSE_EVICTION, 5)
+    nodes = nodes_by_name([
+        node("c-cpu-0", "IDLE", "DRAIN", reason=drained),  # new pod, ready, elsewhere
+        node("c-cpu-1", "IDLE", "DRAIN", "NOT_RESPONDING", reason=drained),  # new pod, slurmd starting
+        node("c-cpu-2", "IDLE", "DRAIN", reason=drained),  # still on the leaving host
+        node("c-cpu-3", "IDLE", "DRAIN", reason=drained),  # its pod is being stopped
+    ])
+    pods = [worker("c-cpu-0"), worker("c-cpu-1", ready=False), worker("c-cpu-2", leaving_host=True),
+            worker("c-cpu-3", terminating=True)]
+    assert plan_evictions(pods, nodes, NOW, 600) == [NodeAction("resume", "c-cpu-0")]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import datetime
 
 import pytest
 from examples import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of, ready_condition
 
 
 @pytest.fixture
@@ -115,3 +117,17 @@ def test_a_new_jail_image_retires_the_old_populate_job_before_starting_its_own(w
     [second] = [name for name in populate_jobs(kube) if name.startswith("cpu-jail-populate-")]
     assert second != first
     assert "cpu-jail-data-populate-0" in populate_jobs(kube)
+
+
+def test_ready_is_the_sum_of_the_other_conditions_and_names_the_first_missing(world):
+    kube, cluster = world
+    status = R.Reconciler(kube).reconcile(cluster).status
+    *others, ready = status["conditions"]
+    assert ready["type"] == "Ready" and ready["status"] == "False"
+    assert ready["reason"] == "ControllerReady"  # nothing runs in memory
+    missing = [c for c in others if c["status"] != "True"]
+    assert ready["message"] == "; ".join(c["message"] for c in missing)
+    now = datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
+    held = [condition(t, True, "R", "fine", 1, [], now) for t in ("A", "B")]
+    assert ready_condition(held, 1, [], now)["status"] == "True"
+    assert phase_of(held + [ready_condition(held, 1, [], now)]) == "Ready"

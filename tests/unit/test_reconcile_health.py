@@ -28,6 +28,7 @@ class SlurmKube(MemoryKube):
     def __init__(self):
         super().__init__()
         self.nodes = {}
+        self.jobs = {}
         self.reports = {}
         self.execs = []
 
@@ -42,6 +43,15 @@ class SlurmKube(MemoryKube):
             return self.reports.get(pod, (0, "healthy\n", ""))
         if command[:3] == ["scontrol", "show", "nodes"]:
             return 0, json.dumps({"nodes": list(self.nodes.values())}), ""
+        if command[:2] == ["squeue", "--json"]:
+            wanted = set(command[2].split("=", 1)[1].split(","))
+            return 0, json.dumps({"jobs": [j for j in self.jobs.values() if j["nodes"] in wanted]}), ""
+        if command[:2] == ["scontrol", "requeue"]:
+            for job_id in command[2].split(","):
+                job = self.jobs.pop(int(job_id))
+                if not job["requeue"]:
+                    return 1, "", "Requested operation is presently disabled for job %s" % job_id
+            return 0, "", ""
         if command[:2] == ["scontrol", "update"]:
             name = command[2].split("=", 1)[1]
             words = dict(w.split("=", 1) for w in command[3:])
@@ -58,19 +68,35 @@ class SlurmKube(MemoryKube):
     def node(self, name, *states, reason=""):
         self.nodes[name] = {"name": name, "state": list(states), "reason": reason, "features": ["compute"]}
 
-    def pod(self, name, created, ready=True):
+    def job(self, job_id, node, requeue=True):
+        """A running job on a node, as squeue --json shows it."""
+        self.jobs[job_id] = {"job_id": job_id, "job_state": ["RUNNING"], "nodes": node, "requeue": requeue}
+        self.nodes[node]["state"] = sorted((set(self.nodes[node]["state"]) - {"IDLE"}) | {"ALLOCATED"})
+
+    def host(self, name, cordoned):
+        """A Kubernetes node (cluster-scoped)."""
+        self.objects[("Node", None, name)] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                              "spec": {"unschedulable": True} if cordoned else {}}
+
+    def pod(self, name, created, ready=True, host="host-a"):
         sts = self.get("apps/v1", "StatefulSet", name.rsplit("-", 1)[0], "research")
         labels = sts["spec"]["template"]["metadata"]["labels"] if sts else {}
         self.objects[("Pod", "research", name)] = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "research", "labels": labels,
                          "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "spec": {"nodeName": host},
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
         }
 
 
 @pytest.fixture
 def world(monkeypatch):
+    return make_world(monkeypatch)
+
+
+def make_world(monkeypatch):
+    """A cpu-only cluster with its objects applied, a controller pod, four idle nodes and their pods."""
     keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
     monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: keys)
     kube = SlurmKube()
@@ -85,6 +111,7 @@ def world(monkeypatch):
     for i in range(4):
         kube.pod("cpu-compute-%d" % i, T0 - datetime.timedelta(days=2))
         kube.node("cpu-compute-%d" % i, "IDLE")
+    kube.objects[("StatefulSet", "research", "cpu-compute")]["status"] = {"readyReplicas": 4}
     return kube, cluster
 
 
@@ -179,7 +206,8 @@ def nodes_ready(outcome):
 
 def test_a_scale_down_is_not_ready_until_its_nodes_have_left_slurm(world):
     kube, cluster = world
-    assert nodes_ready(reconcile_at(kube, cluster, T0))["status"] == "True"
+    done = nodes_ready(reconcile_at(kube, cluster, T0))
+    assert done["status"] == "True", done
     for i in (2, 3):
         kube.node("cpu-compute-%d" % i, "ALLOCATED")
     kube.objects[("NodeSet", "research", "compute")]["spec"]["replicas"] = 2
@@ -189,4 +217,5 @@ def test_a_scale_down_is_not_ready_until_its_nodes_have_left_slurm(world):
     # The operator removed them from slurmctld: the scale-down is done.
     for i in (2, 3):
         del kube.nodes["cpu-compute-%d" % i]
-    assert nodes_ready(reconcile_at(kube, cluster, T0))["status"] == "True"
+    done = nodes_ready(reconcile_at(kube, cluster, T0))
+    assert done["status"] == "True", done

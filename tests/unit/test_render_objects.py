@@ -177,3 +177,20 @@ def test_cpu_request_overcommits_without_changing_what_slurm_sees():
     assert slurmd["resources"]["requests"]["cpu"] == "250m"
     assert slurmd["resources"]["limits"]["cpu"] == "4"
     assert env_of(slurmd)[C.ENV_CPUS] == "4"
+
+
+def test_a_workers_budget_covers_only_pods_not_labelled_evictable_and_allows_no_disruption():
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
+    pdb = objects[("PodDisruptionBudget", "cpu-compute")]["spec"]
+    sts = objects[("StatefulSet", "cpu-compute")]
+    assert pdb["maxUnavailable"] == 0
+    assert pdb["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+    assert pdb["selector"]["matchExpressions"] == [{"key": C.LABEL_EVICTABLE, "operator": "DoesNotExist"}]
+    # The operator owns the label: the pod template never sets it.
+    assert C.LABEL_EVICTABLE not in sts["spec"]["template"]["metadata"]["labels"]
+
+
+def test_a_stopping_worker_hands_its_jobs_back_first():
+    sts = by_kind_and_name(render_cluster(*example("cpu-only")).objects)[("StatefulSet", "cpu-compute")]
+    hook = containers(sts)[0]["lifecycle"]["preStop"]
+    assert hook == {"exec": {"command": [C.WORKER_STOP_PROGRAM]}}

@@ -132,6 +132,10 @@ def cluster_status_schema() -> Dict[str, Any]:
         configHash={"type": "string", "description": "Digest of the Slurm configuration in effect."},
         mungeKey={"type": "string", "description": "Fingerprint (SHA-256) of the munge key every daemon runs "
                   "with; it differs from the Secret's while a new key is being rolled out."},
+        jobsNotRequeued={"type": "array", "description": "Jobs sent with --no-requeue that hold a leaving node past "
+                         "its drain timeout: they run on, and the node leaves when they end.",
+                         "items": {"type": "object", "properties": {"jobId": {"type": "integer"},
+                                                                    "node": {"type": "string"}}}},
     )
 
 

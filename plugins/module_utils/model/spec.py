@@ -427,7 +427,8 @@ class NodeSetSpec:
     gres: List[str] = spec_field("Extra GRES beyond GPUs, as 'name[:type]:count'.", factory=list)
     placement: Placement = spec_field("Where the node pods run.", factory=Placement)
     drain_timeout_seconds: int = spec_field(
-        "On scale-down, how long to wait for jobs on a draining node before requeueing them.",
+        "On scale-down, or when its Kubernetes node is being emptied (kubectl drain, an autoscaler), how "
+        "long to wait for jobs on a draining node before requeueing them.",
         3600,
         minimum=0,
     )

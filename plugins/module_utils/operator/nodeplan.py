@@ -20,6 +20,7 @@ from typing import List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import (
+    PURPOSE_EVICTION,
     PURPOSE_REPLACE,
     PURPOSE_SCALE_DOWN,
     PURPOSE_UPDATE,
@@ -58,7 +59,7 @@ def _leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timed
         return NodeAction("delete", node.name)
     since = _ours(node, PURPOSE_SCALE_DOWN)
     if since is not None and now - since >= timeout:
-        return NodeAction("requeue", node.name)
+        return NodeAction("requeue", node.name, "scale-down: drain timeout of %ds passed" % timeout.total_seconds())
     return None
 
 
@@ -91,13 +92,17 @@ def plan_scale(base: str, desired: int, current: int, nodes: Mapping[str, SlurmN
 
 
 class PodView(NamedTuple):
-    """What the update and replacement planners need to know of a worker pod."""
+    """What the node planners need to know of a worker pod."""
 
     name: str
     revision: str
     ready: bool
     terminating: bool
     created: Optional[datetime.datetime] = None
+    # Its Kubernetes node is being emptied: cordoned (kubectl drain) or marked for removal.
+    leaving_host: bool = False
+    # It carries constants.LABEL_EVICTABLE (no disruption budget covers it).
+    evictable: bool = False
 
 
 def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[str, SlurmNode],
@@ -178,6 +183,38 @@ def plan_replacements(pods: Sequence[PodView], nodes: Mapping[str, SlurmNode],
         actions.append(NodeAction("drain", pod.name, drain_reason(PURPOSE_REPLACE, now)))
         actions.append(NodeAction("delete-pod", pod.name, node.reason))
         break
+    return actions
+
+
+def evictable(node: Optional[SlurmNode]) -> bool:
+    """An eviction may take the pod now: its node runs no job (or is not a Slurm node)."""
+    return node is None or not node.busy
+
+
+def plan_evictions(pods: Sequence[PodView], nodes: Mapping[str, SlurmNode], now: datetime.datetime,
+                   drain_timeout_seconds: int) -> List[NodeAction]:
+    """Empty the nodes whose Kubernetes node is being emptied, and take them back after.
+
+    A worker on a leaving host is drained ('<prefix> kubernetes eviction since <now>'): its jobs
+    finish, or are requeued once the drain timeout has passed, and the node becomes evictable.
+    An admin's or another planned drain is left as it is (the disruption budget still waits for
+    the jobs). The drain is lifted once the node's pod runs and answers on a host that stays
+    (the evicted pod's replacement, or the same pod when the host was uncordoned).
+    """
+    actions: List[NodeAction] = []
+    timeout = datetime.timedelta(seconds=drain_timeout_seconds)
+    for pod in sorted(pods, key=lambda p: p.name):
+        node = nodes.get(pod.name)
+        if node is None or pod.terminating:
+            continue
+        since = _ours(node, PURPOSE_EVICTION)
+        if pod.leaving_host and not node.draining:
+            actions.append(NodeAction("drain", pod.name, drain_reason(PURPOSE_EVICTION, now)))
+        elif pod.leaving_host and since is not None and node.busy and now - since >= timeout:
+            actions.append(NodeAction("requeue", pod.name, "kubernetes eviction: drain timeout of %ds passed"
+                                      % drain_timeout_seconds))
+        elif not pod.leaving_host and since is not None and pod.ready and node.responding:
+            actions.append(NodeAction("resume", pod.name))
     return actions
 
 

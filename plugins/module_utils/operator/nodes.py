@@ -7,7 +7,7 @@ explain unresponsive nodes, and `scontrol reconfigure` when the configuration ch
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
+from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
@@ -28,6 +28,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
     NodeAction,
     PodView,
     ScalePlan,
+    evictable,
+    plan_evictions,
     plan_replacements,
     plan_reregistration,
     plan_scale,
@@ -36,6 +38,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
     SlurmControl,
+    SlurmError,
     SlurmNode,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import fast_check_may_drain, health_reason
@@ -44,6 +47,23 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 # A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
 RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 REVISION_LABEL = "controller-revision-hash"
+# NoSchedule taints that announce a node's removal (cluster-autoscaler, Karpenter) before
+# its pods are evicted; `kubectl drain` cordons instead (spec.unschedulable).
+REMOVAL_TAINTS = frozenset(("ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption"))
+ACTIVE_JOB_STATES = frozenset(("RUNNING", "SUSPENDED"))
+
+
+def host_is_leaving(node: Mapping[str, Any]) -> bool:
+    """A Kubernetes node being emptied: cordoned, or tainted for removal."""
+    spec = node.get("spec") or {}
+    return bool(spec.get("unschedulable")) or any(t.get("key") in REMOVAL_TAINTS for t in spec.get("taints") or [])
+
+
+class JobNotRequeued(NamedTuple):
+    """A job the operator would have requeued, but which was sent with --no-requeue."""
+
+    job_id: int
+    node: str
 
 
 def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
@@ -86,27 +106,52 @@ class NodeSteps:
     def __init__(self, kube: Kube, clock: Clock) -> None:
         self.kube = kube
         self.clock = clock
+        # Found by this pass; the report names them and the reconciler posts an Event once each.
+        self.not_requeued: List[JobNotRequeued] = []
 
     def act_on_nodes(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], scaling: Mapping[str, Scaling],
                      slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
-        """Drain, requeue, delete and resume nodes for scale-downs and updates."""
+        """Drain, requeue, delete and resume nodes for scale-downs, updates, replacements and
+        evictions; mark the pods an eviction may take now."""
         now = self.clock()
+        leaving_hosts = self.leaving_hosts()
         for nodeset in nodesets:
             base = nodeset_object_name(nodeset)
             if base not in scaling:
                 continue
             live, scale = scaling[base]
-            pods = [p for p in self.worker_pods(cluster, nodeset) if p.name not in scale.leaving]
+            every_pod = self.worker_pods(cluster, nodeset, leaving_hosts)
+            pods = [p for p in every_pod if p.name not in scale.leaving]
             target = (live.get("status") or {}).get("updateRevision") or ""
             update = plan_update(pods, target, slurm_nodes, now) if target else []
             # A rolling update replaces pods itself: replacements wait until it is done.
             replace = plan_replacements(pods, slurm_nodes, now) \
                 if cluster.spec.health_checks.replace_drained_nodes and not update else []
             lost = plan_reregistration(base, nodeset.spec.replicas, pods, slurm_nodes, now)
-            for action in scale.actions + update + replace + lost:
+            evict = plan_evictions(pods, slurm_nodes, now, nodeset.spec.drain_timeout_seconds)
+            actions = scale.actions + update + replace + lost + evict
+            for action in actions:
                 self.perform(cluster, slurm, action, events)
+            deleted = {a.node for a in actions if a.kind == "delete-pod"}
+            self.mark_evictable(cluster, [p for p in every_pod if p.name not in deleted], slurm_nodes)
             if cluster.spec.health_checks.enabled:
                 self.explain_unresponsive(cluster, pods, slurm, slurm_nodes, events)
+
+    def leaving_hosts(self) -> FrozenSet[str]:
+        """The Kubernetes nodes being emptied now."""
+        return frozenset(node["metadata"]["name"] for node in self.kube.list("v1", "Node") if host_is_leaving(node))
+
+    def mark_evictable(self, cluster: SlurmCluster, pods: Sequence[PodView],
+                       slurm_nodes: Mapping[str, SlurmNode]) -> None:
+        """Label the pods whose nodes run no job, unlabel the busy ones (writes only changes).
+
+        A job may start on a labelled node before the next pass: if an eviction takes the pod
+        then, its stop hook (slurmkube-worker-stop) hands the job back to Slurm to requeue."""
+        for pod in pods:
+            wanted = evictable(slurm_nodes.get(pod.name)) and not pod.terminating
+            if wanted != pod.evictable and not pod.terminating:
+                self.kube.merge_patch("v1", "Pod", pod.name, cluster.namespace,
+                                      {"metadata": {"labels": {C.LABEL_EVICTABLE: "true" if wanted else None}}})
 
     def retire_removed_nodesets(self, cluster: SlurmCluster, known: Set[str], slurm: SlurmControl,
                                 slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
@@ -133,13 +178,18 @@ class NodeSteps:
                     self.kube.delete(api_version, kind, meta["name"], cluster.namespace)
                 events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
 
-    def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet) -> List[PodView]:
-        """The node set's pods as the update and replacement planners see them."""
+    def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet, leaving_hosts: FrozenSet[str]) -> List[PodView]:
+        """The node set's pods as the node planners see them."""
         pods = pods_by_name(self.kube, cluster.namespace,
                             selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name))
-        return [PodView(p["metadata"]["name"], p["metadata"].get("labels", {}).get(REVISION_LABEL, ""),
-                        pod_ready(p), pod_terminating(p),
-                        parse_time(p["metadata"].get("creationTimestamp"))) for p in pods]
+        views = []
+        for pod in pods:
+            labels = pod["metadata"].get("labels") or {}
+            views.append(PodView(pod["metadata"]["name"], labels.get(REVISION_LABEL, ""), pod_ready(pod),
+                                 pod_terminating(pod), parse_time(pod["metadata"].get("creationTimestamp")),
+                                 leaving_host=(pod.get("spec") or {}).get("nodeName") in leaving_hosts,
+                                 evictable=labels.get(C.LABEL_EVICTABLE) == "true"))
+        return views
 
     def explain_unresponsive(self, cluster: SlurmCluster, pods: Sequence[PodView], slurm: SlurmControl,
                              slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> None:
@@ -165,18 +215,36 @@ class NodeSteps:
 
     def perform(self, cluster: SlurmCluster, slurm: SlurmControl, action: NodeAction, events: List[Event]) -> None:
         """Carry out one node step and say so in an Event."""
+        if action.kind == "requeue":
+            self.requeue_jobs(slurm, action, events)
+            return
         if action.kind == "drain":
             slurm.drain([action.node], action.reason)
         elif action.kind == "resume":
             slurm.resume([action.node])
-        elif action.kind == "requeue":
-            slurm.requeue([job.job_id for job in slurm.jobs_on([action.node])])
         elif action.kind == "delete":
             slurm.delete([action.node])
         elif action.kind == "delete-pod":
             self.kube.delete("v1", "Pod", action.node, cluster.namespace)
         events.append(Event("Normal", "Node" + action.kind.title().replace("-", ""),
                             "%s %s%s" % (action.kind, action.node, (": " + action.reason) if action.reason else "")))
+
+    def requeue_jobs(self, slurm: SlurmControl, action: NodeAction, events: List[Event]) -> None:
+        """Requeue the node's running jobs, one Event each; a job sent with --no-requeue is left
+        to finish and noted (the node leaves when it ends, or when an admin cancels it)."""
+        for job in slurm.jobs_on([action.node]):
+            if not job.states & ACTIVE_JOB_STATES:
+                continue
+            if not job.requeue:
+                self.not_requeued.append(JobNotRequeued(job.job_id, action.node))
+                continue
+            try:
+                slurm.requeue([job.job_id])
+            except SlurmError as exc:
+                events.append(Event("Warning", "JobRequeueFailed", "job %d on %s: %s" % (job.job_id, action.node, exc)))
+                continue
+            events.append(Event("Normal", "JobRequeued", "requeued job %d from %s (%s)"
+                                % (job.job_id, action.node, action.reason)))
 
     def reconfigure_if_needed(self, cluster: SlurmCluster, files: Mapping[str, str], in_effect: str,
                               slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> str:

@@ -41,7 +41,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
     ScalePlan,
     plan_scale,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import NodeSteps, Scaling
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import JobNotRequeued, NodeSteps, Scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
@@ -91,6 +91,17 @@ def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
     return obj["kind"] == "PersistentVolumeClaim"
 
 
+def newly_not_requeued(cluster_obj: Mapping[str, Any], found: Sequence[JobNotRequeued]) -> List[Event]:
+    """A Warning for each job found unrequeueable that the live status does not list yet: one
+    Event per job, not one per pass."""
+    known = {(held.get("jobId"), held.get("node"))
+             for held in (cluster_obj.get("status") or {}).get("jobsNotRequeued") or []}
+    return [Event("Warning", "JobNotRequeued",
+                  "job %d on %s was sent with --no-requeue: it runs on past the drain timeout and its node "
+                  "leaves when it ends (scancel it to end it now)" % (held.job_id, held.node))
+            for held in found if (held.job_id, held.node) not in known]
+
+
 class Reconciler:
     """One reconcile pass over one SlurmCluster."""
 
@@ -109,7 +120,7 @@ class Reconciler:
         events: List[Event] = []
         try:
             cluster = parse_cluster(cluster_obj)
-            nodesets, nodeset_status = self.nodesets_of(cluster)
+            nodesets, nodeset_status, live_nodesets = self.nodesets_of(cluster)
             check_references(cluster, nodesets)
         except SpecError as exc:
             return self.invalid(cluster_obj, str(exc))
@@ -128,8 +139,10 @@ class Reconciler:
                                                slurm_nodes, events)
             config_hash = self.nodes.reconfigure_if_needed(cluster, rendered.config_files, config_hash, slurm,
                                                            slurm_nodes, events)
-        status, per_nodeset = self.status.report(cluster, nodesets, cluster_obj, slurm_nodes, key)
+        status, per_nodeset = self.status.report(cluster, nodesets, cluster_obj, slurm_nodes, key, live_nodesets,
+                                                 self.nodes.not_requeued)
         status["configHash"] = config_hash
+        events.extend(newly_not_requeued(cluster_obj, self.nodes.not_requeued))
         for name, counts in per_nodeset.items():
             nodeset_status[name] = dict(counts, **nodeset_status.get(name, {}))
         return Outcome(status, nodeset_status, events, applied)
@@ -143,18 +156,21 @@ class Reconciler:
 
     # ----------------------------------------------------------------- inputs
 
-    def nodesets_of(self, cluster: SlurmCluster) -> Tuple[List[NodeSet], Dict[str, Dict[str, Any]]]:
-        """The cluster's NodeSets as models, and the status of the invalid ones.
+    def nodesets_of(self, cluster: SlurmCluster
+                    ) -> Tuple[List[NodeSet], Dict[str, Dict[str, Any]], Dict[str, Dict[str, Any]]]:
+        """The cluster's NodeSets as models, the status of the invalid ones, and the live objects.
 
         An invalid NodeSet keeps running as its last valid spec (kept in an annotation), so
         a bad edit changes nothing but its status; one never valid is left out.
         """
         models: List[NodeSet] = []
         invalid: Dict[str, Dict[str, Any]] = {}
+        live: Dict[str, Dict[str, Any]] = {}
         for obj in self.kube.list(C.GROUP_VERSION, C.KIND_NODESET, cluster.namespace):
             if (obj.get("spec") or {}).get("clusterName") != cluster.name:
                 continue
             meta = obj["metadata"]
+            live[meta["name"]] = obj
             last_valid = (meta.get("annotations") or {}).get(ANNOTATION_LAST_VALID)
             try:
                 models.append(parse_nodeset(obj))
@@ -168,7 +184,7 @@ class Reconciler:
             if spec_text != last_valid:
                 self.kube.merge_patch(C.GROUP_VERSION, C.KIND_NODESET, meta["name"], cluster.namespace,
                                       {"metadata": {"annotations": {ANNOTATION_LAST_VALID: spec_text}}})
-        return models, invalid
+        return models, invalid, live
 
     def slurm_state(self, cluster: SlurmCluster) -> Tuple[Optional[SlurmControl], Optional[Dict[str, SlurmNode]]]:
         """Slurm's view of the nodes, through the controller pod; (None, None) while it is not up."""

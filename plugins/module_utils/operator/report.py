@@ -5,6 +5,7 @@ from what is live now."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -22,7 +23,13 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     object_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import KeyState
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, condition, phase_of
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import JobNotRequeued
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
+    Clock,
+    condition,
+    phase_of,
+    ready_condition,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
     SlurmNode,
@@ -38,25 +45,36 @@ class StatusReport:
         self.clock = clock
 
     def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], cluster_obj: Mapping[str, Any],
-               slurm_nodes: Optional[Mapping[str, SlurmNode]], key: KeyState
-               ) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+               slurm_nodes: Optional[Mapping[str, SlurmNode]], key: KeyState,
+               live_nodesets: Mapping[str, Mapping[str, Any]],
+               not_requeued: Sequence[JobNotRequeued] = ()) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         """The SlurmCluster's status and each NodeSet's, from what is live now."""
         controller = self.statefulset(cluster, object_name(cluster, C.COMPONENT_CONTROLLER))
         login = self.statefulset(cluster, object_name(cluster, C.COMPONENT_LOGIN))
         job = self.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
-        ready_nodes, desired_nodes, leaving, per_nodeset = 0, 0, 0, {}
+        ready_nodes, ready_pods, desired_nodes, leaving, per_nodeset = 0, 0, 0, 0, {}
+        now = self.clock()
         for nodeset in nodesets:
             sts = self.statefulset(cluster, nodeset_object_name(nodeset))
             registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
             idle = sum(1 for n in registered if n.responding and not n.draining)
             ready_nodes += min(idle, nodeset.spec.replicas)
+            # Slurm may count a node in service a few seconds before the kubelet's probe does.
+            ready_pods += min(statefulset_counts(sts)["ready"], nodeset.spec.replicas)
             desired_nodes += nodeset.spec.replicas
             # A scale-down is done when its nodes have left Slurm, not when enough remain.
             leaving += max(0, len(registered) - nodeset.spec.replicas)
-            per_nodeset[nodeset.name] = self.nodeset_status(cluster, nodeset, sts, registered)
+            per_nodeset[nodeset.name] = self.nodeset_status(cluster, nodeset, sts, registered,
+                                                            live_nodesets.get(nodeset.name) or {}, now)
         previous = (cluster_obj.get("status") or {}).get("conditions") or []
         generation = cluster_obj["metadata"].get("generation", 0)
-        now = self.clock()
+        nodes_message = "%d/%d nodes in service" % (ready_nodes, desired_nodes)
+        if ready_pods != desired_nodes:
+            nodes_message += ", %d/%d worker pods ready" % (ready_pods, desired_nodes)
+        if leaving:
+            nodes_message += ", %d leaving" % leaving
+        nodes_message += "".join("; job %d on %s was sent with --no-requeue: its node leaves when it ends"
+                                 % held for held in not_requeued)
         conditions = [
             condition("ControllerReady", statefulset_ready(controller) and slurm_nodes is not None,
                       "Slurmctld", "slurmctld answers" if slurm_nodes is not None else "waiting for slurmctld",
@@ -65,15 +83,15 @@ class StatusReport:
                       "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
             condition("LoginReady", statefulset_ready(login), "Sshd",
                       "%(ready)d/%(desired)d login pods ready" % statefulset_counts(login), generation, previous, now),
-            condition("NodesReady", ready_nodes == desired_nodes and not leaving, "SlurmNodes",
-                      "%d/%d nodes in service" % (ready_nodes, desired_nodes)
-                      + (", %d leaving" % leaving if leaving else ""), generation, previous, now),
+            condition("NodesReady", ready_nodes == desired_nodes == ready_pods and not leaving, "SlurmNodes",
+                      nodes_message, generation, previous, now),
             condition("MungeKeyInUse", key.pending is None, "MungeKey",
                       key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
         ]
+        conditions.append(ready_condition(conditions, generation, previous, now))
         status = {
             "phase": phase_of(conditions),
-            "message": "; ".join(c["message"] for c in conditions if c["status"] != "True"),
+            "message": "; ".join(c["message"] for c in conditions[:-1] if c["status"] != "True"),
             "observedGeneration": generation,
             "conditions": conditions,
             "controller": statefulset_counts(controller),
@@ -81,6 +99,7 @@ class StatusReport:
             "nodes": {"ready": ready_nodes, "desired": desired_nodes},
             "nodesByState": nodes_by_state(list((slurm_nodes or {}).values())),
             "mungeKey": key.in_use,
+            "jobsNotRequeued": [{"jobId": held.job_id, "node": held.node} for held in not_requeued],
         }
         return status, per_nodeset
 
@@ -89,14 +108,26 @@ class StatusReport:
         return self.kube.get("apps/v1", "StatefulSet", name, cluster.namespace)
 
     def nodeset_status(self, cluster: SlurmCluster, nodeset: NodeSet, sts: Optional[Mapping[str, Any]],
-                       registered: Sequence[SlurmNode]) -> Dict[str, Any]:
-        """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers."""
+                       registered: Sequence[SlurmNode], live: Mapping[str, Any],
+                       now: datetime.datetime) -> Dict[str, Any]:
+        """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers; its
+        Ready condition serves `kubectl wait`."""
         counts = statefulset_counts(sts)
         selector = selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
         in_service = sum(1 for n in registered if n.responding and not n.draining)
+        wanted = nodeset.spec.replicas
+        ready = in_service >= wanted and counts["desired"] == wanted and counts["ready"] >= wanted \
+            and len(registered) <= wanted
+        message = "%d/%d nodes in service, %d/%d pods ready" % (min(in_service, wanted), wanted,
+                                                               min(counts["ready"], wanted), wanted)
+        if len(registered) > wanted:
+            message += ", %d leaving" % (len(registered) - wanted)
+        generation = (live.get("metadata") or {}).get("generation", 0)
+        previous = (live.get("status") or {}).get("conditions") or []
         return {
-            "phase": "Ready" if in_service >= nodeset.spec.replicas and counts["desired"] == nodeset.spec.replicas
-            else "Scaling",
+            "phase": "Ready" if ready else "Scaling",
+            "conditions": [condition("Ready", ready, "NodesInService" if ready else "BelowReplicas", message,
+                                     generation, previous, now)],
             "replicas": counts["desired"],
             "readyReplicas": counts["ready"],
             "selector": ",".join("%s=%s" % kv for kv in sorted(selector.items())),

@@ -32,6 +32,18 @@ def condition(kind: str, ok: bool, reason: str, message: str, generation: int,
             "lastTransitionTime": since, "observedGeneration": generation}
 
 
+def ready_condition(conditions: Sequence[Mapping[str, Any]], generation: int,
+                    previous: Sequence[Mapping[str, Any]], now: datetime.datetime) -> Dict[str, Any]:
+    """'Ready' (what `kubectl wait --for=condition=Ready` reads): every other condition holds;
+    otherwise its reason is the first that does not, and the message says what is missing."""
+    failing = [c for c in conditions if c["status"] != "True"]
+    if not failing:
+        return condition("Ready", True, "AllReady", "controller, jail, login nodes and workers are ready",
+                         generation, previous, now)
+    return condition("Ready", False, failing[0]["type"], "; ".join(c["message"] for c in failing),
+                     generation, previous, now)
+
+
 def phase_of(conditions: List[Mapping[str, Any]]) -> str:
     """Ready when every condition holds, Pending until the controller runs, else Provisioning."""
     by_type = {c["type"]: c["status"] == "True" for c in conditions}

@@ -32,7 +32,10 @@ def operator_rules() -> List[Dict[str, Any]]:
          "verbs": ["get", "list", "watch", "patch", "update"]},
         {"apiGroups": [C.API_GROUP], "resources": [C.PLURAL_CLUSTER + "/status", C.PLURAL_NODESET + "/status"],
          "verbs": ["get", "patch", "update"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+        # patch: the evictable label on workers (render/policy.py).
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "patch"]},
+        # Which Kubernetes nodes are being emptied (cordoned, tainted for removal).
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
         {"apiGroups": [""], "resources": ["services", "configmaps", "secrets", "serviceaccounts",
                                           "persistentvolumeclaims"], "verbs": WRITE},

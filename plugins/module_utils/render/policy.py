@@ -18,14 +18,23 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render import commo
 
 
 def render_worker_pdb(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifest:
-    """At most one node of a set is evicted at a time by a Kubernetes node drain."""
+    """No eviction of a worker that runs jobs; idle ones go at once.
+
+    The budget allows no disruption of the pods it covers, and it covers only the pods the
+    operator has not labelled evictable (constants.LABEL_EVICTABLE: their nodes run no job).
+    The Eviction API checks a pod's labels when it is asked, so `kubectl drain` or an
+    autoscaler takes an idle worker at once and retries a busy one until the operator, having
+    drained its Slurm node, finds it idle (or requeued its jobs after the drain timeout).
+    """
+    selector = selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": common.metadata(cluster, nodeset_object_name(nodeset), C.COMPONENT_WORKER, nodeset.name),
         "spec": {
-            "maxUnavailable": 1,
-            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": selector,
+                         "matchExpressions": [{"key": C.LABEL_EVICTABLE, "operator": "DoesNotExist"}]},
         },
     }
 

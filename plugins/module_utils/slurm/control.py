@@ -52,6 +52,7 @@ class SlurmJob(NamedTuple):
     job_id: int
     states: FrozenSet[str]
     nodes: str
+    requeue: bool = True  # False for jobs sent with --no-requeue (or JobRequeue=0)
 
 
 def parse_nodes(text: str) -> List[SlurmNode]:
@@ -77,7 +78,8 @@ def parse_jobs(text: str) -> List[SlurmJob]:
     """Jobs from `squeue --json`."""
     data = json.loads(text)
     return [
-        SlurmJob(job_id=int(job["job_id"]), states=frozenset(job.get("job_state") or ()), nodes=job.get("nodes") or "")
+        SlurmJob(job_id=int(job["job_id"]), states=frozenset(job.get("job_state") or ()), nodes=job.get("nodes") or "",
+                 requeue=bool(job.get("requeue", True)))
         for job in data.get("jobs", [])
     ]
 

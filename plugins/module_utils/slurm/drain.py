@@ -20,6 +20,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control impor
 PURPOSE_SCALE_DOWN = "scale-down"
 PURPOSE_UPDATE = "update"
 PURPOSE_REPLACE = "replace"
+# The Kubernetes node under the pod is being emptied (cordoned by kubectl drain, marked for
+# removal by an autoscaler): no new job there; running ones finish or are requeued.
+PURPOSE_EVICTION = "kubernetes eviction"
 _PLANNED = re.compile(C.DRAIN_REASON_PLANNED_RE)
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # What the health checks (nodecheck.py, slurmkube-long-check) say after 'slurmkube: ' when the
