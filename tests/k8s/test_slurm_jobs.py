@@ -23,6 +23,7 @@ from localkube_helpers import REPO, Cluster, wait_for
 from playbook_runner import run_module
 from slurm_helpers import (
     TINY,
+    TINY_NODES,
     Operator,
     SlurmView,
     cluster_manifest,
@@ -265,11 +266,15 @@ def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_d
     wait_for(replaced_and_resolvable, 300, 3, explain=slurm.explain)
 
 
-# How a worker pod is lost: kubectl's words for it.
+# How a worker pod is lost: kubectl's words for it, and who tells slurmctld. A pod deleted with
+# grace runs its stop hook (slurmkube-worker-stop) while its jobs still run; otherwise the next
+# container's entrypoint reports them lost before slurmd starts.
+STOP_HOOK = "pod stopping under jobs"
+NEXT_CONTAINER = "pod restarted, jobs lost"
 POD_LOSSES = {
-    "deleted": ("delete", "pod", "{pod}", "--wait=false"),
-    "deleted without grace": ("delete", "pod", "{pod}", "--force", "--grace-period=0"),
-    "slurmd killed in the pod": ("exec", "{pod}", "--", "pkill", "-KILL", "-x", "slurmd"),
+    "deleted": (("delete", "pod", "{pod}", "--wait=false"), STOP_HOOK),
+    "deleted without grace": (("delete", "pod", "{pod}", "--force", "--grace-period=0"), NEXT_CONTAINER),
+    "slurmd killed in the pod": (("exec", "{pod}", "--", "pkill", "-KILL", "-x", "slurmd"), NEXT_CONTAINER),
 }
 
 
@@ -280,23 +285,25 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
     kept_out = sbatch_on(slurm, node, "-c1", "--no-requeue", "--wrap", "sleep 600")
     wait_for(lambda: {slurm.job_state(job), slurm.job_state(kept_out)} == {"RUNNING"}, 90, 1, explain=slurm.explain)
     start = time.monotonic()
-    words = [w.format(pod=node) for w in POD_LOSSES[how]]
+    loss, teller = POD_LOSSES[how]
+    words = [w.format(pod=node) for w in loss]
     # An exec whose container dies under it may end in an error: the requeue below is the proof.
     slurm.kube.kubectl("-n", slurm.kube.namespace, *words, check=words[0] != "exec")
     wait_for(lambda: int(job_record(slurm, job).get("Restarts", 0)) >= 1, 180, 1, explain=slurm.explain)
     requeued = time.monotonic() - start
     assert finished(slurm, kept_out)["JobState"] == "NODE_FAIL"
-    # The worker's entrypoint set the node down (not Slurm's own check, which comes minutes later).
+    # The worker set the node down (not Slurm's own check, which comes minutes later).
     said = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", CONTROLLER).stdout
-    assert re.search(r"node %s reason set to: %s pod restarted, jobs lost: [\d,]*\b%s\b"
-                     % (node, C.DRAIN_REASON_PREFIX, job), said), said[-3000:]  # fmt: skip
+    assert re.search(r"node %s reason set to: %s %s: [\d,]*\b%s\b"
+                     % (node, C.DRAIN_REASON_PREFIX, teller, job), said), said[-3000:]  # fmt: skip
     wait_for(lambda: in_service(slurm.nodes().get(node, set())), 120, 1, explain=slurm.explain)
     return job, {"requeued_after_s": round(requeued, 1), "in_service_after_s": round(time.monotonic() - start, 1)}
 
 
 def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: SlurmView):
-    """Job processes die with their pod (or container). The new one tells slurmctld before slurmd
-    starts: jobs are requeued, --no-requeue jobs fail NODE_FAIL, the node serves again."""
+    """Job processes die with their pod (or container). The stopping pod, or else the new one
+    before slurmd starts, tells slurmctld: jobs are requeued, --no-requeue jobs fail NODE_FAIL,
+    the node serves again."""
     measured, requeued = {}, []
     for how in POD_LOSSES:
         job, measured[how] = lose_running_jobs(slurm, NODES[1], how)
@@ -309,3 +316,142 @@ def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: Slur
     for job in requeued:  # a requeued job waits out its old credential's life (120 s) first
         record = finished(slurm, job, timeout=400)
         assert (record["JobState"], int(record["Restarts"]) >= 1) == ("COMPLETED", True), record
+
+
+# ---------------------------------------------------------------------------- evictions and drains
+
+
+def pod_of(slurm: SlurmView, pod: str) -> dict:
+    got = slurm.kube.kubectl("-n", slurm.kube.namespace, "get", "pod", pod, "-o", "json", check=False)
+    return json.loads(got.stdout) if got.returncode == 0 else {"metadata": {}, "spec": {}}
+
+
+def evictable(slurm: SlurmView, pod: str) -> bool:
+    return (pod_of(slurm, pod)["metadata"].get("labels") or {}).get(C.LABEL_EVICTABLE) == "true"
+
+
+def evict(slurm: SlurmView, pod: str) -> subprocess.CompletedProcess:
+    """What `kubectl drain` and autoscalers do for each pod: a POST to the Eviction API."""
+    ns = slurm.kube.namespace
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": ns}}
+    return slurm.kube.kubectl("create", "--raw", "/api/v1/namespaces/%s/pods/%s/eviction" % (ns, pod), "-f", "-",
+                              input=json.dumps(body), check=False)  # fmt: skip
+
+
+def node_reason(slurm: SlurmView, node: str) -> str:
+    nodes = json.loads(slurm.run("scontrol", "show", "node", node, "--json"))["nodes"]
+    return nodes[0].get("reason") or "" if nodes else ""
+
+
+def serves_in_a_new_pod(slurm: SlurmView, node: str, old_uid: str) -> bool:
+    pod = pod_of(slurm, node)
+    return pod["metadata"].get("uid", old_uid) != old_uid and in_service(slurm.nodes().get(node, set()))
+
+
+def test_an_eviction_is_refused_for_a_busy_worker_and_takes_an_idle_one_at_once(slurm: SlurmView):
+    job = sbatch_on(slurm, NODES[0], "-c1", "--wrap", "sleep 600")
+    try:
+        slurm.wait_running(job)
+        # The operator's next pass labels the idle node evictable and the busy one not.
+        wait_for(lambda: evictable(slurm, NODES[1]) and not evictable(slurm, NODES[0]), 60, 2, explain=slurm.explain)
+        busy_uid, idle_uid = (pod_of(slurm, n)["metadata"]["uid"] for n in NODES)
+        refused = evict(slurm, NODES[0])
+        assert refused.returncode != 0 and "disruption budget" in refused.stderr, refused.stderr
+        taken = evict(slurm, NODES[1])
+        assert taken.returncode == 0, taken.stderr
+        wait_for(lambda: serves_in_a_new_pod(slurm, NODES[1], idle_uid), 180, 2, explain=slurm.explain)
+        assert slurm.job_state(job) == "RUNNING"
+        assert pod_of(slurm, NODES[0])["metadata"]["uid"] == busy_uid
+    finally:
+        slurm.run("scancel", job)
+
+
+def test_kubectl_drain_waits_for_a_busy_worker_requeues_after_the_timeout_and_the_node_comes_back(slurm: SlurmView):
+    """One job ends within the drain timeout, one is requeued after it (an Event names it); the
+    pod is evicted only then. The host uncordoned, the new pod serves and the drain is lifted."""
+    kube, node = slurm.kube, NODES[0]
+    host, old_uid = pod_of(slurm, node)["spec"]["nodeName"], pod_of(slurm, node)["metadata"]["uid"]
+    timeout = {"spec": {"drainTimeoutSeconds": 30}}
+    kube.kubectl("-n", kube.namespace, "patch", "nodeset", NODESET, "--type=merge", "-p", json.dumps(timeout))
+    short = sbatch_on(slurm, node, "-c1", "--wrap", "sleep 15")
+    long = sbatch_on(slurm, node, "-c1", "--wrap", 'test "${SLURM_RESTART_COUNT:-0}" -gt 0 || sleep 600')
+    wait_for(lambda: {slurm.job_state(short), slurm.job_state(long)} == {"RUNNING"}, 90, 1, explain=slurm.explain)
+    drain = subprocess.Popen(["kubectl", "drain", host, "--pod-selector=statefulset.kubernetes.io/pod-name=" + node,
+                              "--delete-emptydir-data", "--ignore-daemonsets", "--timeout=300s"],
+                             env=kube.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    reasons = set()
+    try:
+        def drain_done() -> bool:
+            reasons.add(node_reason(slurm, node))
+            return drain.poll() is not None
+
+        wait_for(drain_done, 300, 2, explain=slurm.explain)
+        said = drain.communicate()[0]
+        assert drain.returncode == 0, said
+        assert any(r.startswith("%s kubernetes eviction since " % C.DRAIN_REASON_PREFIX) for r in reasons), reasons
+        assert (finished(slurm, short)["JobState"], int(job_record(slurm, short)["Restarts"])) == ("COMPLETED", 0)
+        assert int(job_record(slurm, long)["Restarts"]) >= 1
+        events = kube.get_json("events", "--field-selector", "reason=JobRequeued")["items"]
+        assert any("requeued job %s from %s" % (long, node) in e["message"] for e in events), events
+    finally:
+        if drain.poll() is None:
+            drain.kill()
+        kube.kubectl("uncordon", host)
+        kube.kubectl("-n", kube.namespace, "patch", "nodeset", NODESET, "--type=merge",
+                     "-p", json.dumps({"spec": {"drainTimeoutSeconds": 600}}))  # fmt: skip
+    wait_for(lambda: serves_in_a_new_pod(slurm, node, old_uid), 180, 2, explain=slurm.explain)
+    record = finished(slurm, long, timeout=400)
+    assert (record["JobState"], int(record["Restarts"]) >= 1) == ("COMPLETED", True), record
+
+
+# ---------------------------------------------------------------------------- readiness and the controller
+
+
+def kubectl_wait_ready(slurm: SlurmView, obj: str, seconds: int) -> subprocess.CompletedProcess:
+    return slurm.kube.kubectl("-n", slurm.kube.namespace, "wait", "--for=condition=Ready", obj,
+                              "--timeout=%ds" % seconds, check=False, timeout=seconds + 30)  # fmt: skip
+
+
+def test_kubectl_wait_for_ready_holds_when_healthy_and_times_out_while_a_node_set_is_below_its_replicas(
+        slurm: SlurmView):
+    kube = slurm.kube
+    for obj in ("slurmcluster/" + CLUSTER, "nodeset/" + NODESET):
+        assert kubectl_wait_ready(slurm, obj, 60).returncode == 0, obj
+    # A node set whose pod no Kubernetes node may run: below its replicas for good.
+    nowhere = {"catchAll": False, "resources": TINY_NODES["resources"],
+               "placement": {"nodeSelector": {"slurmkube.io/test-no-such-node": "true"}}}
+    kube.apply(manifests(nodeset_manifest(kube.namespace, CLUSTER, "nowhere", 1, nowhere)))
+    try:
+        def ready_is(value: str) -> bool:
+            conditions = kube.get_json("slurmcluster", CLUSTER).get("status", {}).get("conditions") or []
+            return any(c["type"] == "Ready" and c["status"] == value for c in conditions)
+
+        wait_for(lambda: ready_is("False"), 60, 2, explain=slurm.explain)
+        for obj in ("slurmcluster/" + CLUSTER, "nodeset/nowhere"):
+            below = kubectl_wait_ready(slurm, obj, 10)
+            assert below.returncode != 0 and "timed out" in below.stderr, (obj, below.stderr)
+        assert kubectl_wait_ready(slurm, "nodeset/" + NODESET, 10).returncode == 0
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "nodeset", "nowhere", "--wait=true", timeout=180)
+    assert kubectl_wait_ready(slurm, "slurmcluster/" + CLUSTER, 180).returncode == 0
+
+
+def test_sbatch_from_login_while_the_controller_pod_is_replaced_loses_no_submission(slurm: SlurmView, user_key):
+    """Clients retry their connection to slurmctld (once a second for MsgTimeout); the state
+    slurmctld saves on the way down keeps every job it accepted."""
+    loop = "for i in $(seq 20); do sbatch --parsable -o /dev/null --wrap 'sleep 1' || echo FAILED; sleep 0.5; done"
+    ssh = ["kubectl", "-n", slurm.kube.namespace, "exec", LOGIN, "--", "ssh", "-i", KEY_IN_POD, "-o", "BatchMode=yes",
+           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "%s@127.0.0.1" % USER, loop]
+    old_uid = pod_of(slurm, CONTROLLER)["metadata"]["uid"]
+    submitting = subprocess.Popen(ssh, env=slurm.kube.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # a few submissions in
+    started = time.monotonic()
+    slurm.kube.kubectl("-n", slurm.kube.namespace, "delete", "pod", CONTROLLER, "--wait=false")
+    out, err = submitting.communicate(timeout=600)
+    print("20 submissions around the controller's replacement took %.0f s after its deletion"
+          % (time.monotonic() - started))
+    assert pod_of(slurm, CONTROLLER)["metadata"].get("uid") not in (None, old_uid)
+    jobs = out.split()
+    assert "FAILED" not in jobs and len(jobs) == 20, out + err
+    for job in jobs:
+        assert finished(slurm, job, timeout=180)["JobState"] == "COMPLETED", job

@@ -8,7 +8,9 @@ StatefulSet delete their pods, so `sinfo` never lists a node that no longer exis
 job is killed without being requeued. Updates replace one node at a time, each drained and
 idle first. Replacement (spec.healthChecks.replaceDrainedNodes) deletes the pod of an idle
 node that the health checks drained for a hardware reason, one per node set at a time, and
-resumes the node once its new pod is ready. The decisions depend only on what Slurm and
+resumes the node once its new pod is ready. Evictions: a node whose Kubernetes node is being
+emptied is drained, its jobs finish or are requeued after the drain timeout, and only a node
+with no job may be evicted (the disruption budget covers the others). The decisions depend only on what Slurm and
 Kubernetes report: the drain reasons carry their start time, so an operator restart picks up
 where it was.
 """

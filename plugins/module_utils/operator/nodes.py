@@ -1,8 +1,9 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The reconcile step that acts on Slurm's nodes: drain, requeue, delete and resume them for
-scale-downs, updates and replacements (decided by nodeplan.py), retire deleted node sets,
-explain unresponsive nodes, and `scontrol reconfigure` when the configuration changed."""
+scale-downs, updates, replacements and evictions (decided by nodeplan.py), mark the worker pods
+an eviction may take, retire deleted node sets, explain unresponsive nodes, and `scontrol
+reconfigure` when the configuration changed."""
 
 from __future__ import annotations
 
