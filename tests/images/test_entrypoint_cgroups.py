@@ -45,7 +45,9 @@ def test_every_process_leaves_the_root_cgroup_for_init_scope(tmp_path):
         "sleep 300 & sleep 301 & sleep 302 &\n"  # its daemons (tini, munged, ...)
         'leave_cgroup_root "$1"; echo "rc=$?"\n'
         'echo "left=$(wc -l <"$1/cgroup.procs") moved=$(wc -l <"$1/init.scope/cgroup.procs")"\n'
-        "kill %1 %2 %3\n"
+        # Reaped before the script ends: a killed process still counts in its cgroup until then,
+        # and the cgroup cannot be removed (a cold CI run failed its cleanup on EBUSY).
+        "kill %1 %2 %3; wait\n"
     ))
     try:
         out = subprocess.run(["bash", str(script), str(pod), str(UNIFIED)], capture_output=True, text=True,

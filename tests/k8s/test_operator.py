@@ -264,30 +264,50 @@ def test_a_setting_slurmd_reads_at_start_replaces_nodes_one_at_a_time_and_loses_
     wait_ready(kube, CLUSTER, operator)
 
 
+def events_of(kube: Cluster, reason: str) -> list:
+    """The messages of the cluster's Events with this reason."""
+    items = kube.get_json("events", "--field-selector", "involvedObject.name=%s,reason=%s" % (CLUSTER, reason))
+    return [e["message"] for e in items["items"]]
+
+
 def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewhere(
         slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
+    """Past the drain timeout the operator requeues the node's job (an Event names it). A job sent
+    with --no-requeue is not retried: one Event and the cluster's status name it, it runs on, and
+    the node leaves once it ends."""
     kube = slurm_cluster
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3, "drainTimeoutSeconds": 5}})
     staying = {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}
     wait_for(lambda: exactly_these_in_service(slurm.nodes(), staying | {"demo-cpu-2"}), 240, 3,
              explain=slurm.explain)
-    # Start the job on the node that goes, yet leave it free to run anywhere once requeued. Its
+    # Start the jobs on the node that goes, yet leave them free to run anywhere once requeued. The
     # first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
     held = ",".join(sorted(staying))
     slurm.run("scontrol", "update", "nodename=" + held, "state=drain", "reason=test: keep free")
     try:
         job = slurm.run("sbatch", "--parsable", "-o", "/tmp/requeue-%j.out",
                         "--wrap", 'test -n "$SLURM_RESTART_COUNT" || sleep 3600').strip()
+        stuck = slurm.run("sbatch", "--parsable", "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 3600").strip()
         slurm.wait_running(job)
+        slurm.wait_running(stuck)
     finally:
         slurm.run("scontrol", "update", "nodename=" + held, "state=resume")
-    assert slurm.job(job)["nodes"] == "demo-cpu-2"
+    assert slurm.job(job)["nodes"] == slurm.job(stuck)["nodes"] == "demo-cpu-2"
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
     wait_for(lambda: slurm.job_state(job) == "COMPLETED", 300, 3, explain=slurm.explain)
     finished = slurm.job(job)
     assert finished["restart_cnt"] >= 1 and finished["nodes"] in staying, finished
+    assert any("requeued job %s from demo-cpu-2" % job in m for m in events_of(kube, "JobRequeued"))
+    wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == [{"jobId": int(stuck),
+                                                                                "node": "demo-cpu-2"}], 60, 3)
+    time.sleep(25)  # a few more passes: still one Event, and the job still runs
+    said = [m for m in events_of(kube, "JobNotRequeued") if "job %s on demo-cpu-2" % stuck in m]
+    assert len(said) == 1, said
+    assert slurm.job_state(stuck) == "RUNNING" and "demo-cpu-2" in slurm.nodes()
+    slurm.run("scancel", stuck)
     wait_for(lambda: set(slurm.nodes()) == staying, 180, 3, explain=slurm.explain)
     wait_for(lambda: worker_pods(kube, "cpu") == {"demo-cpu-0", "demo-cpu-1"}, 180, 3)
+    wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == [], 60, 3)
     patch(kube, "nodeset", "cpu", {"spec": {"drainTimeoutSeconds": 600}})
     wait_ready(kube, CLUSTER, operator)
 

@@ -149,7 +149,7 @@ class NodeSteps:
         A job may start on a labelled node before the next pass: if an eviction takes the pod
         then, its stop hook (slurmkube-worker-stop) hands the job back to Slurm to requeue."""
         for pod in pods:
-            wanted = evictable(slurm_nodes.get(pod.name)) and not pod.terminating
+            wanted = evictable(slurm_nodes.get(pod.name))
             if wanted != pod.evictable and not pod.terminating:
                 self.kube.merge_patch("v1", "Pod", pod.name, cluster.namespace,
                                       {"metadata": {"labels": {C.LABEL_EVICTABLE: "true" if wanted else None}}})
