@@ -229,6 +229,13 @@ lk_network_up() {
   # Docker sets the FORWARD policy to DROP; let our bridge's traffic through.
   lk_ipt_ensure filter FORWARD -i "$LK_BRIDGE" -j ACCEPT
   lk_ipt_ensure filter FORWARD -o "$LK_BRIDGE" -j ACCEPT
+  # A Service address that kube-proxy did not translate (no endpoint at that moment, say while
+  # a controller pod is replaced) is refused, as kube-proxy's nftables mode does, instead of
+  # leaving by the default route. On this kind of machine that route's gateway answers any TCP
+  # connection (an HTTP proxy): Slurm clients read its reply as "Insane message length" and
+  # give up, where a refused connection is retried for MessageTimeout (measured).
+  lk_ipt_ensure filter FORWARD -d "$LK_SERVICE_CIDR" -j REJECT
+  lk_ipt_ensure filter OUTPUT -d "$LK_SERVICE_CIDR" -j REJECT
 }
 
 lk_start_etcd() {

@@ -156,6 +156,10 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         "SrunPortRange": "%d-%d" % C.SRUN_PORT_RANGE,
         "SlurmdTimeout": 120,
         "SlurmctldTimeout": 60,
+        # Clients retry a refused connection to slurmctld once a second for MessageTimeout
+        # seconds (measured on 24.11). While a controller pod is replaced its Service has no
+        # endpoint: the default 10 s barely covers stop, start and readiness on a busy node.
+        "MessageTimeout": 30,
         "InactiveLimit": 0,
         "KillWait": 30,
         "MinJobAge": 300,
