@@ -172,9 +172,14 @@ def user_key(slurm: SlurmView, tmp_path_factory) -> Path:
             "namespace": kube.namespace, "kubeconfig": kube.env["KUBECONFIG"]}  # fmt: skip
     proc, result = run_module(tmp_path_factory.mktemp("jail-user"), "jail_user", args, env=kube.env)
     assert result is not None, proc.stdout[-3000:]
-    kube.kubectl("-n", kube.namespace, "exec", "-i", LOGIN, "--", "sh", "-c", "umask 077; cat >%s" % KEY_IN_POD,
-                 input=path.read_text())  # fmt: skip
+    put_key_in_login(slurm, path)
     return path
+
+
+def put_key_in_login(slurm: SlurmView, key: Path) -> None:
+    """The user's private key where session() looks for it (again after the login pod is replaced)."""
+    slurm.kube.kubectl("-n", slurm.kube.namespace, "exec", "-i", LOGIN, "--", "sh", "-c",
+                       "umask 077; cat >%s" % KEY_IN_POD, input=key.read_text())  # fmt: skip
 
 
 def session(slurm: SlurmView, command: str, tty: bool = False) -> subprocess.CompletedProcess:
@@ -373,9 +378,9 @@ def test_kubectl_drain_waits_for_a_busy_worker_requeues_after_the_timeout_and_th
     replacement waits, Pending, until the host is uncordoned."""
     kube, node = slurm.kube, NODES[0]
     host, old_uid = pod_of(slurm, node)["spec"]["nodeName"], pod_of(slurm, node)["metadata"]["uid"]
-    timeout = {"spec": {"drainTimeoutSeconds": 30}}
+    timeout = {"spec": {"drainTimeoutSeconds": 20}}
     kube.kubectl("-n", kube.namespace, "patch", "nodeset", NODESET, "--type=merge", "-p", json.dumps(timeout))
-    short = sbatch_on(slurm, node, "-c1", "--wrap", "sleep 15")
+    short = sbatch_on(slurm, node, "-c1", "--wrap", "sleep 10")
     long = sbatch_on(slurm, node, "-c1", "--wrap", 'test "${SLURM_RESTART_COUNT:-0}" -gt 0 || sleep 600')
     wait_for(lambda: {slurm.job_state(short), slurm.job_state(long)} == {"RUNNING"}, 90, 1, explain=slurm.explain)
     drain = subprocess.Popen(["kubectl", "drain", host, "--pod-selector=statefulset.kubernetes.io/pod-name=" + node,
@@ -431,9 +436,9 @@ def test_kubectl_wait_for_ready_holds_when_healthy_and_times_out_while_a_node_se
 
         wait_for(lambda: ready_is("False"), 60, 2, explain=slurm.explain)
         for obj in ("slurmcluster/" + CLUSTER, "nodeset/nowhere"):
-            below = kubectl_wait_ready(slurm, obj, 10)
+            below = kubectl_wait_ready(slurm, obj, 5)
             assert below.returncode != 0 and "timed out" in below.stderr, (obj, below.stderr)
-        assert kubectl_wait_ready(slurm, "nodeset/" + NODESET, 10).returncode == 0
+        assert kubectl_wait_ready(slurm, "nodeset/" + NODESET, 30).returncode == 0
     finally:
         kube.kubectl("-n", kube.namespace, "delete", "nodeset", "nowhere", "--wait=true", timeout=180)
     assert kubectl_wait_ready(slurm, "slurmcluster/" + CLUSTER, 180).returncode == 0
@@ -447,6 +452,7 @@ def test_sbatch_from_login_while_the_controller_pod_is_replaced_loses_no_submiss
     ssh = ["kubectl", "-n", slurm.kube.namespace, "exec", LOGIN, "--", "ssh", "-i", KEY_IN_POD, "-o", "BatchMode=yes",
            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
            "%s@127.0.0.1" % USER, loop]  # fmt: skip
+    put_key_in_login(slurm, user_key)  # the login pod may be a new one (the 0.2.0 test above)
     old_uid = pod_of(slurm, CONTROLLER)["metadata"]["uid"]
     submitting = subprocess.Popen(ssh, env=slurm.kube.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)  # a few submissions in
