@@ -270,34 +270,42 @@ def events_of(kube: Cluster, reason: str) -> list:
     return [e["message"] for e in items["items"]]
 
 
+def start_on_the_leaving_node(slurm: SlurmView, staying: set, *sbatch: str) -> str:
+    """A job started on demo-cpu-2 (the others drained meanwhile), free to run anywhere later."""
+    wait_for(lambda: exactly_these_in_service(slurm.nodes(), staying | {"demo-cpu-2"}), 240, 3,
+             explain=slurm.explain)
+    held = ",".join(sorted(staying))
+    slurm.run("scontrol", "update", "nodename=" + held, "state=drain", "reason=test: keep free")
+    try:
+        job = slurm.run("sbatch", "--parsable", *sbatch).strip()
+        slurm.wait_running(job)
+    finally:
+        slurm.run("scontrol", "update", "nodename=" + held, "state=resume")
+    assert slurm.job(job)["nodes"] == "demo-cpu-2"
+    return job
+
+
 def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewhere(
         slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
     """Past the drain timeout the operator requeues the node's job (an Event names it). A job sent
     with --no-requeue is not retried: one Event and the cluster's status name it, it runs on, and
     the node leaves once it ends."""
     kube = slurm_cluster
-    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3, "drainTimeoutSeconds": 5}})
     staying = {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}
-    wait_for(lambda: exactly_these_in_service(slurm.nodes(), staying | {"demo-cpu-2"}), 240, 3,
-             explain=slurm.explain)
-    # Start the jobs on the node that goes, yet leave them free to run anywhere once requeued. The
-    # first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
-    held = ",".join(sorted(staying))
-    slurm.run("scontrol", "update", "nodename=" + held, "state=drain", "reason=test: keep free")
-    try:
-        job = slurm.run("sbatch", "--parsable", "-o", "/tmp/requeue-%j.out",
-                        "--wrap", 'test -n "$SLURM_RESTART_COUNT" || sleep 3600').strip()
-        stuck = slurm.run("sbatch", "--parsable", "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 3600").strip()
-        slurm.wait_running(job)
-        slurm.wait_running(stuck)
-    finally:
-        slurm.run("scontrol", "update", "nodename=" + held, "state=resume")
-    assert slurm.job(job)["nodes"] == slurm.job(stuck)["nodes"] == "demo-cpu-2"
+    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3, "drainTimeoutSeconds": 5}})
+    # Its first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
+    job = start_on_the_leaving_node(slurm, staying, "-o", "/tmp/requeue-%j.out",
+                                    "--wrap", 'test -n "$SLURM_RESTART_COUNT" || sleep 3600')
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
     wait_for(lambda: slurm.job_state(job) == "COMPLETED", 300, 3, explain=slurm.explain)
     finished = slurm.job(job)
     assert finished["restart_cnt"] >= 1 and finished["nodes"] in staying, finished
     assert any("requeued job %s from demo-cpu-2" % job in m for m in events_of(kube, "JobRequeued"))
+    wait_for(lambda: set(slurm.nodes()) == staying, 180, 3, explain=slurm.explain)
+    # Again with a job that may not be requeued (the nodes have one CPU: one job at a time).
+    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3}})
+    stuck = start_on_the_leaving_node(slurm, staying, "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 3600")
+    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
     wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == [{"jobId": int(stuck),
                                                                                 "node": "demo-cpu-2"}], 60, 3)
     time.sleep(25)  # a few more passes: still one Event, and the job still runs

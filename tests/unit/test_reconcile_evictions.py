@@ -89,6 +89,11 @@ def test_a_no_requeue_job_past_the_timeout_is_reported_once_and_never_requeued(w
     second = R.Reconciler(kube, clock=lambda: later).reconcile(with_status(cluster, first))
     assert not [e for e in second.events if e.reason == "JobNotRequeued"]
     assert second.status["jobsNotRequeued"] == first.status["jobsNotRequeued"]
+    # slurmctld unreachable for a pass: the list stays as it was (no second Event later).
+    kube.objects.pop(("Pod", "research", "cpu-controller-0"))
+    blind = R.Reconciler(kube, clock=lambda: later).reconcile(with_status(cluster, second))
+    assert blind.status["jobsNotRequeued"] == first.status["jobsNotRequeued"]
+    kube.pod("cpu-controller-0", T0 - datetime.timedelta(days=3))
     # It ended: the list empties.
     del kube.jobs[61]
     kube.node("cpu-compute-0", "IDLE", "DRAIN", reason=EVICTION_DRAIN)

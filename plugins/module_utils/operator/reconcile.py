@@ -142,6 +142,8 @@ class Reconciler:
         status, per_nodeset = self.status.report(cluster, nodesets, cluster_obj, slurm_nodes, key, live_nodesets,
                                                  self.nodes.not_requeued)
         status["configHash"] = config_hash
+        if slurm_nodes is None:  # Slurm could not be asked: what was found before still holds
+            status["jobsNotRequeued"] = (cluster_obj.get("status") or {}).get("jobsNotRequeued") or []
         events.extend(newly_not_requeued(cluster_obj, self.nodes.not_requeued))
         for name, counts in per_nodeset.items():
             nodeset_status[name] = dict(counts, **nodeset_status.get(name, {}))
