@@ -315,6 +315,7 @@ def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewh
     slurm.run("scancel", stuck)
     wait_for(lambda: set(slurm.nodes()) == staying, 180, 3, explain=slurm.explain)
     wait_for(lambda: worker_pods(kube, "cpu") == {"demo-cpu-0", "demo-cpu-1"}, 180, 3)
+    wait_for(lambda: "demo-cpu-2" not in pods_by_uid(kube), 120, 2)  # gone, not just terminating
     wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == [], 60, 3)
     patch(kube, "nodeset", "cpu", {"spec": {"drainTimeoutSeconds": 600}})
     wait_ready(kube, CLUSTER, operator)
