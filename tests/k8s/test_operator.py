@@ -306,8 +306,8 @@ def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewh
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3}})
     stuck = start_on_the_leaving_node(slurm, staying, "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 3600")
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
-    wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == [{"jobId": int(stuck),
-                                                                                "node": "demo-cpu-2"}], 60, 3)
+    reported = [{"jobId": int(stuck), "node": "demo-cpu-2"}]
+    wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == reported, 60, 3)
     time.sleep(25)  # a few more passes: still one Event, and the job still runs
     said = [m for m in events_of(kube, "JobNotRequeued") if "job %s on demo-cpu-2" % stuck in m]
     assert len(said) == 1, said

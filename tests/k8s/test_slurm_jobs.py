@@ -458,11 +458,12 @@ def test_sbatch_from_login_while_the_controller_pod_is_replaced_loses_no_submiss
     time.sleep(3)  # a few submissions in
     slurm.kube.kubectl("-n", slurm.kube.namespace, "delete", "pod", CONTROLLER, "--wait=false")
     out, err = submitting.communicate(timeout=600)
-    lines = [line.split(None, 1) for line in out.splitlines()]
-    assert len(lines) == 20 and not [r for _, r in lines if r.startswith("FAILED")], out + err
+    stamped = [line.split(None, 1) for line in out.splitlines()]  # [time, job id or FAILED ...]
+    jobs = [parts[-1] for parts in stamped]
+    assert len(jobs) == 20 and not [j for j in jobs if j.startswith("FAILED")], out + err
     wait_for(lambda: pod_of(slurm, CONTROLLER)["metadata"].get("uid", old_uid) != old_uid, 120, 2)
-    stamps = [float(t) for t, _ in lines]
+    times = [float(parts[0]) for parts in stamped]
     print("longest wait between two submissions while the controller was replaced: %.1f s"
-          % max(b - a for a, b in zip(stamps, stamps[1:])))
-    for _, job in lines:
+          % max(b - a for a, b in zip(times, times[1:])))
+    for job in jobs:
         assert finished(slurm, job, timeout=180)["JobState"] == "COMPLETED", job

@@ -194,4 +194,3 @@ def test_a_stopping_worker_hands_its_jobs_back_first():
     sts = by_kind_and_name(render_cluster(*example("cpu-only")).objects)[("StatefulSet", "cpu-compute")]
     hook = containers(sts)[0]["lifecycle"]["preStop"]
     assert hook == {"exec": {"command": [C.WORKER_STOP_PROGRAM]}}
-

@@ -118,8 +118,8 @@ class StatusReport:
         wanted = nodeset.spec.replicas
         ready = in_service >= wanted and counts["desired"] == wanted and counts["ready"] >= wanted \
             and len(registered) <= wanted
-        message = "%d/%d nodes in service, %d/%d pods ready" % (min(in_service, wanted), wanted,
-                                                               min(counts["ready"], wanted), wanted)
+        message = "%d/%d nodes in service, %d/%d pods ready" % (
+            min(in_service, wanted), wanted, min(counts["ready"], wanted), wanted)
         if len(registered) > wanted:
             message += ", %d leaving" % (len(registered) - wanted)
         generation = (live.get("metadata") or {}).get("generation", 0)
