@@ -61,6 +61,8 @@ PROBES = {
     "oom": ("controller", """
         job=$(sbatch --parsable --wait -w %s -o /tmp/oom-%%j.out --mem=100M \\
               --wrap "python3 -c 'b = b\\"x\\" * (600 << 20)'")
+        # sbatch --wait may return while the job is still COMPLETING (seen once in CI).
+        while scontrol show job -o "$job" | grep -q JobState=COMPLETING; do sleep 1; done
         scontrol show job -o "$job"
         """ % NODE),
     "cpuset": ("controller", """

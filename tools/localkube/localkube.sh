@@ -230,11 +230,13 @@ lk_network_up() {
   lk_ipt_ensure filter FORWARD -i "$LK_BRIDGE" -j ACCEPT
   lk_ipt_ensure filter FORWARD -o "$LK_BRIDGE" -j ACCEPT
   # A Service address that kube-proxy did not translate (no endpoint at that moment, say while
-  # a controller pod is replaced) is refused, as kube-proxy's nftables mode does, instead of
+  # a controller pod is replaced) goes nowhere, as in kube-proxy's nftables mode, instead of
   # leaving by the default route. On this kind of machine that route's gateway answers any TCP
   # connection (an HTTP proxy): Slurm clients read its reply as "Insane message length" and
-  # give up, where a refused connection is retried for MessageTimeout (measured).
-  lk_ipt_ensure filter FORWARD -d "$LK_SERVICE_CIDR" -j REJECT
+  # give up, where a connection that fails is retried for MessageTimeout (measured). Pods' packets
+  # are dropped in mangle FORWARD: it comes before filter FORWARD, whose CNI chain accepts
+  # everything from a pod (a REJECT there was passed by in CI).
+  lk_ipt_ensure mangle FORWARD -d "$LK_SERVICE_CIDR" -j DROP
   lk_ipt_ensure filter OUTPUT -d "$LK_SERVICE_CIDR" -j REJECT
 }
 
