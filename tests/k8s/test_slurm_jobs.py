@@ -273,13 +273,15 @@ def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_d
 
 # How a worker pod is lost: kubectl's words for it, and who tells slurmctld. A pod deleted with
 # grace runs its stop hook (slurmkube-worker-stop) while its jobs still run; otherwise the next
-# container's entrypoint reports them lost before slurmd starts.
+# container's entrypoint reports them lost before slurmd starts. A force deletion still runs the
+# hook, within the kubelet's two-second minimum grace: CI saw the hook win that race once in
+# three runs, so either worker may tell there.
 STOP_HOOK = "pod stopping under jobs"
 NEXT_CONTAINER = "pod restarted, jobs lost"
 POD_LOSSES = {
-    "deleted": (("delete", "pod", "{pod}", "--wait=false"), STOP_HOOK),
-    "deleted without grace": (("delete", "pod", "{pod}", "--force", "--grace-period=0"), NEXT_CONTAINER),
-    "slurmd killed in the pod": (("exec", "{pod}", "--", "pkill", "-KILL", "-x", "slurmd"), NEXT_CONTAINER),
+    "deleted": (("delete", "pod", "{pod}", "--wait=false"), (STOP_HOOK,)),
+    "deleted without grace": (("delete", "pod", "{pod}", "--force", "--grace-period=0"), (STOP_HOOK, NEXT_CONTAINER)),
+    "slurmd killed in the pod": (("exec", "{pod}", "--", "pkill", "-KILL", "-x", "slurmd"), (NEXT_CONTAINER,)),
 }
 
 
@@ -290,7 +292,7 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
     kept_out = sbatch_on(slurm, node, "-c1", "--no-requeue", "--wrap", "sleep 600")
     wait_for(lambda: {slurm.job_state(job), slurm.job_state(kept_out)} == {"RUNNING"}, 90, 1, explain=slurm.explain)
     start = time.monotonic()
-    loss, teller = POD_LOSSES[how]
+    loss, tellers = POD_LOSSES[how]
     words = [w.format(pod=node) for w in loss]
     # An exec whose container dies under it may end in an error: the requeue below is the proof.
     slurm.kube.kubectl("-n", slurm.kube.namespace, *words, check=words[0] != "exec")
@@ -299,8 +301,8 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
     assert finished(slurm, kept_out)["JobState"] == "NODE_FAIL"
     # The worker set the node down (not Slurm's own check, which comes minutes later).
     said = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", CONTROLLER).stdout
-    assert re.search(r"node %s reason set to: %s %s: [\d,]*\b%s\b"
-                     % (node, C.DRAIN_REASON_PREFIX, teller, job), said), said[-3000:]  # fmt: skip
+    assert re.search(r"node %s reason set to: %s (%s): [\d,]*\b%s\b"
+                     % (node, C.DRAIN_REASON_PREFIX, "|".join(tellers), job), said), said[-3000:]  # fmt: skip
     wait_for(lambda: in_service(slurm.nodes().get(node, set())), 120, 1, explain=slurm.explain)
     return job, {"requeued_after_s": round(requeued, 1), "in_service_after_s": round(time.monotonic() - start, 1)}
 
