@@ -17,6 +17,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     slurm_node_names,
     slurm_real_memory_mib,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_slurm_conf
 
 
 def cluster(spec=None, name="demo", namespace="hpc"):
@@ -178,3 +179,79 @@ def test_derived_node_values():
     assert slurm_job_memory_mib(ns) == 32768 - 1638
     small = parse_nodeset(nodeset({"resources": {"memory": "1Gi"}}))
     assert (slurm_real_memory_mib(small), slurm_mem_spec_limit_mib(small)) == (1024, 256)
+
+
+# What reaches a config file must stay one value: a newline, a blank or '#' would add settings
+# (a second PlugStackConfig turns the jail off) or cut the line.
+INJECTIONS = [
+    ({"slurm": {"config": {"MinJobAge": "300\nPlugStackConfig=/dev/null"}}}, "spec.slurm.config.MinJobAge",
+     "one word"),
+    ({"slurm": {"config": {"MinJobAge": "300 PlugStackConfig=/dev/null"}}}, "spec.slurm.config.MinJobAge",
+     "one word"),
+    ({"slurm": {"config": {"MailDomain": "x#y"}}}, "spec.slurm.config.MailDomain", "one word"),
+    ({"slurm": {"config": {"SchedulerParameters": ["bf_continue", "a\rb"]}}},
+     "spec.slurm.config.SchedulerParameters[1]", "one word"),
+    ({"slurm": {"config": {"MinJobAge": '"300"'}}}, "spec.slurm.config.MinJobAge", "quotes"),
+    ({"slurm": {"cgroupConfig": {"ConstrainCores": "yes\nCgroupPlugin=autodetect"}}},
+     "spec.slurm.cgroupConfig.ConstrainCores", "one word"),
+    ({"slurm": {"cgroupConfig": {"CgroupMountpoint": "/sys/fs/cgroup"}}}, "spec.slurm.cgroupConfig.CgroupMountpoint",
+     "set by slurmkube"),
+    ({"slurm": {"cgroupConfig": {"bad key": "x"}}}, "spec.slurm.cgroupConfig.bad key", "not a cgroup.conf option"),
+    ({"partitions": [{"name": "p", "config": {"MaxTime": "1:00:00 Nodes=ALL"}}]},
+     "spec.partitions[0].config.MaxTime", "one word"),
+    ({"slurm": {"config": {"Prolog": "/mnt/jail/tmp/x"}}}, "spec.slurm.config.Prolog", "privilegedConfig"),
+    ({"slurm": {"config": {"pluginDir": "/mnt/jail/lib"}}}, "spec.slurm.config.pluginDir", "privilegedConfig"),
+    ({"slurm": {"config": {"SlurmdLogFile": "/etc/passwd"}}}, "spec.slurm.config.SlurmdLogFile", "privilegedConfig"),
+    ({"slurm": {"privilegedConfig": {"MinJobAge": 300}}}, "spec.slurm.privilegedConfig.MinJobAge",
+     "not a privileged setting"),
+    ({"slurm": {"privilegedConfig": {"Epilog": "/x y"}}}, "spec.slurm.privilegedConfig.Epilog", "one word"),
+    ({"slurm": {"topology": [{"name": "s", "nodes": "n[1-2]\nSwitchName=t"}]}}, "spec.slurm.topology[0].nodes",
+     "control characters"),
+    ({"slurm": {"topology": [{"name": "s", "nodes": "n1 Switches=x"}]}}, "spec.slurm.topology[0].nodes",
+     "must match"),
+    ({"images": {"worker": "slurmkube/worker:latest\nx"}}, "spec.images.worker", "control characters"),
+    ({"images": {"worker": "slurmkube/worker:latest x"}}, "spec.images.worker", "must match"),
+    ({"images": {"jail": "Slurmkube/jail"}}, "spec.images.jail", "must match"),
+    ({"accounting": {"host": "db;rm -rf"}}, "spec.accounting.host", "must match"),
+    ({"accounting": {"host": "db PlugStackConfig=/dev/null"}}, "spec.accounting.host", "must match"),
+    ({"jail": {"nfs": {"server": "nfs.example.com\n", "path": "/p"}}}, "spec.jail.nfs.server",
+     "control characters"),
+    ({"jail": {"nfs": {"server": "nfs server", "path": "/p"}}}, "spec.jail.nfs.server", "must match"),
+    ({"healthChecks": {"longChecks": {"ncclPython": "/usr/bin/python3; id"}}},
+     "spec.healthChecks.longChecks.ncclPython", "must match"),
+    ({"healthChecks": {"longChecks": {"schedule": "0 * * * *\n* * * * *"}}},
+     "spec.healthChecks.longChecks.schedule", "control characters"),
+]
+
+
+@pytest.mark.parametrize(("spec", "path", "fragment"), INJECTIONS)
+def test_values_that_would_add_a_setting_or_line_are_rejected_naming_the_field(spec, path, fragment):
+    problems = problems_of(parse_cluster, cluster(spec))
+    assert path in problems, problems
+    assert fragment in problems[path]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"slurm": {"config": {"SchedulerParameters": ["bf_continue", "bf_max_job_test=1000"], "MinJobAge": 300,
+                              "SlurmctldParameters": "enable_configless", "MailDomain": "example.com"}}},
+        {"slurm": {"privilegedConfig": {"Prolog": "/etc/slurm/prolog.d/*", "PluginDir": "/usr/lib/slurm"}}},
+        {"images": {"worker": "registry.example.com:5000/hpc/slurm-worker:24.11.5-1@sha256:" + "a" * 64,
+                    "jail": "localhost/jail_image:v1.2"}},
+        {"accounting": {"enabled": True, "host": "slurmdbd.hpc.svc.cluster.local"}},
+        {"accounting": {"enabled": True, "host": "fd00::10"}},
+        {"jail": {"nfs": {"server": "10.0.0.5", "path": "/export/jail"}}},
+        {"slurm": {"topology": [{"name": "leaf", "nodes": "demo-cpu-[0-3,7],demo-gpu-0"},
+                                {"name": "spine", "switches": ["leaf"]}]}},
+    ],
+)
+def test_ordinary_values_still_pass(spec):
+    parse_cluster(cluster(spec))
+
+
+def test_privileged_settings_reach_slurm_conf_after_the_others():
+    model = parse_cluster(cluster({"slurm": {"config": {"MinJobAge": 300},
+                                             "privilegedConfig": {"Epilog": "/etc/slurm/epilog"}}}))
+    text = render_slurm_conf(model, [])
+    assert "\nEpilog=/etc/slurm/epilog\n" in text and "\nMinJobAge=300\n" in text

@@ -132,15 +132,15 @@ def test_long_checks_cronjob_only_when_enabled():
 def test_slurm_setting_change_does_not_roll_pods_but_restart_setting_does():
     raw = example_resources("cpu-only")
 
-    def hashes(config):
-        raw["cluster"]["spec"] = {"slurm": {"config": config}}
+    def hashes(config, field="config"):
+        raw["cluster"]["spec"] = {"slurm": {field: config}}
         objects = render_raw(raw)
         return {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["annotations"][C.ANNOTATION_CONFIG_HASH]
                 for o in objects if o["kind"] == "StatefulSet"}
 
     base = hashes({})
     assert hashes({"SchedulerParameters": ["bf_continue"], "MinJobAge": 600}) == base
-    changed = hashes({"PluginDir": "/opt/slurm/lib"})
+    changed = hashes({"PluginDir": "/opt/slurm/lib"}, "privilegedConfig")
     assert all(changed[name] != base[name] for name in ("cpu-controller", "cpu-compute"))
     assert changed["cpu-login"] == base["cpu-login"]
 

@@ -68,3 +68,12 @@ def test_a_spec_given_is_applied_and_checked_against_the_node_sets_that_stay():
     assert names(plan.objects) == [("SlurmCluster", "demo")] and plan.spec == spec
     with pytest.raises(SpecError, match="unknown node set"):
         plan_present(kube, Request("demo", "hpc", spec, [{"name": "cpu", "spec": {}}], prune_node_sets=True))
+
+
+def test_a_spec_that_would_inject_a_setting_fails_before_any_write():
+    kube = live_cluster()
+    writes = kube.writes
+    spec = {"slurm": {"config": {"MinJobAge": "300\nPlugStackConfig=/dev/null"}}}
+    with pytest.raises(SpecError, match=r"spec\.slurm\.config\.MinJobAge: must be one word"):
+        plan_present(kube, Request("demo", "hpc", spec, None))
+    assert kube.writes == writes

@@ -53,7 +53,8 @@ def test_jobs_are_confined_by_cgroups_and_accounted():
 def test_slurmd_reports_every_jobs_end_so_the_next_jobs_start_at_once():
     """Any Epilog makes slurmd send EPILOG_COMPLETE, on which slurmctld schedules immediately."""
     assert settings(render_slurm_conf(cluster(), [SMALL]))["Epilog"] == "/bin/true"
-    mine = settings(render_slurm_conf(cluster({"slurm": {"config": {"Epilog": "/opt/site/epilog"}}}), [SMALL]))
+    site = cluster({"slurm": {"privilegedConfig": {"Epilog": "/opt/site/epilog"}}})
+    mine = settings(render_slurm_conf(site, [SMALL]))
     assert mine["Epilog"] == "/opt/site/epilog"
 
 

@@ -37,6 +37,21 @@ SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 SLURM_KEY = r"^[A-Za-z][A-Za-z0-9]*$"
 # Paths the jail plugin takes in plugstack.conf: absolute, no blanks, commas or colons.
 JAIL_PATH = r"^/[^\s,:]*$"
+# An image reference as the container runtimes parse it: [host[:port]/]path[:tag][@digest].
+IMAGE_REF = (r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+             r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
+# A DNS name or an IPv4/IPv6 address: what slurm.conf and a volume's server field take.
+HOST = (r"^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+        r"|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$")
+# A Slurm hostlist expression (node[0-3,7],other).
+HOSTLIST = r"^[A-Za-z0-9_.-]+(\[[0-9,-]+\][A-Za-z0-9_.-]*)*(,[A-Za-z0-9_.-]+(\[[0-9,-]+\][A-Za-z0-9_.-]*)*)*$"
+# A program path that also lands in a job script: no character a shell would read.
+PROGRAM_PATH = r"^/[A-Za-z0-9._/+-]+$"
+# Kubernetes extended resource names (nvidia.com/gpu).
+RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$"
+# What ends a value in Slurm's config files (slurm.conf, cgroup.conf, topology.conf): a blank
+# starts the next Key=Value, '#' a comment, a newline the next line; quotes change the parse.
+SLURM_VALUE_FORBIDDEN = re.compile(r'[\s#"\\\x00-\x1f\x7f]')
 # A StatefulSet's pods carry controller-revision-hash=<name>-<10 chars>: a 63-char label.
 STATEFULSET_NAME_MAX = 52
 NODE_PORT_RANGE = (30000, 32767)
@@ -66,6 +81,42 @@ MANAGED_SLURM_KEYS = frozenset(
         "HealthCheckProgram",
     )
 )
+# slurm.conf keys that make a daemon run a program, load code or write a file as root on the
+# nodes or the controller: whoever sets them is root there. They go in their own field,
+# spec.slurm.privilegedConfig, so an admission policy can forbid exactly that.
+PRIVILEGED_SLURM_KEYS = frozenset(
+    key.lower()
+    for key in (
+        "Prolog",
+        "Epilog",
+        "PrologSlurmctld",
+        "EpilogSlurmctld",
+        "TaskProlog",
+        "TaskEpilog",
+        "ResumeProgram",
+        "ResumeFailProgram",
+        "SuspendProgram",
+        "RebootProgram",
+        "MailProg",
+        "UnkillableStepProgram",
+        "SlurmctldPrimaryOnProg",
+        "SlurmctldPrimaryOffProg",
+        "JobCompLoc",
+        "PluginDir",
+        "Include",
+        "SlurmUser",
+        "SlurmdUser",
+        "SlurmctldLogFile",
+        "SlurmdLogFile",
+        "SlurmSchedLogFile",
+        "SlurmctldPidFile",
+        "SlurmdPidFile",
+    )
+)
+# cgroup.conf keys the product sets itself (the worker makes the writable cgroup copy there).
+MANAGED_CGROUP_KEYS = frozenset(("cgroupmountpoint",))
+# Characters no text field may hold: each would end a line or a word in some file it reaches.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def spec_field(
@@ -123,7 +174,7 @@ class Resources:
     )
     gpus: int = spec_field("GPUs per pod (workers only); 0 for CPU-only nodes.", 0, minimum=0, maximum=64)
     gpu_resource_name: str = spec_field(
-        "Kubernetes extended resource that provides the GPUs.", "nvidia.com/gpu"
+        "Kubernetes extended resource that provides the GPUs.", "nvidia.com/gpu", pattern=RESOURCE_NAME
     )
 
 
@@ -141,10 +192,12 @@ class VolumeClaim:
 class Images:
     """Container images, built by images/build.sh (no registry is needed)."""
 
-    controller: str = spec_field("slurmctld image.", "slurmkube/controller:latest")
-    worker: str = spec_field("slurmd image.", "slurmkube/worker:latest")
-    login: str = spec_field("sshd image.", "slurmkube/login:latest")
-    jail: str = spec_field("Root filesystem users see; copied into the jail volume.", "slurmkube/jail:latest")
+    controller: str = spec_field("slurmctld image.", "slurmkube/controller:latest", pattern=IMAGE_REF)
+    worker: str = spec_field("slurmd image.", "slurmkube/worker:latest", pattern=IMAGE_REF)
+    login: str = spec_field("sshd image.", "slurmkube/login:latest", pattern=IMAGE_REF)
+    jail: str = spec_field(
+        "Root filesystem users see; copied into the jail volume.", "slurmkube/jail:latest", pattern=IMAGE_REF
+    )
     pull_policy: str = spec_field(
         "imagePullPolicy of every pod.", "IfNotPresent", enum=("Always", "IfNotPresent", "Never")
     )
@@ -200,7 +253,7 @@ class Munge:
 class Nfs:
     """An NFS export that holds the jail."""
 
-    server: str = spec_field("NFS server address.")
+    server: str = spec_field("NFS server address.", pattern=HOST)
     path: str = spec_field("Exported path.", pattern=r"^/")
 
 
@@ -261,7 +314,7 @@ class Switch:
     """One line of topology.conf."""
 
     name: str = spec_field("Switch name.", pattern=SLURM_NAME)
-    nodes: Optional[str] = spec_field("Slurm hostlist of nodes on this switch (leaf).", None)
+    nodes: Optional[str] = spec_field("Slurm hostlist of nodes on this switch (leaf).", None, pattern=HOSTLIST)
     switches: List[str] = spec_field("Child switches (spine).", factory=list)
 
 
@@ -270,8 +323,18 @@ class Slurm:
     """Slurm settings beyond what the product derives."""
 
     config: Dict[str, SlurmValue] = spec_field(
-        "slurm.conf overrides, merged last; null deletes a key; list values are merged "
-        "into comma-list keys.",
+        "slurm.conf overrides, merged over the product's; null deletes a key; list values are merged "
+        "into comma-list keys. Values are one word: no blanks, '#', quotes or control characters.",
+        factory=dict,
+    )
+    privileged_config: Dict[str, SlurmValue] = spec_field(
+        "slurm.conf settings that run programs, load code or write files as root on the nodes or the "
+        "controller: Prolog, Epilog, PrologSlurmctld, EpilogSlurmctld, TaskProlog, TaskEpilog, "
+        "ResumeProgram, ResumeFailProgram, SuspendProgram, RebootProgram, MailProg, "
+        "UnkillableStepProgram, SlurmctldPrimaryOnProg, SlurmctldPrimaryOffProg, JobCompLoc, "
+        "PluginDir, Include, SlurmUser, SlurmdUser, and the daemons' log and pid files. Merged last. "
+        "WARNING: whoever may set this field is root on every Slurm pod; programs named here run "
+        "outside the jail. Keep it to cluster administrators (the admission policy can forbid it).",
         factory=dict,
     )
     cgroup_config: Dict[str, SlurmValue] = spec_field(
@@ -323,7 +386,7 @@ class LongChecks:
     nccl_python: str = spec_field(
         "Python in the jail that has the nvidia-nccl-cu12 and nvidia-cuda-runtime-cu12 wheels "
         "(the GPU check loads NCCL from them; the product images ship no CUDA).",
-        "/opt/slurmkube/nccl/bin/python3", pattern=r"^/",
+        "/opt/slurmkube/nccl/bin/python3", pattern=PROGRAM_PATH,
     )
 
 
@@ -380,7 +443,7 @@ class Accounting:
 
     enabled: bool = spec_field("Store accounting in slurmdbd.", False)
     host: Optional[str] = spec_field(
-        "slurmdbd host; '<cluster>-slurmdbd' in the same namespace when unset.", None
+        "slurmdbd host; '<cluster>-slurmdbd' in the same namespace when unset.", None, pattern=HOST
     )
     port: int = spec_field("slurmdbd port.", 6819, minimum=1, maximum=65535)
 
@@ -580,12 +643,22 @@ class _Parser:
         return Quantity(str(data))
 
     def slurm_value(self, data: Any, path: str) -> Any:
-        if data is None or isinstance(data, (str, int, bool)):
+        if data is None or isinstance(data, (int, bool)):
+            return data
+        if isinstance(data, str):
+            self.check_slurm_word(data, path)
             return data
         if isinstance(data, (list, tuple)) and all(isinstance(v, (str, int)) for v in data):
+            for i, item in enumerate(data):
+                self.check_slurm_word(str(item), "%s[%d]" % (path, i))
             return [str(v) for v in data]
         self.problem(path, "must be text, a number, true/false, a list or null, got %s" % describe(data))
         return None
+
+    def check_slurm_word(self, data: str, path: str) -> None:
+        if SLURM_VALUE_FORBIDDEN.search(data):
+            self.problem(path, "must be one word without blanks, '#', quotes, backslashes or control characters "
+                         "(Slurm's config files end a value there), got %s" % describe(data))
 
     def check_range(self, data: int, path: str, meta: Mapping[str, Any]) -> None:
         low, high = meta.get("minimum"), meta.get("maximum")
@@ -596,6 +669,9 @@ class _Parser:
 
     def check_text(self, data: str, path: str, meta: Mapping[str, Any]) -> None:
         enum, pattern, max_length = meta.get("enum"), meta.get("pattern"), meta.get("max_length")
+        if CONTROL_CHARACTERS.search(data):
+            self.problem(path, "must not contain control characters (newline, tab, ...), got %s" % describe(data))
+            return
         if enum and data not in enum:
             self.problem(path, "must be one of %s, got %s" % (", ".join(repr(e) for e in enum), describe(data)))
         if pattern and not re.match(pattern, data):
@@ -672,6 +748,8 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
                              "must be an absolute path below /, got %s" % describe(path)))
     problems.extend(_partition_rules(spec.partitions))
     problems.extend(_slurm_config_rules(spec.slurm.config, "spec.slurm.config"))
+    problems.extend(_privileged_config_rules(spec.slurm.privileged_config))
+    problems.extend(_cgroup_config_rules(spec.slurm.cgroup_config))
     if spec.login.node_port is not None and spec.login.service_type != "NodePort":
         problems.append(("spec.login.nodePort", "is only valid with serviceType NodePort, got serviceType %s"
                          % describe(spec.login.service_type)))
@@ -721,8 +799,28 @@ def _slurm_config_rules(config: Mapping[str, Any], where: str, partition: bool =
             problems.append(("%s.%s" % (where, key), "is not a Slurm option name"))
         elif not partition and key.lower() in MANAGED_SLURM_KEYS:
             problems.append(("%s.%s" % (where, key), "is set by slurmkube and cannot be overridden"))
+        elif not partition and key.lower() in PRIVILEGED_SLURM_KEYS:
+            problems.append(("%s.%s" % (where, key), "runs programs or writes files as root: set it in "
+                             "spec.slurm.privilegedConfig, which an administrator may allow"))
         elif partition and key.lower() in ("nodes", "partitionname", "default"):
             problems.append(("%s.%s" % (where, key), "is derived from the partition's fields; set those instead"))
+    return problems
+
+
+def _privileged_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    where = "spec.slurm.privilegedConfig"
+    return [("%s.%s" % (where, key), "is not a privileged setting; set it in spec.slurm.config")
+            for key in config if key.lower() not in PRIVILEGED_SLURM_KEYS]
+
+
+def _cgroup_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    problems = []
+    for key in config:
+        where = "spec.slurm.cgroupConfig.%s" % key
+        if not re.match(SLURM_KEY, key):
+            problems.append((where, "is not a cgroup.conf option name"))
+        elif key.lower() in MANAGED_CGROUP_KEYS:
+            problems.append((where, "is set by slurmkube and cannot be overridden"))
     return problems
 
 

@@ -228,9 +228,15 @@ def partition_line(cluster: SlurmCluster, index: int, nodesets: Sequence[NodeSet
     return " ".join(["PartitionName=%s" % part.name] + key_value_lines(settings))
 
 
+def slurm_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[str, Any]:
+    """slurm.conf's Key=Value settings: the product's, then the spec's, then its privileged ones."""
+    slurm = cluster.spec.slurm
+    return merge_settings(merge_settings(slurm_defaults(cluster, nodesets), slurm.config), slurm.privileged_config)
+
+
 def render_slurm_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
     """The whole slurm.conf text."""
-    settings = merge_settings(slurm_defaults(cluster, nodesets), cluster.spec.slurm.config)
+    settings = slurm_settings(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
     lines = [header(cluster, "slurm.conf")]
     lines.extend(key_value_lines(settings))
@@ -371,7 +377,7 @@ def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> D
 
 def restart_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
     """The slurm.conf values whose change needs daemons restarted, as text to hash."""
-    settings = merge_settings(slurm_defaults(cluster, nodesets), cluster.spec.slurm.config)
+    settings = slurm_settings(cluster, nodesets)
     spelled = {k.lower(): k for k in settings}
     wanted = [spelled[k.lower()] for k in RESTART_KEYS if k.lower() in spelled]
     return "\n".join(key_value_lines({k: settings[k] for k in wanted}))
