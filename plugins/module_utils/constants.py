@@ -80,6 +80,8 @@ NODE_TMP_DIR = "/mnt/slurmkube/tmp"
 # see in the jail: a job cannot rewrite its own limits.
 CGROUP_MOUNT_DIR = "/run/slurmkube/cgroup"
 SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
+# Runs the jail's own tools (useradd, ...) as a root job's task runs: never as the pod's root.
+JAIL_RUN_PROGRAM = "/usr/lib/slurmkube/slurmkube-jail-run"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 WORKER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-worker-stop"  # the worker's preStop hook
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"

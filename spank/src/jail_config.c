@@ -30,14 +30,19 @@ static const char *const cap_names[] = {
  * (dac_read_search), raw devices and kernel state (mknod, sys_rawio,
  * sys_module, bpf, ...), or starve the node's daemons and other jobs
  * (sys_nice: real-time scheduling, CPUs outside the job's; slurmstepd holds it
- * to bind tasks to their CPUs). Everything a root user needs to administer the
- * jail itself (chown, dac_override, setuid, ...) stays.
+ * to bind tasks to their CPUs). setuid/setgid: becoming munged's or sshd's uid
+ * passes the kernel's same-uid test for /proc/<pid>/root and ptrace of those
+ * daemons. setfcap: a file capability planted in the shared jail would raise
+ * whoever runs it elsewhere. net_raw: forged packets (ARP, spoofed sources) on
+ * the pod network. What a root user needs to administer the jail's files
+ * (chown, dac_override, fowner, fsetid, kill) stays.
  */
 static const int default_drop_caps[] = {
 	CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_SYS_MODULE,
 	CAP_SYS_RAWIO, CAP_MKNOD, CAP_SYS_BOOT, CAP_SYS_TIME, CAP_NET_ADMIN,
 	CAP_SYSLOG, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE, CAP_BPF, CAP_PERFMON,
 	CAP_CHECKPOINT_RESTORE, CAP_SYS_PACCT, CAP_AUDIT_CONTROL, CAP_SYS_NICE,
+	CAP_SETUID, CAP_SETGID, CAP_SETFCAP, CAP_NET_RAW,
 };
 
 /* Node-local paths every job needs; binds= entries with the same dst replace them. */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/mount.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,25 +102,44 @@ static unsigned long locked_flags(int fd)
 }
 
 /*
- * Remount a finished bind read-only. The mount point is opened again by
- * walking the jail: a descriptor taken before the mount names the directory
- * beneath the bind, not the bind.
+ * Make the mount at fd and every mount below it read-only in one step
+ * (mount_setattr, Linux 5.12). A bind of /usr/lib/nvidia with mounts inside
+ * would otherwise be read-only at its top only. On an older kernel only the
+ * top mount is remounted (logged).
+ */
+static int make_readonly_recursively(int fd, const char *what, char *err, size_t errlen)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+	char path[64];
+
+	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return jail_fail(err, errlen, "making %s read-only: %s", what, strerror(errno));
+	slurm_debug("spank_jail: no mount_setattr (kernel before 5.12): only the top mount of %s is "
+		    "read-only", what);
+	fd_path(fd, path, sizeof(path));
+	if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(fd), NULL) < 0)
+		return jail_fail(err, errlen, "remounting %s read-only: %s", what, strerror(errno));
+	return 0;
+}
+
+/*
+ * Remount a finished bind read-only, with the mounts below it. The mount
+ * point is opened again by walking the jail: a descriptor taken before the
+ * mount names the directory beneath the bind, not the bind.
  */
 static int remount_readonly(int jail_fd, const struct jail_bind *b, enum jail_node_kind kind,
 			    char *err, size_t errlen)
 {
-	char path[64];
 	int fd = jail_open_mount_point(jail_fd, b->dst, kind);
 	int rc;
 
 	if (fd < 0)
 		return jail_fail(err, errlen, "reopening %s in the jail: %s", b->dst, strerror(errno));
-	fd_path(fd, path, sizeof(path));
-	rc = mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(fd), NULL);
+	rc = make_readonly_recursively(fd, b->dst, err, errlen);
 	close(fd);
-	if (rc < 0)
-		return jail_fail(err, errlen, "remounting %s read-only: %s", b->dst, strerror(errno));
-	return 0;
+	return rc;
 }
 
 /* Open a bind's source on the node; 1 means "optional and absent, skip it". */
@@ -424,29 +444,111 @@ static int cover(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* Remount the mount at `path` read-only (this mount only; its flags that are locked kept). */
+static int remount_path_readonly(const char *path, char *err, size_t errlen)
+{
+	unsigned long flags = 0;
+	int fd = open(path, O_PATH | O_CLOEXEC);
+
+	if (fd >= 0) {
+		flags = locked_flags(fd);
+		close(fd);
+	}
+	if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL) < 0)
+		return jail_fail(err, errlen, "making the node's %s read-only: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Whether the mount point is a file (a bind of the pod's /etc/hosts, say). */
+static bool is_file_mount(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+/*
+ * Every mount of the node read-only in this namespace but what
+ * jail_plan_stepd_readonly keeps: "/" alone would leave the pod's /etc/hosts,
+ * /etc/resolv.conf and volumes writable, each a mount of its own.
+ */
+static int make_node_mounts_readonly(const struct jail_config *cfg, char *err, size_t errlen)
+{
+	char line[3 * PATH_MAX], mount_point[PATH_MAX], fstype[64];
+	FILE *mounts = fopen("/proc/self/mountinfo", "re");
+	int rc = 0;
+
+	if (!mounts)
+		return jail_fail(err, errlen, "reading /proc/self/mountinfo: %s", strerror(errno));
+	while (rc == 0 && fgets(line, sizeof(line), mounts)) {
+		if (jail_parse_mountinfo(line, mount_point, sizeof(mount_point), fstype, sizeof(fstype)) < 0)
+			continue;
+		if (jail_plan_stepd_readonly(cfg, mount_point, fstype, is_file_mount(mount_point)))
+			rc = remount_path_readonly(mount_point, err, errlen);
+	}
+	fclose(mounts);
+	return rc;
+}
+
+/*
+ * A root job's slurmstepd keeps only what the rest of the step needs: the
+ * tasks enter the jail (sys_admin, sys_chroot, setpcap to drop capabilities),
+ * bind to their CPUs (sys_nice), and slurmstepd manages their files, cgroups
+ * and signals. Everything else leaves its effective, permitted, inheritable
+ * and bounding sets for good -- setuid above all: every other root process of
+ * the pod holds it, so slurmstepd's capabilities are no longer a superset of
+ * theirs, and the kernel refuses it /proc/<pid>/root, cwd and fd of every
+ * other process (ptrace access rules; the pod has no sys_ptrace). That is the
+ * path `sbatch -i /proc/1/root/...` took, and any process of the pod could be
+ * used instead of pid 1.
+ */
+static const int stepd_keep_caps[] = {
+	CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL, CAP_SETGID, CAP_SETPCAP,
+	CAP_SYS_ADMIN, CAP_SYS_CHROOT, CAP_SYS_NICE, CAP_SYS_RESOURCE, CAP_IPC_LOCK,
+};
+
+static int shed_stepd_capabilities(char *err, size_t errlen)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	uint64_t keep = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(stepd_keep_caps) / sizeof(stepd_keep_caps[0]); i++)
+		keep |= UINT64_C(1) << stepd_keep_caps[i];
+	if (drop_capabilities(~keep, err, errlen) < 0)
+		return -1;
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return jail_fail(err, errlen, "capget: %s", strerror(errno));
+	for (i = 0; i < _LINUX_CAPABILITY_U32S_3; i++) {
+		uint32_t mask = (uint32_t) (keep >> (32 * i));
+
+		data[i].effective &= mask;
+		data[i].permitted &= mask;
+		data[i].inheritable &= mask;
+	}
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return jail_fail(err, errlen, "capset: %s", strerror(errno));
+	return 0;
+}
+
 /* A root job's slurmstepd opens its stdio files as root: no node file may be among them. */
 static int protect_node_from_root_job(const struct jail_config *cfg, char *err, size_t errlen)
 {
 	const char *writable[] = { cfg->spool, cfg->jail, "/tmp" };
-	unsigned long flags;
 	size_t i;
-	int root_fd;
 
 	for (i = 0; i < sizeof(writable) / sizeof(writable[0]); i++) {
 		if (keep_writable(writable[i], err, errlen) < 0)
 			return -1;
 	}
-	root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	flags = root_fd >= 0 ? locked_flags(root_fd) : 0;
-	if (root_fd >= 0)
-		close(root_fd);
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL) < 0)
-		return jail_fail(err, errlen, "making the node's / read-only: %s", strerror(errno));
+	if (make_node_mounts_readonly(cfg, err, errlen) < 0)
+		return -1;
 	for (i = 0; i < cfg->hide.n; i++) {
 		if (cover(cfg->hide.paths[i], err, errlen) < 0)
 			return -1;
 	}
-	return 0;
+	return shed_stepd_capabilities(err, errlen);
 }
 
 int jail_confine_stepd(const struct jail_config *cfg, bool root_job, char *err, size_t errlen)

@@ -112,3 +112,82 @@ void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const 
 		add_spool_bind(plan, pmix, JAIL_BIND_OPTIONAL);
 	jail_plan_cwd(plan->binds, plan->nbinds, cfg->jail, host_cwd, plan->cwd, sizeof(plan->cwd));
 }
+
+/* Copy one blank-separated mountinfo field, decoding \ooo escapes; NULL if it does not fit. */
+static const char *mountinfo_field(const char *p, char *out, size_t outlen)
+{
+	size_t n = 0;
+
+	while (*p && *p != ' ') {
+		char c = *p++;
+
+		if (c == '\\' && p[0] >= '0' && p[0] <= '3' && p[1] >= '0' && p[1] <= '7' && p[2] >= '0' &&
+		    p[2] <= '7') {
+			c = (char) ((p[0] - '0') * 64 + (p[1] - '0') * 8 + (p[2] - '0'));
+			p += 3;
+		}
+		if (n + 1 >= outlen)
+			return NULL;
+		out[n++] = c;
+	}
+	out[n] = '\0';
+	return *p == ' ' ? p + 1 : p;
+}
+
+int jail_parse_mountinfo(const char *line, char *mount_point, size_t mplen, char *fstype, size_t fslen)
+{
+	char skip[PATH_MAX];
+	const char *p = line, *dash;
+	int i;
+
+	/* id parent major:minor root mount-point options [optional...] - fstype source super-options */
+	for (i = 0; i < 4 && p; i++)
+		p = mountinfo_field(p, skip, sizeof(skip));
+	if (!p || !(p = mountinfo_field(p, mount_point, mplen)) || mount_point[0] != '/')
+		return -1;
+	dash = strstr(p, " - ");
+	if (!dash || !mountinfo_field(dash + 3, fstype, fslen) || !fstype[0])
+		return -1;
+	return 0;
+}
+
+/* Whether path is (exactly, or below when `below`) the source of a bind the job gets writable. */
+static bool writable_bind_source(const struct jail_config *cfg, const char *path, bool below)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nbinds; i++) {
+		const struct jail_bind *b = &cfg->binds[i];
+
+		if (b->flags & (JAIL_BIND_RO | JAIL_BIND_TMPFS))
+			continue;
+		if (below ? jail_path_within(b->src, path) : strcmp(b->src, path) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool jail_plan_stepd_readonly(const struct jail_config *cfg, const char *mount_point, const char *fstype,
+			      bool is_file)
+{
+	const char *writable[] = { cfg->spool, cfg->jail, "/tmp", "/proc", "/sys", "/dev" };
+	size_t i, n = sizeof(writable) / sizeof(writable[0]);
+
+	if (strcmp(mount_point, "/") == 0)
+		return true;
+	if (is_file)
+		n = 3; /* a file bound over the kernel's trees (/dev/termination-log) is the pod's, not the kernel's */
+	for (i = 0; i < n; i++) {
+		if (jail_path_within(writable[i], mount_point))
+			return false;
+	}
+	for (i = 0; i < cfg->mirrors.n; i++) {
+		if (jail_path_within(cfg->mirrors.paths[i], mount_point))
+			return false; /* the jail's own directories, where output files go */
+	}
+	if (is_file)
+		return !writable_bind_source(cfg, mount_point, false);
+	if (strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0)
+		return false;
+	return !writable_bind_source(cfg, mount_point, true);
+}

@@ -58,4 +58,23 @@ void jail_plan_cwd(const struct jail_bind *binds, size_t nbinds, const char *jai
 void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
 		     const char *pmix_dir, struct jail_plan *plan);
 
+/*
+ * One line of /proc/self/mountinfo: the mount point (octal escapes such as
+ * \040 decoded) and the file system type. Returns 0, or -1 for a line that
+ * does not parse or does not fit.
+ */
+int jail_parse_mountinfo(const char *line, char *mount_point, size_t mplen, char *fstype, size_t fslen);
+
+/*
+ * Whether a root job's slurmstepd must see this mount of the node read-only.
+ * Every mount is, except: the writable places of the step (the spool dir, the
+ * jail, /tmp, the jail's directories mirrored over the node's), the kernel's own trees (/proc, /sys, /dev: what is read-only
+ * there already stays so), cgroup file systems (slurmstepd makes the job's
+ * cgroups there) and the source of every bind the job gets writable. A mount
+ * on a file (the pod's /etc/hosts, /dev/termination-log) is read-only unless it
+ * lies in the step's writable places or is itself a writable bind's source.
+ */
+bool jail_plan_stepd_readonly(const struct jail_config *cfg, const char *mount_point, const char *fstype,
+			      bool is_file);
+
 #endif

@@ -18,6 +18,7 @@
  *                            without CAP_SYS_ADMIN, where the plugin must fail)
  *     --expect-file PATH[=TEXT]  PATH exists (and starts with TEXT)
  *     --expect-absent PATH   PATH does not exist
+ *     --expect-denied PATH   opening PATH fails with EACCES or EPERM
  *     --expect-cwd PATH      getcwd() is PATH
  *     --expect-proc          /proc belongs to this process's pid namespace
  *     --expect-readonly DIR / --expect-writable DIR   DIR's mount is read-only / not
@@ -59,7 +60,7 @@
 
 #define MAX_CHECKS 64
 
-enum check_kind { EXPECT_FILE, EXPECT_ABSENT, EXPECT_CWD, EXPECT_PROC, EXPECT_READONLY,
+enum check_kind { EXPECT_FILE, EXPECT_ABSENT, EXPECT_DENIED, EXPECT_CWD, EXPECT_PROC, EXPECT_READONLY,
 		  EXPECT_WRITABLE, EXPECT_CAP, EXPECT_NO_CAP, EXPECT_ONE_ROOT };
 
 struct check {
@@ -103,6 +104,7 @@ static const struct {
 	enum check_kind kind;
 } check_flags[] = {
 	{ "--expect-file", EXPECT_FILE },     { "--expect-absent", EXPECT_ABSENT },
+	{ "--expect-denied", EXPECT_DENIED },
 	{ "--expect-cwd", EXPECT_CWD },       { "--expect-readonly", EXPECT_READONLY },
 	{ "--expect-writable", EXPECT_WRITABLE },
 	{ "--expect-cap", EXPECT_CAP },       { "--expect-no-cap", EXPECT_NO_CAP },
@@ -226,6 +228,17 @@ static int check_file(const char *spec)
 	return report(strncmp(buf, eq + 1, strlen(eq + 1)) == 0, "file content", spec);
 }
 
+static int check_denied(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int why = errno;
+
+	if (fd >= 0)
+		close(fd);
+	printf("open %s: %s\n", path, fd >= 0 ? "opened" : strerror(why));
+	return report(fd < 0 && (why == EACCES || why == EPERM), "denied", path);
+}
+
 static int check_proc(void)
 {
 	char link[64], want[32];
@@ -280,6 +293,8 @@ static int run_check(const struct check *c)
 		return check_file(c->arg);
 	case EXPECT_ABSENT:
 		return report(lstat(c->arg, &st) < 0 && errno == ENOENT, "absent", c->arg);
+	case EXPECT_DENIED:
+		return check_denied(c->arg);
 	case EXPECT_CWD:
 		if (!getcwd(cwd, sizeof(cwd)))
 			snprintf(cwd, sizeof(cwd), "(getcwd: %s)", strerror(errno));

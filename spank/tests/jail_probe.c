@@ -6,12 +6,17 @@
  *
  *   jail_probe PATH...   for each PATH print "readable PATH" or
  *                        "denied PATH: <error>"; exit 0. A PATH written
- *                        "fd9:NAME" is opened relative to descriptor 9.
+ *                        "fd9:NAME" is opened relative to descriptor 9;
+ *                        "cap:N" prints "has cap N" or "lacks cap N"
+ *                        (bounding set, capability number N); "nnp" prints
+ *                        "no_new_privs N".
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -24,6 +29,16 @@ int main(int argc, char **argv)
 		int dir_fd = AT_FDCWD;
 		int fd;
 
+		if (strncmp(path, "cap:", 4) == 0) {
+			int cap = atoi(path + 4);
+
+			printf("%s cap %d\n", prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 ? "has" : "lacks", cap);
+			continue;
+		}
+		if (strcmp(path, "nnp") == 0) {
+			printf("no_new_privs %d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+			continue;
+		}
 		if (strncmp(path, "fd9:", 4) == 0) {
 			dir_fd = 9;
 			path += 4;

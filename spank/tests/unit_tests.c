@@ -285,7 +285,10 @@ static void test_defaults_match_constants(void)
 	CHECK(cfg.drop_caps & CAP_BIT(CAP_DAC_READ_SEARCH));
 	CHECK(cfg.drop_caps & CAP_BIT(CAP_SYS_NICE));
 	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_CHOWN)));
-	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_SETUID)));
+	CHECK(cfg.drop_caps & CAP_BIT(CAP_SETUID));
+	CHECK(cfg.drop_caps & CAP_BIT(CAP_SETGID));
+	CHECK(cfg.drop_caps & CAP_BIT(CAP_NET_RAW));
+	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_FOWNER)));
 	CHECK(cfg.chroot_fallback);
 	CHECK(cfg.mirrors.n == 2);
 	CHECK_STR(cfg.mirrors.paths[0], "/home");
@@ -532,6 +535,60 @@ static void test_plan_binds_the_steps_pmix_dir_when_it_exists(void)
 	CHECK(plan.nbinds == cfg.nbinds);
 }
 
+static void test_mountinfo_lines_are_parsed_with_escapes(void)
+{
+	char mp[PATH_MAX], fs[64];
+
+	CHECK(jail_parse_mountinfo("620 590 0:52 / / ro,relatime master:1 - overlay overlay rw,lowerdir=/x\n",
+				   mp, sizeof(mp), fs, sizeof(fs)) == 0);
+	CHECK_STR(mp, "/");
+	CHECK_STR(fs, "overlay");
+	CHECK(jail_parse_mountinfo("631 620 254:1 /pods/x/etc-hosts /etc/hosts rw,relatime - ext4 /dev/vda rw\n",
+				   mp, sizeof(mp), fs, sizeof(fs)) == 0);
+	CHECK_STR(mp, "/etc/hosts");
+	CHECK_STR(fs, "ext4");
+	CHECK(jail_parse_mountinfo("7 1 0:3 / /mnt/with\\040blank rw shared:2 master:3 - tmpfs tmpfs rw\n",
+				   mp, sizeof(mp), fs, sizeof(fs)) == 0);
+	CHECK_STR(mp, "/mnt/with blank");
+	CHECK_STR(fs, "tmpfs");
+	CHECK(jail_parse_mountinfo("garbage\n", mp, sizeof(mp), fs, sizeof(fs)) < 0);
+	CHECK(jail_parse_mountinfo("1 2 0:3 / relative rw - tmpfs t rw\n", mp, sizeof(mp), fs, sizeof(fs)) < 0);
+	CHECK(jail_parse_mountinfo("1 2 0:3 / /a rw no-separator\n", mp, sizeof(mp), fs, sizeof(fs)) < 0);
+	CHECK(jail_parse_mountinfo("1 2 0:3 / /a-very-long-path rw - tmpfs t rw\n", mp, 4, fs, sizeof(fs)) < 0);
+}
+
+static void test_a_root_jobs_stepd_sees_node_mounts_readonly_but_its_writable_places(void)
+{
+	static struct jail_config cfg;
+	char *words[] = { "binds=/etc/hosts:ro,/var/tmp/node", "submounts=/mnt/sub/scratch:/scratch" };
+	char err[256];
+
+	jail_config_defaults(&cfg);
+	CHECK(jail_config_parse(&cfg, 2, words, err, sizeof(err)) == 0);
+	CHECK(jail_plan_stepd_readonly(&cfg, "/", "overlay", false));
+	CHECK(jail_plan_stepd_readonly(&cfg, "/etc/hosts", "ext4", true));       /* a ro bind's source */
+	CHECK(jail_plan_stepd_readonly(&cfg, "/etc/resolv.conf", "ext4", true)); /* not bound at all */
+	CHECK(jail_plan_stepd_readonly(&cfg, "/dev/termination-log", "ext4", true));
+	CHECK(jail_plan_stepd_readonly(&cfg, "/etc/slurm", "tmpfs", false));
+	CHECK(jail_plan_stepd_readonly(&cfg, "/etc/slurmkube/munge", "tmpfs", false));
+	CHECK(jail_plan_stepd_readonly(&cfg, "/run/slurmkube/cgroup", "tmpfs", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/run/slurmkube/cgroup/memory", "cgroup", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/run/slurmkube/cgroup", "cgroup2", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/var/spool/slurmd", "ext4", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/mnt/jail", "nfs4", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/mnt/jail/etc/x", "ext4", true));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/tmp", "tmpfs", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/root", "ext4", false)); /* a mirror of the jail's */
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/home", "nfs4", false));
+	CHECK(jail_plan_stepd_readonly(&cfg, "/homework", "ext4", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/var/tmp/node", "ext4", false));   /* a writable bind */
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/mnt/sub/scratch", "ext4", false)); /* a sub-mount */
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/proc/sys", "proc", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/dev/shm", "tmpfs", false));
+	CHECK(!jail_plan_stepd_readonly(&cfg, "/sys/fs/cgroup", "cgroup2", false));
+	CHECK(jail_plan_stepd_readonly(&cfg, "/device", "ext4", false)); /* not below /dev */
+}
+
 int main(void)
 {
 	run("path: normalize cleans slashes and dots", test_normalize_cleans_slashes_and_dots);
@@ -560,6 +617,9 @@ int main(void)
 	run("plan: the step's PMIx dir is bound below the spool tmpfs",
 	    test_plan_binds_the_steps_pmix_dir_when_it_exists);
 	run("plan: adds the job dir and never binds the cwd", test_plan_adds_job_dir_and_nothing_for_cwd);
+	run("plan: mountinfo lines are parsed, escapes decoded", test_mountinfo_lines_are_parsed_with_escapes);
+	run("plan: a root job's slurmstepd sees node mounts read-only but its writable places",
+	    test_a_root_jobs_stepd_sees_node_mounts_readonly_but_its_writable_places);
 	printf("1..%d\n", tests_run);
 	printf("# %d passed, %d failed\n", tests_run - tests_failed, tests_failed);
 	return tests_failed ? 1 : 0;

@@ -301,12 +301,13 @@ def env_args(env: list, pod: str) -> list:
 
 
 def write_secret(directory: Path, files: dict) -> None:
-    """Files laid out the way the kubelet mounts a Secret: symlinks into a data dir, mode 0644."""
+    """Files laid out the way the kubelet mounts our Secrets: symlinks into a data dir, mode 0400
+    (the rendered volumes' defaultMode)."""
     data = directory / "..2026_01_01_00_00_00.000000001"
     data.mkdir(parents=True)
     for name, content in files.items():
         (data / name).write_bytes(content)
-        (data / name).chmod(0o644)
+        (data / name).chmod(0o400)
         (directory / name).symlink_to("..data/" + name)
     (directory / "..data").symlink_to(data.name)
 
@@ -613,6 +614,15 @@ def test_jobs_tmp_is_the_nodes_own_scratch(cluster):
     assert mode == "1777"  # sticky: no user deletes another's files
 
 
+@pytest.fixture(scope="module")
+def root_batch_jobs_run(cluster) -> None:
+    """The attacks below pass when a root job's output never appears: first prove a root batch
+    job does run and writes its output where they write theirs."""
+    job = root_sbatch(cluster, "-o", "/root/control-%j.out", "--wrap", "echo ran as $(id -u)")
+    out = cluster.root / "jail" / "root" / ("control-%s.out" % job)
+    assert out.exists() and out.read_text() == "ran as 0\n"
+
+
 def root_sbatch(cluster: Cluster, *args: str) -> str:
     """Submit a job as root from the controller, wait for it; its id (it may fail)."""
     out = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "--wait", "-w", WORKERS[0], *args,
@@ -621,12 +631,32 @@ def root_sbatch(cluster: Cluster, *args: str) -> str:
     return out.stdout.split()[0]
 
 
+SECRET_KEY = C.MUNGE_KEY_MOUNT_DIR + "/" + C.MUNGE_KEY_SECRET_KEY
+
+
+def daemon_ids(cluster: Cluster, host: str) -> dict:
+    """pids of munged and slurmd in the container, and munged's uid."""
+    words = cluster.exec(host, "sh", "-c", "pidof -s munged; pidof -s slurmd; id -u munge").stdout.split()
+    return dict(zip(("munged", "slurmd", "munge_uid"), words))
+
+
+def test_munged_keeps_no_key_file_its_own_uid_could_read(cluster):
+    """Once munged runs, the copy it read is gone; the Secret's file is root's: a process that
+    became munged's uid (root in a job cannot: it has no setuid) would find no key on disk."""
+    ids = daemon_ids(cluster, WORKERS[0])
+    assert cluster.exec(WORKERS[0], "test", "-e", "/etc/munge/munge.key", check=False).returncode != 0
+    as_munge = ["setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", "--"]
+    for path in (SECRET_KEY, "/proc/%s/root%s" % (ids["munged"], SECRET_KEY)):
+        out = cluster.exec(WORKERS[0], *as_munge, "cat", path, check=False)
+        assert out.returncode != 0 and "Permission denied" in out.stderr, (path, out.stdout, out.stderr)
+
+
 @needs_plugin
-@pytest.mark.parametrize("key", [C.MUNGE_KEY_MOUNT_DIR + "/" + C.MUNGE_KEY_SECRET_KEY, "/etc/munge/munge.key"])
-def test_root_job_cannot_take_the_munge_key_as_its_stdin(cluster, key):
-    """slurmstepd opens --input on the node, as the job's user: root's must not reach the key."""
+@pytest.mark.parametrize("through", ["", "/proc/1/root", "/proc/{slurmd}/root", "/proc/{munged}/root"])
+def test_root_job_cannot_take_the_munge_key_as_its_stdin(root_batch_jobs_run, cluster, through):
+    """slurmstepd opens --input on the node, as root for a root job: not the key, by any path."""
     secret = (cluster.root / "munge" / C.MUNGE_KEY_SECRET_KEY).read_bytes()
-    assert cluster.exec(WORKERS[0], "cmp", "-s", key, "/etc/munge/munge.key", check=False).returncode == 0
+    key = through.format(**daemon_ids(cluster, WORKERS[0])) + SECRET_KEY
     job = root_sbatch(cluster, "-i", key, "-o", "/root/stolen-%j.out", "--wrap", "cat")
     out = cluster.root / "jail" / "root" / ("stolen-%s.out" % job)
     got = out.read_bytes() if out.exists() else b""
@@ -634,11 +664,27 @@ def test_root_job_cannot_take_the_munge_key_as_its_stdin(cluster, key):
     assert cluster.exec(WORKERS[0], "test", "-e", "/root/stolen-%s.out" % job, check=False).returncode != 0
 
 
+def worker_file_digest(cluster: Cluster, path: str) -> str:
+    return cluster.exec(WORKERS[0], "sh", "-c", "sha256sum %s 2>&1 || true" % path).stdout
+
+
 @needs_plugin
-def test_root_job_cannot_write_its_output_over_a_workers_file(cluster):
-    before = cluster.exec(WORKERS[0], "cat", "/etc/passwd").stdout
-    root_sbatch(cluster, "-o", "/etc/passwd", "--wrap", "echo pwned")
-    assert cluster.exec(WORKERS[0], "cat", "/etc/passwd").stdout == before
+@pytest.mark.parametrize(
+    ("flag", "target"),
+    [
+        ("-o", "/etc/passwd"),
+        ("-o", "/etc/hosts"),  # a mount of its own in the pod, not part of "/"
+        ("-e", "/etc/resolv.conf"),
+        ("-o", "/proc/1/root/etc/passwd"),
+        ("-o", "/proc/1/root" + C.HEALTHCHECK_PROGRAM),  # slurmd runs it as root, outside the jail
+        ("-o", "/proc/1/root/etc/slurmkube-planted"),
+    ],
+)
+def test_root_job_cannot_write_its_output_over_a_workers_file(root_batch_jobs_run, cluster, flag, target):
+    pod_path = target.replace("/proc/1/root", "")
+    before = worker_file_digest(cluster, pod_path)
+    root_sbatch(cluster, flag, target, "--wrap", "echo pwned; echo pwned >&2")
+    assert worker_file_digest(cluster, pod_path) == before
 
 
 @needs_plugin
@@ -653,6 +699,67 @@ def test_root_job_cannot_reach_the_workers_root_through_proc(cluster):
     assert "LEAK" not in words, out.stdout
     assert words[:-1] == ["0", "0"], out.stdout  # nothing of the key was read
     assert "Permission denied" in out.stderr
+
+
+# Root in a job tries every way out tests/images/attack/root_job_attempts.py knows; each must be
+# refused, and for its own reason (the errno says which wall held).
+DENIED, NOT_PERMITTED, READ_ONLY = "EACCES", "EPERM", "EROFS"
+ROOT_JOB_ATTEMPTS = {
+    "munge key through pid 1's root": {DENIED},
+    "munge key through slurmd's root": {DENIED},
+    "munged's root": {DENIED},
+    "munged's memory": {DENIED},
+    "munged's environment": {DENIED},
+    "becoming munged's uid": {NOT_PERMITTED},
+    "becoming munged's gid": {NOT_PERMITTED},
+    "writing the worker's /etc": {DENIED},
+    "writing the worker's health check": {DENIED},
+    "writing the pod's /etc/hosts": {READ_ONLY},
+    "writing the pod's /etc/resolv.conf": {READ_ONLY},
+    "writing slurm.conf": {READ_ONLY},
+    "remounting / read-write": {NOT_PERMITTED},
+    "remounting slurm.conf read-write": {NOT_PERMITTED},
+    "mounting sysfs": {NOT_PERMITTED},
+    "mounting cgroup2": {NOT_PERMITTED},
+    "mounting a new proc": {NOT_PERMITTED},
+    "unmounting slurm.conf": {NOT_PERMITTED},
+    "loading a kernel module": {NOT_PERMITTED, "ENOSYS"},  # ENOSYS: a kernel built without modules
+    "holding a capability that leaves the jail": {NOT_PERMITTED},
+    "raw IP socket": {NOT_PERMITTED},
+    "packet socket": {NOT_PERMITTED},
+    "ptrace of slurmd": {NOT_PERMITTED},
+    "chroot into pid 1's root": {DENIED, NOT_PERMITTED},
+    "joining pid 1's mount namespace": {DENIED},
+    "making a disk device node": {NOT_PERMITTED},
+    "planting a file capability": {NOT_PERMITTED},
+}
+
+
+@pytest.fixture(scope="module")
+def root_job_attempts(cluster) -> dict:
+    """Each attempt's outcome, from one root job on a worker."""
+    ids = daemon_ids(cluster, WORKERS[0])
+    script = cluster.root / "jail" / "opt" / "root_job_attempts.py"
+    script.write_text((REPO / "tests/images/attack/root_job_attempts.py").read_text())
+    out = cluster.exec(CONTROLLER_POD, "srun", "-N1", "-w", WORKERS[0], "python3", "/opt/root_job_attempts.py",
+                       ids["munged"], ids["slurmd"], ids["munge_uid"], SECRET_KEY, C.HEALTHCHECK_PROGRAM,
+                       timeout=90)  # fmt: skip
+    print(out.stdout, out.stderr)
+    return dict(line.rsplit(": ", 1) for line in out.stdout.splitlines() if ": " in line)
+
+
+@needs_plugin
+@pytest.mark.parametrize(("attempt", "refused_with"), sorted(ROOT_JOB_ATTEMPTS.items()))
+def test_root_in_a_job_is_refused(root_job_attempts, attempt, refused_with):
+    assert root_job_attempts.get(attempt) in refused_with, (attempt, root_job_attempts)
+
+
+@needs_plugin
+def test_root_job_attempts_left_the_worker_as_it_was(root_job_attempts, cluster):
+    assert set(root_job_attempts) == set(ROOT_JOB_ATTEMPTS)
+    assert cluster.exec(WORKERS[0], "test", "-e", "/etc/slurmkube-pwned", check=False).returncode != 0
+    files = cluster.exec(WORKERS[0], "cat", "/etc/hosts", "/etc/resolv.conf", C.HEALTHCHECK_PROGRAM).stdout
+    assert "pwned" not in files
 
 
 def test_workers_register_with_their_size_and_nodeset(cluster):
@@ -716,6 +823,28 @@ def test_ssh_login_lands_in_the_jail_with_slurm_commands(cluster):
     assert out[0] == "test"  # the jail's marker is the session's /
     assert out[1] == "no-sshd-here"  # the login container's own files are not visible
     assert set(out[2:]) == set(WORKERS)
+
+
+CAP_SYS_ADMIN = 21
+
+
+@needs_plugin
+def test_a_setuid_binary_root_planted_in_the_jail_gives_a_session_no_root(root_batch_jobs_run, cluster):
+    """Root in a job can make a setuid-root file in the shared jail; login pods mount the jail
+    nosuid, so a user running it stays the user (and file capabilities count for nothing)."""
+    root_sbatch(cluster, "-o", "/root/plant-%j.out", "--wrap", "cp /usr/bin/id /opt/suid-id && chmod 4755 /opt/suid-id")
+    planted = cluster.root / "jail/opt/suid-id"
+    assert planted.exists() and planted.stat().st_mode & 0o4000
+    out = ssh_to_login(cluster, "/opt/suid-id -u; /opt/suid-id -ru").stdout.split()
+    assert out == [str(JAIL_UID), str(JAIL_UID)]
+
+
+def test_a_session_holds_no_admin_capability_and_cannot_reach_the_login_pods_root(cluster):
+    out = ssh_to_login(cluster, "grep CapBnd /proc/self/status; cat /proc/1/root/etc/ssh/ssh_host_ed25519_key"
+                                " 2>&1 | head -c 200; echo")  # fmt: skip
+    bounding = int(out.stdout.split()[1], 16)
+    assert not bounding & (1 << CAP_SYS_ADMIN), out.stdout  # sshd and its sessions lost it for good
+    assert "Permission denied" in out.stdout and "PRIVATE KEY" not in out.stdout, out.stdout
 
 
 def test_healthcheck_program_drains_on_failure_and_resumes_only_its_own_drain(cluster):
@@ -866,7 +995,7 @@ def rotate_mounted_key(directory: Path, key: bytes) -> None:
     data = directory / "..2026_06_01_00_00_00.000000002"
     data.mkdir()
     (data / C.MUNGE_KEY_SECRET_KEY).write_bytes(key)
-    (data / C.MUNGE_KEY_SECRET_KEY).chmod(0o644)
+    (data / C.MUNGE_KEY_SECRET_KEY).chmod(0o400)
     (directory / "..data_tmp").symlink_to(data.name)
     (directory / "..data_tmp").rename(directory / "..data")
 

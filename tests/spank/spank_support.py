@@ -60,6 +60,10 @@ class Build:
     def probe(self) -> Path:
         return BUILD / "tests" / "jail_probe"
 
+    @property
+    def jail_run(self) -> Path:
+        return BUILD / "slurmkube-jail-run"
+
 
 def make(target: str, include: Path) -> subprocess.CompletedProcess:
     return subprocess.run(

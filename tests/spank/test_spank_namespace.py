@@ -298,7 +298,8 @@ def test_dangerous_capabilities_are_gone_and_root_keeps_the_rest(layout, harness
         layout.words(),
         *("--expect-no-cap", "sys_admin", "--expect-no-cap", "sys_ptrace"),
         *("--expect-no-cap", "dac_read_search", "--expect-no-cap", "mknod"),
-        *("--expect-cap", "chown", "--expect-cap", "setuid", "--expect-cap", "dac_override"),
+        *("--expect-no-cap", "setuid", "--expect-no-cap", "setgid", "--expect-no-cap", "net_raw"),
+        *("--expect-cap", "chown", "--expect-cap", "fowner", "--expect-cap", "dac_override"),
     )
     assert run.returncode == 0
 
@@ -373,6 +374,40 @@ def test_root_jobs_slurmstepd_cannot_read_node_secrets_or_write_the_node(layout,
     assert (secrets / "munge.key").read_text() == "secret\n"
 
 
+def test_root_jobs_slurmstepd_cannot_reach_other_processes_roots_nor_write_the_pods_other_mounts(layout, harness):
+    """sbatch -i /proc/1/root/...: slurmstepd lacks setuid, which every other root process holds,
+    so the kernel refuses it other processes' /proc/<pid>/root. A file mounted on its own (the
+    pod's /etc/hosts) is read-only too, not only "/"."""
+    secret = layout.root / "node-secrets" / "munge.key"
+    write(secret, "secret\n")
+    hosts = layout.root / "pod-hosts"
+    write(hosts, "127.0.0.1 localhost\n")
+    # outside /tmp, which a root job's slurmstepd keeps writable
+    target = Path("/run") / ("slurmkube-test-hosts-%d" % os.getpid())
+    target.write_text("")
+    node_process = subprocess.Popen(["sleep", "60"])
+    try:
+        subprocess.run(["mount", "--bind", str(hosts), str(target)], check=True)
+        run = harness(
+            layout.words(),
+            *("--uid", "0"),
+            *("--stepd-expect-denied", "/proc/%d/root%s" % (node_process.pid, secret)),
+            *("--stepd-expect-denied", "/proc/%d/cwd" % node_process.pid),
+            *("--stepd-expect-readonly", str(target)),
+            *("--stepd-expect-no-cap", "setuid", "--stepd-expect-no-cap", "net_raw"),
+            *("--stepd-expect-cap", "sys_admin"),
+            # the tasks still enter the jail, which stays writable
+            *("--expect-file", "/jail-only.txt=jail", "--expect-writable", "/"),
+        )
+    finally:
+        subprocess.run(["umount", str(target)], check=False)
+        target.unlink()
+        node_process.kill()
+        node_process.wait()
+    assert run.returncode == 0, run.stdout
+    assert hosts.read_text() == "127.0.0.1 localhost\n"
+
+
 def test_other_users_slurmstepd_keeps_the_node_as_it_is(layout, harness):
     secrets = layout.root / "node-secrets"
     write(secrets / "munge.key", "secret\n")
@@ -395,3 +430,44 @@ def test_bad_plugstack_words_fail_the_task(layout, harness):
     run = harness(layout.words("disable=yes"))
     assert run.returncode == 2 and not run.entered
     assert "bad plugstack.conf arguments: unknown option 'disable'" in run.stderr
+
+
+# Capability numbers (linux/capability.h) the jail's tools must not hold, and one they keep.
+CAP_CHOWN, CAP_SETUID, CAP_SYS_CHROOT, CAP_SYS_ADMIN = 0, 7, 18, 21
+
+
+def test_jail_run_gives_the_jails_own_tools_only_what_a_root_job_has(layout, spank_build):
+    """jail_user runs useradd through slurmkube-jail-run: inside the jail, the plugin's capability
+    drop, no_new_privs; the node's files and other processes' roots out of reach."""
+    shutil.copy(spank_build.probe, layout.jail / "probe")
+    node_process = subprocess.Popen(["sleep", "60"])
+    before = mount_table(layout.root)
+    try:
+        secret = "/proc/%d/root%s" % (node_process.pid, layout.host_only)
+        probe = ["/probe", "/jail-only.txt", str(layout.host_only), secret, "nnp"]
+        probe += ["cap:%d" % cap for cap in (CAP_CHOWN, CAP_SETUID, CAP_SYS_CHROOT, CAP_SYS_ADMIN)]
+        run = subprocess.run([str(spank_build.jail_run), *layout.words(), "--", *probe],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    finally:
+        node_process.kill()
+        node_process.wait()
+    print(run.stdout, run.stderr)
+    assert run.returncode == 0
+    lines = run.stdout.splitlines()
+    assert "readable /jail-only.txt" in lines
+    assert "denied %s: No such file or directory" % layout.host_only in lines
+    assert "denied %s: Permission denied" % secret in lines
+    assert "no_new_privs 1" in lines
+    assert "has cap %d" % CAP_CHOWN in lines
+    assert {"lacks cap %d" % c for c in (CAP_SETUID, CAP_SYS_ADMIN)} <= set(lines)
+    assert mount_table(layout.root) == before
+
+
+def test_jail_run_refuses_an_unmounted_jail_and_bad_words(layout, spank_build):
+    (layout.jail / ".slurmkube-jail").unlink()
+    run = subprocess.run([str(spank_build.jail_run), "jail=%s" % layout.jail, "--", "/probe"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert run.returncode == 125 and "is not mounted" in run.stderr
+    bad = subprocess.run([str(spank_build.jail_run), "disable", "--", "/probe"], capture_output=True, text=True,
+                         check=False)  # fmt: skip
+    assert bad.returncode == 64 and "expected key=value" in bad.stderr

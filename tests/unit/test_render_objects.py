@@ -101,7 +101,7 @@ def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
     assert "submounts=/mnt/slurmkube/tmp:/tmp" in plugstack
     # ...and at its pod path too: slurmstepd makes per-step directories there (TmpFS) that
     # the job's ranks open by that path (PMIx's client directory).
-    assert "binds=/etc/hosts,/etc/resolv.conf,/mnt/slurmkube/tmp " in plugstack
+    assert "binds=/etc/hosts:ro,/etc/resolv.conf:ro,/mnt/slurmkube/tmp " in plugstack
     security = pod["containers"][0]["securityContext"]
     assert security["capabilities"] == {"add": ["SYS_ADMIN", "SYS_NICE"]} and "privileged" not in security
 

@@ -4,10 +4,11 @@
 
 Login and controller pods resolve accounts through nss-extrausers pointed at the jail's /etc,
 and jobs run inside the jail, so the jail's passwd/group/shadow are the only place a user
-lives. They are changed with the jail's own tools (``chroot <jail> useradd ...``), run in a
-pod that mounts the jail, through the exec API. Key files are read and written as the user
-inside the jail, so a symlink a user planted in their home cannot make root touch the
-pod's own files.
+lives. They are changed with the jail's own tools (useradd, usermod, ...), run in a pod that
+mounts the jail, through the exec API, by ``slurmkube-jail-run``: inside the jail with a
+root job's capabilities, never as the pod's root, so a tool or /etc/ld.so.preload that root
+in the jail replaced gains nothing. Key files are read and written as the user inside the
+jail, so a symlink a user planted in their home cannot make root touch the pod's own files.
 """
 
 from __future__ import annotations
@@ -336,12 +337,18 @@ class JailAccounts:
             raise JailUserError("%s failed (exit %d): %s" % (what, code, (err or out).strip()))
         return out
 
+    def in_jail(self, *command: str) -> List[str]:
+        """A command run inside the jail as root, with no more power than a root job has."""
+        return [C.JAIL_RUN_PROGRAM, "jail=%s" % self.jail, "--", *command]
+
     def read(self) -> Accounts:
-        """passwd and group of the jail, in one exec; fails when the jail is not populated."""
+        """passwd and group of the jail, in one exec; fails when the jail is not populated.
+        Read from inside the jail: a link planted there resolves in the jail, not in the pod."""
         script = ('[ -e "$1/%s" ] || { echo "$1 is not a populated jail (no %s)" >&2; exit 3; }; '
-                  'cat "$1/etc/passwd"; echo "%s"; cat "$1/etc/group"') % (
-            C.JAIL_MARKER_FILE, C.JAIL_MARKER_FILE, FILE_SEPARATOR)
-        out = self._call(["sh", "-c", script, "sh", self.jail], "reading the jail's accounts")
+                  'shift; exec "$@"') % (C.JAIL_MARKER_FILE, C.JAIL_MARKER_FILE)
+        reader = 'cat /etc/passwd; echo "%s"; cat /etc/group' % FILE_SEPARATOR
+        out = self._call(["sh", "-c", script, "sh", self.jail, *self.in_jail("/bin/sh", "-c", reader)],
+                         "reading the jail's accounts")
         passwd, _sep, group = out.partition(FILE_SEPARATOR + "\n")
         return Accounts(parse_passwd(passwd), parse_group(group))
 
@@ -363,8 +370,8 @@ class JailAccounts:
         self._call(self.as_user(entry, script, entry.home, *keys), "writing %s's authorized_keys" % entry.name)
 
     def apply(self, command: Sequence[str]) -> None:
-        """Run one of the jail's account tools inside the jail."""
-        self._call(["chroot", self.jail, *command], command[0])
+        """Run one of the jail's account tools inside the jail, as root of the jail only."""
+        self._call(self.in_jail(*command), command[0])
 
 
 def ensure_user(jail: JailAccounts, want: WantedUser, check_mode: bool) -> UserResult:

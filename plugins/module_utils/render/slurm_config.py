@@ -304,14 +304,15 @@ def render_plugstack_conf(cluster: SlurmCluster) -> str:
     """plugstack.conf: the jail plugin, required, so no job can start outside the jail.
 
     /etc/hosts and /etc/resolv.conf are the pod's (srun in a job must resolve the
-    controller Service); /tmp is node-local, also seen at its pod path (TmpFS, where
+    controller Service), read-only: root in a job must not rewrite the pod's name
+    resolution; /tmp is node-local, also seen at its pod path (TmpFS, where
     slurmstepd makes per-step directories); a user's sub-mount at /tmp replaces ours.
     """
     jail = cluster.spec.jail
     submounts = ["%s:/tmp" % C.NODE_TMP_DIR] + [submount_argument(s) for s in jail.sub_mounts]
     args = [
         "jail=%s" % C.JAIL_MOUNT_PATH,
-        "binds=/etc/hosts,/etc/resolv.conf,%s" % C.NODE_TMP_DIR,
+        "binds=/etc/hosts:ro,/etc/resolv.conf:ro,%s" % C.NODE_TMP_DIR,
         "mirrors=%s" % (",".join(jail.user_paths) or "none"),
         "submounts=%s" % ",".join(submounts),
     ]
