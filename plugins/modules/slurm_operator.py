@@ -42,6 +42,9 @@ options:
     description:
       - Namespaces whose clusters this operator manages; empty means every namespace.
       - Two operators must never watch the same namespace.
+      - When set, the operator's rights on the clusters' objects (pods and their exec, Secrets by
+        name, StatefulSets, ...) are Roles in these namespaces, which must exist; its ClusterRole
+        keeps only reading nodes and the CRDs. A namespace dropped from the list loses its Role.
     type: list
     elements: str
     default: []

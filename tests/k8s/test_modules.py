@@ -200,3 +200,52 @@ def test_connection_options_come_from_k8s_auth_variables_too(kube: Cluster, tmp_
     proc, result = run_module(tmp_path, "munge_key", {"cluster": "fromenv", "namespace": kube.namespace}, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert result["changed"] is True
+
+
+def test_slurm_cluster_refuses_a_setting_that_would_add_another_before_writing(kube: Cluster, tmp_path: Path):
+    spec = {"slurm": {"config": {"MinJobAge": "300\nPlugStackConfig=/dev/null"}}}
+    proc, result = module(kube, tmp_path, "slurm_cluster", {"name": "inject", "wait": False, "spec": spec})
+    assert result is None and "spec.slurm.config.MinJobAge: must be one word" in proc.stdout
+    assert kube.kubectl("-n", kube.namespace, "get", "slurmcluster", "inject", check=False).returncode != 0
+
+
+def can_i(kube: Cluster, account: str, *question: str) -> bool:
+    return kube.kubectl("auth", "can-i", "--as", account, *question, check=False).returncode == 0
+
+
+def test_an_operator_watching_one_namespace_reads_no_secret_outside_it(kube: Cluster, tmp_path: Path):
+    """kubectl auth can-i as the operator's ServiceAccount: Secrets by name in the watched
+    namespace only, never listed; exec into pods there only; nodes read, not changed."""
+    operator_ns, elsewhere = kube.namespace + "-op", "default"
+    args = {"namespace": operator_ns, "watch_namespaces": [kube.namespace], "replicas": 0, "wait": False,
+            "kubeconfig": kube.env["KUBECONFIG"]}
+    proc, result = run_module(tmp_path, "slurm_operator", args, env=kube.env)
+    assert result and result["changed"], proc.stdout[-3000:]
+    account = "system:serviceaccount:%s:slurmkube-operator" % operator_ns
+    try:
+        allowed = {
+            ("get", "secrets", "-n", kube.namespace): True,
+            ("create", "secrets", "-n", kube.namespace): True,
+            ("list", "secrets", "-n", kube.namespace): False,
+            ("watch", "secrets", "-n", kube.namespace): False,
+            ("get", "secrets", "-n", elsewhere): False,
+            ("list", "secrets", "--all-namespaces"): False,
+            ("create", "pods", "--subresource=exec", "-n", kube.namespace): True,
+            ("create", "pods", "--subresource=exec", "-n", elsewhere): False,
+            ("create", "statefulsets.apps", "-n", elsewhere): False,
+            ("list", "nodes"): True,
+            ("patch", "nodes"): False,
+            ("create", "clusterrolebindings.rbac.authorization.k8s.io"): False,
+        }
+        answers = {question: can_i(kube, account, *question) for question in allowed}
+        assert answers == allowed
+        narrowed = dict(args, watch_namespaces=[kube.namespace + "-other"])
+        kube.kubectl("create", "namespace", kube.namespace + "-other")
+        assert run_module(tmp_path, "slurm_operator", narrowed, env=kube.env)[1]["changed"]
+        assert not can_i(kube, account, "get", "secrets", "-n", kube.namespace)
+        assert can_i(kube, account, "get", "secrets", "-n", kube.namespace + "-other")
+    finally:
+        gone = dict(args, state="absent")
+        run_module(tmp_path, "slurm_operator", gone, env=kube.env)
+        kube.kubectl("delete", "namespace", operator_ns, kube.namespace + "-other", "--wait=false", check=False)
+    assert not can_i(kube, account, "get", "secrets", "-n", kube.namespace + "-other")

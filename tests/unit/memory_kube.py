@@ -34,7 +34,9 @@ class MemoryKube:
         return copy.deepcopy(obj) if obj else None
 
     def list(self, api_version, kind, namespace=None, labels=None):
-        return [copy.deepcopy(o) for key, o in sorted(self.objects.items()) if key[:2] == (kind, namespace)]
+        """As the API server lists: namespace None means every namespace (and cluster-scoped kinds)."""
+        return [copy.deepcopy(o) for key, o in sorted(self.objects.items(), key=lambda item: str(item[0]))
+                if key[0] == kind and namespace in (None, key[1])]
 
     def apply(self, obj, dry_run=False):
         if dry_run:

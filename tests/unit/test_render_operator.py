@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from memory_kube import MemoryKube
+
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import (
+    RBAC,
+    OperatorSettings,
+    ensure_operator,
+    remove_operator,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import (
     kopf_command,
     lease_rules,
@@ -70,3 +78,45 @@ def test_watch_scope_is_the_same_for_kopf_and_the_resync():
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "SLURMKUBE_WATCH_NAMESPACES", "value": "hpc-a,hpc-b"} in container["env"]
     assert kopf_command(("hpc-a", "hpc-b")) == container["command"]
+
+
+def grants(rules):
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_no_rule_lists_or_watches_secrets():
+    for watched in ((), ("hpc-a",)):
+        for obj in render_operator("ops", "img", watch_namespaces=watched):
+            for grant in grants(obj.get("rules", [])):
+                assert grant[1:] not in {("secrets", "list"), ("secrets", "watch")}, (obj["metadata"], grant)
+
+
+def test_watching_some_namespaces_grants_their_objects_by_role_and_only_cluster_scoped_reads_cluster_wide():
+    objects = render_operator("ops", "img", watch_namespaces=("hpc-a", "hpc-b"))
+    cluster_role = next(o for o in objects if o["kind"] == "ClusterRole")
+    assert {r for _, r, _ in grants(cluster_role["rules"])} == {"nodes", "customresourcedefinitions"}
+    assert not {v for _, _, v in grants(cluster_role["rules"])} - {"get", "list", "watch"}
+    roles = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "Role"
+             and o["metadata"]["name"] == "slurmkube-operator-ops"}  # fmt: skip
+    assert set(roles) == {"hpc-a", "hpc-b"}
+    for namespace, role in roles.items():
+        assert ("", "pods/exec", "create") in grants(role["rules"])
+        assert ("", "secrets", "get") in grants(role["rules"])
+        binding = next(o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == namespace)
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                      "name": "slurmkube-operator-ops"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "slurmkube-operator", "namespace": "ops"}]
+
+
+def test_a_namespace_dropped_from_the_watch_list_keeps_no_grant_and_removal_leaves_none():
+    kube = MemoryKube()
+    ensure_operator(kube, OperatorSettings("ops", "img", watch_namespaces=("hpc-a", "hpc-b")), check_mode=False)
+    assert kube.get(RBAC, "Role", "slurmkube-operator-ops", "hpc-b") is not None
+    narrowed = ensure_operator(kube, OperatorSettings("ops", "img", watch_namespaces=("hpc-a",)), check_mode=False)
+    assert narrowed.changed
+    assert kube.get(RBAC, "Role", "slurmkube-operator-ops", "hpc-b") is None
+    assert kube.get(RBAC, "RoleBinding", "slurmkube-operator-ops", "hpc-b") is None
+    assert kube.get(RBAC, "Role", "slurmkube-operator-ops", "hpc-a") is not None
+    assert not ensure_operator(kube, OperatorSettings("ops", "img", watch_namespaces=("hpc-a",)), False).changed
+    remove_operator(kube, "ops", remove_crds=False, check_mode=False)
+    assert not [o for kind in ("Role", "RoleBinding", "ClusterRole") for o in kube.list(RBAC, kind)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import Applied, apply_changed, describe, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
@@ -18,7 +19,13 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
-from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import OPERATOR_NAME, render_operator
+from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import (
+    OPERATOR_NAME,
+    cluster_role_name,
+    render_operator,
+)
+
+RBAC = "rbac.authorization.k8s.io/v1"
 
 
 class InstallError(Exception):
@@ -43,13 +50,35 @@ def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:
                                                  settings.replicas, settings.watch_namespaces)]
 
 
+def grants_outside(kube: Kube, namespace: str, watched: Sequence[str]) -> List[Dict[str, Any]]:
+    """The Roles and RoleBindings this install made in namespaces it does not watch (any longer):
+    a namespace dropped from watch_namespaces keeps no grant."""
+    name = cluster_role_name(namespace)
+    return [obj for kind in ("RoleBinding", "Role")
+            for obj in kube.list(RBAC, kind, None, labels={C.LABEL_NAME: OPERATOR_NAME})
+            if obj["metadata"]["name"] == name and obj["metadata"].get("namespace") not in watched]
+
+
+def removal_diff(obj: Dict[str, Any]) -> Dict[str, Any]:
+    return {"before_header": describe(obj), "before": {"exists": True}, "after": {}}
+
+
+def delete_all(kube: Kube, objects: Sequence[Dict[str, Any]]) -> None:
+    for obj in objects:
+        kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+
+
 def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) -> Change:
-    """Apply what differs. In check mode, objects of a namespace not made yet count as changes."""
+    """Apply what differs and drop grants in namespaces no longer watched. In check mode,
+    objects of a namespace not made yet count as changes."""
     objects = operator_objects(settings)
     if check_mode and kube.get("v1", "Namespace", settings.namespace) is None:
         return Change(True, [diff_of(Applied(o, None, o)) for o in objects])
     applied = apply_changed(kube, objects, dry_run=check_mode)
-    return Change(bool(applied), [diff_of(a) for a in applied])
+    stale = grants_outside(kube, settings.namespace, settings.watch_namespaces)
+    if not check_mode:
+        delete_all(kube, stale)
+    return Change(bool(applied or stale), [diff_of(a) for a in applied] + [removal_diff(o) for o in stale])
 
 
 def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: bool) -> Change:
@@ -60,12 +89,12 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
                    "metadata": {"name": OPERATOR_NAME, "namespace": namespace}})
     if remove_crds:
         doomed += render_crds()
-    found = [o for o in doomed if kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
-                                           o["metadata"].get("namespace")) is not None]
+    found = grants_outside(kube, namespace, ()) + [
+        o for o in doomed if kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
+                                      o["metadata"].get("namespace")) is not None]
     if not check_mode:
-        for obj in found:
-            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
-    return Change(bool(found), [{"before_header": describe(o), "before": {"exists": True}, "after": {}} for o in found])
+        delete_all(kube, found)
+    return Change(bool(found), [removal_diff(o) for o in found])
 
 
 def wait_operator(kube: Kube, namespace: str, replicas: int, timeout: int, timer: Timer = REAL_TIME) -> None:

@@ -1,6 +1,10 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The operator's own objects: ServiceAccount, least-privilege ClusterRole, binding, Deployment."""
+"""The operator's own objects: ServiceAccount, least-privilege roles and bindings, Deployment.
+
+With watch_namespaces, what the operator does to a cluster's objects is granted by a Role in
+each watched namespace; its ClusterRole keeps only what is cluster-scoped.
+"""
 
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ def _meta(name: str, namespace: str = "") -> Dict[str, Any]:
     return meta
 
 
-def operator_rules() -> List[Dict[str, Any]]:
-    """Exactly what the reconciler and kopf call, nothing else (no nodes, no RBAC objects)."""
+def namespaced_rules() -> List[Dict[str, Any]]:
+    """What the reconciler and kopf call in the namespaces of the clusters, nothing else."""
     return [
         {"apiGroups": [C.API_GROUP], "resources": [C.PLURAL_CLUSTER, C.PLURAL_NODESET],
          "verbs": ["get", "list", "watch", "patch", "update"]},
@@ -34,20 +38,37 @@ def operator_rules() -> List[Dict[str, Any]]:
          "verbs": ["get", "patch", "update"]},
         # patch: the evictable label on workers (render/policy.py).
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "patch"]},
-        # Which Kubernetes nodes are being emptied (cordoned, tainted for removal).
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
-        {"apiGroups": [""], "resources": ["services", "configmaps", "secrets", "serviceaccounts",
-                                          "persistentvolumeclaims"], "verbs": WRITE},
+        # Secrets by name only (the munge key, the host keys): never listed or watched.
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "update", "delete"]},
+        {"apiGroups": [""], "resources": ["services", "configmaps", "serviceaccounts", "persistentvolumeclaims"],
+         "verbs": WRITE},
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": WRITE},
         {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": WRITE},
         {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": WRITE},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-        # kopf discovers resources and namespaces to serve --all-namespaces.
-        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": READ},
-        {"apiGroups": [""], "resources": ["namespaces"], "verbs": READ},
     ]
+
+
+def cluster_scoped_rules(every_namespace: bool) -> List[Dict[str, Any]]:
+    """What only a ClusterRole can grant: nodes (which are being emptied: cordoned, tainted for
+    removal; read only), the CRDs kopf discovers, and the namespaces it lists when it serves
+    every namespace."""
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": READ},
+    ]
+    if every_namespace:
+        rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": READ})
+    return rules
+
+
+def operator_rules(watch_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
+    """The ClusterRole's rules: everything when the operator serves every namespace; only what
+    is cluster-scoped when it serves some (Roles in those namespaces hold the rest)."""
+    every_namespace = not watch_namespaces
+    return (namespaced_rules() if every_namespace else []) + cluster_scoped_rules(every_namespace)
 
 
 def lease_rules() -> List[Dict[str, Any]]:
@@ -96,7 +117,10 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
     """
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(OPERATOR_NAME, namespace)}
     cluster_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": _meta(cluster_role_name(namespace)), "rules": operator_rules()}
+                    "metadata": _meta(cluster_role_name(namespace)), "rules": operator_rules(watch_namespaces)}
+    watched_roles = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                      "metadata": _meta(cluster_role_name(namespace), watched), "rules": namespaced_rules()}
+                     for watched in watch_namespaces]
     lease_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                   "metadata": _meta(OPERATOR_NAME, namespace), "rules": lease_rules()}
     container = {
@@ -131,5 +155,6 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
             },
         },
     }
-    return [account, cluster_role, _binding(cluster_role, namespace), lease_role, _binding(lease_role, namespace),
-            deployment]
+    grants = [obj for role in watched_roles for obj in (role, _binding(role, namespace))]
+    return [account, cluster_role, _binding(cluster_role, namespace), *grants, lease_role,
+            _binding(lease_role, namespace), deployment]
