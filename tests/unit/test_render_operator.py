@@ -94,8 +94,8 @@ def test_no_rule_lists_or_watches_secrets():
 def test_watching_some_namespaces_grants_their_objects_by_role_and_only_cluster_scoped_reads_cluster_wide():
     objects = render_operator("ops", "img", watch_namespaces=("hpc-a", "hpc-b"))
     cluster_role = next(o for o in objects if o["kind"] == "ClusterRole")
-    assert {r for _, r, _ in grants(cluster_role["rules"])} == {"nodes", "customresourcedefinitions"}
-    assert not {v for _, _, v in grants(cluster_role["rules"])} - {"get", "list", "watch"}
+    assert {grant[1] for grant in grants(cluster_role["rules"])} == {"nodes", "customresourcedefinitions"}
+    assert not {grant[2] for grant in grants(cluster_role["rules"])} - {"get", "list", "watch"}
     roles = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "Role"
              and o["metadata"]["name"] == "slurmkube-operator-ops"}  # fmt: skip
     assert set(roles) == {"hpc-a", "hpc-b"}
