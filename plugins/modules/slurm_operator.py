@@ -61,6 +61,45 @@ options:
         NodeSet in the cluster. Jail volumes are kept.
     type: bool
     default: false
+  admission_policy:
+    description:
+      - A ValidatingAdmissionPolicy (built into Kubernetes) that refuses a SlurmCluster, in
+        O(watch_namespaces) or every namespace, asking for an image, a host directory, a munge
+        key Secret or root programs (C(spec.slurm.privilegedConfig)) that the administrator
+        did not allow. Whoever may write a SlurmCluster otherwise chooses what runs as root on
+        the Slurm pods.
+      - Left out, an existing policy is left as it is. It is removed with the operator.
+    type: dict
+    version_added: "0.3.0"
+    suboptions:
+      state:
+        description: V(present) applies the policy; V(absent) removes it.
+        type: str
+        choices: [present, absent]
+        default: present
+      image_prefixes:
+        description: Images of C(spec.images) (the defaults included) must start with one of these.
+        type: list
+        elements: str
+        default: [slurmkube/]
+      host_path_prefixes:
+        description:
+          - Directories of the nodes that C(spec.jail.subMounts[].hostPath) may name (they and
+            below). Empty allows no host directory.
+        type: list
+        elements: str
+        default: []
+      munge_secret_names:
+        description:
+          - Secrets C(spec.munge.secretName) may name besides the cluster's own
+            C(<cluster>-munge-key).
+        type: list
+        elements: str
+        default: []
+      privileged_config:
+        description: Allow C(spec.slurm.privilegedConfig) (Prolog, Epilog and the like, run as root).
+        type: bool
+        default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
@@ -85,6 +124,13 @@ EXAMPLES = r"""
     image: slurmkube/operator:3f2a9c1d0b7e
     replicas: 2
     watch_namespaces: [hpc-prod, hpc-dev]
+
+- name: Let spec authors use only the site's images and its NVMe directories
+  slurmkube.core.slurm_operator:
+    watch_namespaces: [hpc-prod]
+    admission_policy:
+      image_prefixes: [registry.example.com/hpc/]
+      host_path_prefixes: [/mnt/nvme]
 """
 
 RETURN = r"""
@@ -102,6 +148,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import k
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import (
     InstallError,
     OperatorSettings,
+    admission_settings,
     ensure_operator,
     remove_operator,
     wait_operator,
@@ -118,6 +165,13 @@ def main() -> None:
             "watch_namespaces": {"type": "list", "elements": "str", "default": []},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "remove_crds": {"type": "bool", "default": False},
+            "admission_policy": {"type": "dict", "options": {
+                "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+                "image_prefixes": {"type": "list", "elements": "str", "default": ["slurmkube/"]},
+                "host_path_prefixes": {"type": "list", "elements": "str", "default": []},
+                "munge_secret_names": {"type": "list", "elements": "str", "default": []},
+                "privileged_config": {"type": "bool", "default": False},
+            }},
         }, wait=True),
         supports_check_mode=True,
     )
@@ -129,8 +183,9 @@ def main() -> None:
         if p["state"] == "absent":
             change = remove_operator(kube, p["namespace"], p["remove_crds"], module.check_mode)
         else:
+            admission, remove_admission = admission_settings(p["admission_policy"])
             settings = OperatorSettings(p["namespace"], p["image"], p["pull_policy"], p["replicas"],
-                                        tuple(p["watch_namespaces"]))
+                                        tuple(p["watch_namespaces"]), admission, remove_admission)
             change = ensure_operator(kube, settings, module.check_mode)
             if p["wait"] and not module.check_mode:
                 wait_operator(kube, p["namespace"], p["replicas"], p["wait_timeout"])

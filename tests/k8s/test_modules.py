@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster
+from localkube_helpers import REPO, Cluster, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module, run_playbook
@@ -249,3 +250,58 @@ def test_an_operator_watching_one_namespace_reads_no_secret_outside_it(kube: Clu
         run_module(tmp_path, "slurm_operator", gone, env=kube.env)
         kube.kubectl("delete", "namespace", operator_ns, kube.namespace + "-other", "--wait=false", check=False)
     assert not can_i(kube, account, "get", "secrets", "-n", kube.namespace + "-other")
+
+
+def server_dry_run(kube: Cluster, namespace: str, name: str, spec: dict) -> subprocess.CompletedProcess:
+    """Create a SlurmCluster as a server-side dry run: admission runs, nothing is stored."""
+    obj = {"apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",
+           "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return kube.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
+
+
+SITE = "registry.example.com/hpc/"
+SITE_IMAGES = {part: SITE + part + ":1" for part in ("controller", "worker", "login", "jail")}
+
+
+def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster, tmp_path: Path):
+    """The API server itself evaluates the policy's CEL: in the watched namespace, only the site's
+    images, host directories below /mnt/nvme, the cluster's own munge Secret and no root programs."""
+    operator_ns = kube.namespace + "-vap"
+    policy = {"image_prefixes": [SITE], "host_path_prefixes": ["/mnt/nvme"]}
+    args = {"namespace": operator_ns, "watch_namespaces": [kube.namespace], "replicas": 0, "wait": False,
+            "kubeconfig": kube.env["KUBECONFIG"], "admission_policy": policy}
+    proc, result = run_module(tmp_path, "slurm_operator", args, env=kube.env)
+    assert result and result["changed"], proc.stdout[-3000:]
+    nvme = {"name": "nvme", "mountPath": "/scratch", "hostPath": "/mnt/nvme/scratch"}
+    refused = {
+        "default-images": ({}, "spec.images"),
+        "other-image": ({"images": dict(SITE_IMAGES, worker="docker.io/evil/worker:1")}, "spec.images"),
+        "node-root": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/")]}}, "hostPath"),
+        "escape": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/mnt/nvme/../../etc")]}},
+                   "hostPath"),
+        "sibling": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/mnt/nvme-other")]}},
+                    "hostPath"),
+        "other-secret": ({"images": SITE_IMAGES, "munge": {"secretName": "someone-elses-key"}}, "secretName"),
+        "prolog": ({"images": SITE_IMAGES, "slurm": {"privilegedConfig": {"Prolog": "/x"}}}, "privilegedConfig"),
+    }
+    allowed = {
+        "site": {"images": SITE_IMAGES, "jail": {"subMounts": [nvme]}},
+        "own-secret": {"images": SITE_IMAGES, "munge": {"secretName": "own-secret-munge-key"}},
+    }
+    try:
+        # The API server compiles a new policy and binding asynchronously: wait until it refuses.
+        wait_for(lambda: server_dry_run(kube, kube.namespace, "probe", {}).returncode != 0, 60)
+        for name, (spec, field) in refused.items():
+            out = server_dry_run(kube, kube.namespace, name, spec)
+            assert out.returncode != 0 and field in out.stderr and "denied" in out.stderr, (name, out.stderr)
+        for name, spec in allowed.items():
+            out = server_dry_run(kube, kube.namespace, name, spec)
+            assert out.returncode == 0, (name, out.stderr)
+        # Namespaces the operator does not serve are not its business.
+        assert server_dry_run(kube, "default", "elsewhere", {}).returncode == 0
+        removed = dict(args, admission_policy={"state": "absent"})
+        assert run_module(tmp_path, "slurm_operator", removed, env=kube.env)[1]["changed"]
+        wait_for(lambda: server_dry_run(kube, kube.namespace, "probe", {}).returncode == 0, 60)
+    finally:
+        run_module(tmp_path, "slurm_operator", dict(args, state="absent"), env=kube.env)
+        kube.kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)

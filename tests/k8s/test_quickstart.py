@@ -8,6 +8,7 @@ operator starts clusters of its own.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -41,6 +42,9 @@ def test_quickstart_twice_changes_nothing_the_second_time(localkube_cluster: Clu
         first = play("bash", "quickstart.sh")
         (tmp_path / "first.log").write_text(first.stdout + first.stderr)
         assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
+        # the level Slurm's pods need, said on their namespace (Pod Security admission)
+        labels = json.loads(localkube_cluster.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]
+        assert labels["labels"].get("pod-security.kubernetes.io/enforce") == "privileged", labels
         second = play("bash", "quickstart.sh", "--diff")
         output = second.stdout + second.stderr
         (tmp_path / "second.log").write_text(output)

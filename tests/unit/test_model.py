@@ -221,6 +221,10 @@ INJECTIONS = [
      "spec.healthChecks.longChecks.ncclPython", "must match"),
     ({"healthChecks": {"longChecks": {"schedule": "0 * * * *\n* * * * *"}}},
      "spec.healthChecks.longChecks.schedule", "control characters"),
+    ({"jail": {"subMounts": [{"name": "root", "mountPath": "/node", "hostPath": "/"}]}},
+     "spec.jail.subMounts[0].hostPath", "not / itself"),
+    ({"jail": {"subMounts": [{"name": "up", "mountPath": "/node", "hostPath": "/mnt/nvme/../../etc"}]}},
+     "spec.jail.subMounts[0].hostPath", "normalized"),
 ]
 
 

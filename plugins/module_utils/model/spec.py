@@ -772,6 +772,10 @@ def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:
         if sub.mount_path == "/" or "/../" in sub.mount_path + "/":
             problems.append((where + ".mountPath",
                              "must be a normalized path below /, got %s" % describe(sub.mount_path)))
+        if sub.host_path is not None and (sub.host_path == "/" or "/../" in sub.host_path + "/"
+                                          or "//" in sub.host_path):
+            problems.append((where + ".hostPath", "must be a normalized directory below /, not / itself, got %s"
+                             % describe(sub.host_path)))
         if sub.host_path and (sub.medium or sub.size_limit):
             problems.append((where, "medium and sizeLimit apply to emptyDir only, not with hostPath"))
         seen_names.add(sub.name)

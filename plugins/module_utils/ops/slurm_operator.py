@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import Applied, apply_changed, describe, diff_of
@@ -18,7 +19,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     wait_until,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import CONTROL_CHARACTERS
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
+from ansible_collections.slurmkube.core.plugins.module_utils.render.admission import (
+    AdmissionRules,
+    render_admission_policy,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import (
     OPERATOR_NAME,
     cluster_role_name,
@@ -26,6 +32,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.operator imp
 )
 
 RBAC = "rbac.authorization.k8s.io/v1"
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 class InstallError(Exception):
@@ -41,13 +48,56 @@ class OperatorSettings:
     pull_policy: str = "IfNotPresent"
     replicas: int = 1
     watch_namespaces: Sequence[str] = ()
+    # None leaves an admission policy as it is; remove_admission deletes it.
+    admission: Optional[AdmissionRules] = None
+    remove_admission: bool = False
+
+
+def check_admission_option(option: Mapping[str, Any]) -> None:
+    """InstallError naming the first bad entry of the admission_policy option."""
+    for prefix in option["image_prefixes"]:
+        if not prefix or CONTROL_CHARACTERS.search(prefix):
+            raise InstallError("admission_policy.image_prefixes: must be non-empty text without control "
+                               "characters, got %r" % prefix)
+    for path in option["host_path_prefixes"]:
+        if not path.startswith("/") or "/../" in path + "/" or CONTROL_CHARACTERS.search(path):
+            raise InstallError("admission_policy.host_path_prefixes: must be absolute paths without '..', "
+                               "got %r" % path)
+    for name in option["munge_secret_names"]:
+        if not re.match(DNS1123_SUBDOMAIN, name):
+            raise InstallError("admission_policy.munge_secret_names: must be Secret names, got %r" % name)
+
+
+def admission_settings(option: Optional[Mapping[str, Any]]) -> Tuple[Optional[AdmissionRules], bool]:
+    """The module's admission_policy option as (rules to apply, whether to remove the policy),
+    checked before anything is written; None leaves the policy as it is."""
+    if option is None:
+        return None, False
+    if option["state"] == "absent":
+        return None, True
+    check_admission_option(option)
+    host_paths = tuple(path.rstrip("/") or "/" for path in option["host_path_prefixes"])
+    return AdmissionRules(tuple(option["image_prefixes"]), host_paths, tuple(option["munge_secret_names"]),
+                          option["privileged_config"]), False
 
 
 def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:
     """Namespace, CRDs, then the operator's own objects, in apply order."""
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.namespace}}
+    policy = (render_admission_policy(settings.namespace, settings.admission, settings.watch_namespaces)
+              if settings.admission is not None else [])
     return [ns, *render_crds(), *render_operator(settings.namespace, settings.image, settings.pull_policy,
-                                                 settings.replicas, settings.watch_namespaces)]
+                                                 settings.replicas, settings.watch_namespaces), *policy]
+
+
+def existing(kube: Kube, objects: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    return [o for o in objects if kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
+                                           o["metadata"].get("namespace")) is not None]
+
+
+def admission_objects(namespace: str) -> List[Dict[str, Any]]:
+    """This install's admission policy and binding (binding first: the order of removal)."""
+    return list(reversed(render_admission_policy(namespace, AdmissionRules())))
 
 
 def grants_outside(kube: Kube, namespace: str, watched: Sequence[str]) -> List[Dict[str, Any]]:
@@ -76,6 +126,8 @@ def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) ->
         return Change(True, [diff_of(Applied(o, None, o)) for o in objects])
     applied = apply_changed(kube, objects, dry_run=check_mode)
     stale = grants_outside(kube, settings.namespace, settings.watch_namespaces)
+    if settings.remove_admission:
+        stale += existing(kube, admission_objects(settings.namespace))
     if not check_mode:
         delete_all(kube, stale)
     return Change(bool(applied or stale), [diff_of(a) for a in applied] + [removal_diff(o) for o in stale])
@@ -89,9 +141,7 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
                    "metadata": {"name": OPERATOR_NAME, "namespace": namespace}})
     if remove_crds:
         doomed += render_crds()
-    found = grants_outside(kube, namespace, ()) + [
-        o for o in doomed if kube.get(o["apiVersion"], o["kind"], o["metadata"]["name"],
-                                      o["metadata"].get("namespace")) is not None]
+    found = grants_outside(kube, namespace, ()) + existing(kube, admission_objects(namespace) + doomed)
     if not check_mode:
         delete_all(kube, found)
     return Change(bool(found), [removal_diff(o) for o in found])

@@ -1,0 +1,133 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""An admission policy for spec authors: what a SlurmCluster may ask of the nodes.
+
+Whoever may write a SlurmCluster chooses the images every Slurm pod runs, host directories
+bound into the jail, the Secret that holds the munge key and programs Slurm runs as root
+(spec.slurm.privilegedConfig). A ValidatingAdmissionPolicy (built into Kubernetes, CEL)
+keeps those to what the administrator allows, in the namespaces the operator serves. Pure:
+the admin's lists become CEL literals here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Sequence
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import Images
+from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import cluster_role_name
+
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+IMAGE_FIELDS = ("controller", "worker", "login", "jail")
+
+
+@dataclass(frozen=True)
+class AdmissionRules:
+    """What spec authors may ask for; empty lists allow nothing of that kind."""
+
+    image_prefixes: Sequence[str] = ("slurmkube/",)
+    host_path_prefixes: Sequence[str] = ()
+    munge_secret_names: Sequence[str] = ()
+    privileged_config: bool = False
+
+
+def cel_list(values: Sequence[str]) -> str:
+    """A CEL list of string literals (JSON's escapes are CEL's)."""
+    return "[%s]" % ", ".join(json.dumps(v) for v in values)
+
+
+def spec_has(path: str) -> str:
+    """CEL: every step of object.spec.<path> is set."""
+    steps, parts = [], ["object", "spec", *path.split(".")]
+    for i in range(2, len(parts) + 1):
+        steps.append("has(%s)" % ".".join(parts[:i]))
+    return " && ".join(steps)
+
+
+def effective_image(name: str) -> str:
+    """CEL: the image the spec asks for, or the model's default when it names none."""
+    return '(%s ? object.spec.images.%s : %s)' % (spec_has("images." + name), name,
+                                                  json.dumps(getattr(Images(), name)))
+
+
+def image_validation(prefixes: Sequence[str]) -> Dict[str, str]:
+    images = "[%s]" % ", ".join(effective_image(name) for name in IMAGE_FIELDS)
+    return {
+        "expression": "%s.all(i, %s.exists(p, i.startsWith(p)))" % (images, cel_list(prefixes)),
+        "message": "spec.images: only images starting with %s are allowed here" % (", ".join(prefixes) or "nothing"),
+        "reason": "Forbidden",
+    }
+
+
+def host_path_validation(prefixes: Sequence[str]) -> Dict[str, str]:
+    allowed = '%s.exists(p, m.hostPath == p || m.hostPath.startsWith(p + "/"))' % cel_list(prefixes)
+    return {
+        "expression": "!(%s) || object.spec.jail.subMounts.all(m, !has(m.hostPath) || "
+                      "(!m.hostPath.contains(\"..\") && %s))" % (spec_has("jail.subMounts"), allowed),
+        "message": "spec.jail.subMounts[].hostPath: only directories below %s are allowed here"
+                   % (", ".join(prefixes) or "nothing (no hostPath)"),
+        "reason": "Forbidden",
+    }
+
+
+def munge_secret_validation(names: Sequence[str]) -> Dict[str, str]:
+    own = 'object.spec.munge.secretName == object.metadata.name + "-munge-key"'
+    return {
+        "expression": "!(%s) || %s || %s.exists(n, n == object.spec.munge.secretName)"
+                      % (spec_has("munge.secretName"), own, cel_list(names)),
+        "message": "spec.munge.secretName: only the cluster's own '<name>-munge-key'%s may be named here"
+                   % "".join(", " + n for n in names),
+        "reason": "Forbidden",
+    }
+
+
+def privileged_config_validation() -> Dict[str, str]:
+    return {
+        "expression": "!(%s) || size(object.spec.slurm.privilegedConfig) == 0" % spec_has("slurm.privilegedConfig"),
+        "message": "spec.slurm.privilegedConfig: programs run as root by Slurm are not allowed here",
+        "reason": "Forbidden",
+    }
+
+
+def validations(rules: AdmissionRules) -> List[Dict[str, str]]:
+    checks = [image_validation(rules.image_prefixes), host_path_validation(rules.host_path_prefixes),
+              munge_secret_validation(rules.munge_secret_names)]
+    if not rules.privileged_config:
+        checks.append(privileged_config_validation())
+    return checks
+
+
+def policy_name(operator_namespace: str) -> str:
+    """One policy per operator install, named like its ClusterRole."""
+    return cluster_role_name(operator_namespace)
+
+
+def render_admission_policy(operator_namespace: str, rules: AdmissionRules,
+                            watch_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding: SlurmClusters created or updated in the
+    watched namespaces (every namespace when none) are refused unless they keep to the rules."""
+    name = policy_name(operator_namespace)
+    labels = {C.LABEL_NAME: C.OPERATOR_NAME, C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
+    policy = {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [C.API_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": [C.PLURAL_CLUSTER]}]},
+            "validations": validations(rules),
+        },
+    }
+    match: Dict[str, Any] = {}
+    if watch_namespaces:
+        match = {"namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(watch_namespaces)}]}}
+    binding = {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"policyName": name, "validationActions": ["Deny"], **({"matchResources": match} if match else {})},
+    }
+    return [policy, binding]
