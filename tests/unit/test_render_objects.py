@@ -7,11 +7,13 @@ from examples import EXAMPLES, example, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    SpecError,
     parse_cluster,
     parse_nodeset,
     slurm_mem_spec_limit_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.render.policy import render_network_policies
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
 
 
@@ -38,7 +40,7 @@ def test_cpu_cluster_objects():
         ("PersistentVolumeClaim", "cpu-jail"), ("Service", "cpu-controller"), ("StatefulSet", "cpu-controller"),
         ("Service", "cpu-compute"), ("StatefulSet", "cpu-compute"), ("PodDisruptionBudget", "cpu-compute"),
         ("Service", "cpu-login"), ("Service", "cpu-login-hosts"), ("StatefulSet", "cpu-login"),
-        ("NetworkPolicy", "cpu-internal"), ("NetworkPolicy", "cpu-login-ssh"),
+        ("NetworkPolicy", "cpu-internal"), ("NetworkPolicy", "cpu-login-ssh"), ("NetworkPolicy", "cpu-egress"),
     } | {k for k in objects if k[0] == "Job"}
     workers = objects[("StatefulSet", "cpu-compute")]
     assert workers["spec"]["replicas"] == 4
@@ -194,3 +196,31 @@ def test_a_stopping_worker_hands_its_jobs_back_first():
     sts = by_kind_and_name(render_cluster(*example("cpu-only")).objects)[("StatefulSet", "cpu-compute")]
     hook = containers(sts)[0]["lifecycle"]["preStop"]
     assert hook == {"exec": {"command": [C.WORKER_STOP_PROGRAM]}}
+
+
+def egress_of(spec):
+    model = parse_cluster({"metadata": {"name": "demo", "namespace": "hpc"}, "spec": spec})
+    return {o["metadata"]["name"]: o for o in render_network_policies(model)}.get("demo-egress")
+
+
+def test_pods_connect_to_each_other_and_dns_only_unless_the_spec_allows_more():
+    policy = egress_of({})
+    assert policy["spec"]["policyTypes"] == ["Egress"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": {C.LABEL_CLUSTER: "demo"}}
+    assert policy["spec"]["egress"] == [{"to": [{"podSelector": {"matchLabels": {C.LABEL_CLUSTER: "demo"}}}]},
+                                        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+    assert egress_of({"networkPolicy": False}) is None
+
+
+def test_internet_leaves_out_where_api_servers_kubelets_and_metadata_live():
+    rule = egress_of({"egress": {"internet": True}})["spec"]["egress"][2]
+    v4 = rule["to"][0]["ipBlock"]
+    assert v4["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(v4["except"])
+
+
+def test_the_admins_rules_come_last_and_must_look_like_egress_rules():
+    slurmdbd = {"to": [{"ipBlock": {"cidr": "192.0.2.10/32"}}], "ports": [{"protocol": "TCP", "port": 6819}]}
+    assert egress_of({"egress": {"to": [slurmdbd]}})["spec"]["egress"][-1] == slurmdbd
+    with pytest.raises(SpecError, match=r"spec\.egress\.to\[0\]: must be a NetworkPolicy egress rule"):
+        parse_cluster({"metadata": {"name": "demo"}, "spec": {"egress": {"to": [{"cidr": "0.0.0.0/0"}]}}})

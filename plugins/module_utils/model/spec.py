@@ -456,6 +456,31 @@ class Exporter:
     port: int = spec_field("Metrics port.", 9341, minimum=1, maximum=65535)
 
 
+# Where API servers, kubelets and cloud metadata live: never reached through egress.internet.
+PRIVATE_RANGES_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
+                     "127.0.0.0/8")
+PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
+
+
+@dataclass(frozen=True)
+class Egress:
+    """Where the cluster's pods (jobs and ssh sessions included) may connect, with networkPolicy:
+    each other and DNS always; the rest only as listed here."""
+
+    internet: bool = spec_field(
+        "Allow public addresses: everything outside the private (RFC 1918, fc00::/7), shared "
+        "(100.64.0.0/10), link-local and loopback ranges, where API servers, kubelets and cloud "
+        "metadata (169.254.169.254) live. A public API server endpoint is a public address: "
+        "list it in no rule and keep this false, or block it at the site's firewall.",
+        False,
+    )
+    to: List[FreeForm] = spec_field(
+        "More NetworkPolicy egress rules, in Kubernetes' own form ({to: [...], ports: [...]}): an "
+        "external slurmdbd or database, license servers, storage.",
+        factory=list,
+    )
+
+
 @dataclass(frozen=True)
 class SlurmClusterSpec:
     """spec of a SlurmCluster."""
@@ -474,8 +499,10 @@ class SlurmClusterSpec:
     accounting: Accounting = spec_field("Accounting.", factory=Accounting)
     exporter: Exporter = spec_field("Metrics exporter.", factory=Exporter)
     network_policy: bool = spec_field(
-        "Render a NetworkPolicy that admits only the cluster's own pods (and ssh to login).", True
+        "Render NetworkPolicies: the cluster's pods admit only each other (and ssh to login) and "
+        "connect only to each other, DNS and what egress allows.", True
     )
+    egress: Egress = spec_field("Where the pods may connect beyond each other and DNS.", factory=Egress)
 
 
 @dataclass(frozen=True)
@@ -754,6 +781,10 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
         problems.append(("spec.login.nodePort", "is only valid with serviceType NodePort, got serviceType %s"
                          % describe(spec.login.service_type)))
     problems.extend(_topology_rules(spec.slurm.topology))
+    for i, rule in enumerate(spec.egress.to):
+        if not rule or set(rule) - {"to", "ports"}:
+            problems.append(("spec.egress.to[%d]" % i, "must be a NetworkPolicy egress rule with 'to' and/or "
+                             "'ports', got %s" % describe(rule)))
     for where, res in (("spec.controller.resources", spec.controller.resources),
                        ("spec.login.resources", spec.login.resources)):
         problems.extend(_positive_resources(where, res))

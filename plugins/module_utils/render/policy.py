@@ -9,6 +9,8 @@ from typing import List, Optional
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    PRIVATE_RANGES_V4,
+    PRIVATE_RANGES_V6,
     NodeSet,
     SlurmCluster,
     nodeset_object_name,
@@ -63,8 +65,36 @@ def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[
     }
 
 
+DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+
+
+def egress_rules(cluster: SlurmCluster) -> List[dict]:
+    """Each other, DNS (any resolver: clusters put theirs in different places), then what the
+    spec allows: public addresses, the admin's own rules."""
+    own_pods = {C.LABEL_CLUSTER: cluster.name}
+    rules: List[dict] = [{"to": [{"podSelector": {"matchLabels": own_pods}}]}, {"ports": DNS_PORTS}]
+    if cluster.spec.egress.internet:
+        rules.append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES_V4)}},
+                             {"ipBlock": {"cidr": "::/0", "except": list(PRIVATE_RANGES_V6)}}]})
+    rules.extend(dict(rule) for rule in cluster.spec.egress.to)
+    return rules
+
+
+def render_egress_policy(cluster: SlurmCluster) -> common.Manifest:
+    """Jobs and ssh sessions run in these pods: they must not reach the API server, the
+    kubelets (:10250) or cloud metadata (169.254.169.254), which are not in any rule."""
+    own_pods = {C.LABEL_CLUSTER: cluster.name}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": common.metadata(cluster, object_name(cluster, "egress"), C.COMPONENT_CONFIG),
+        "spec": {"podSelector": {"matchLabels": own_pods}, "policyTypes": ["Egress"], "egress": egress_rules(cluster)},
+    }
+
+
 def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
-    """The cluster's pods accept traffic only from each other (Slurm, srun), plus ssh to login."""
+    """The cluster's pods accept traffic only from each other (Slurm, srun), plus ssh to login,
+    and connect only to each other, DNS and what spec.egress allows."""
     if not cluster.spec.network_policy:
         return []
     own_pods = {C.LABEL_CLUSTER: cluster.name}
@@ -72,6 +102,7 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
         _network_policy(cluster, "internal", own_pods, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),
         _network_policy(cluster, "login-ssh", selector_labels(cluster.name, C.COMPONENT_LOGIN),
                         [{"ports": [{"protocol": "TCP", "port": C.SSH_PORT}]}]),
+        render_egress_policy(cluster),
     ]
 
 
