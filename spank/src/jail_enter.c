@@ -104,8 +104,9 @@ static unsigned long locked_flags(int fd)
 /*
  * Make the mount at fd and every mount below it read-only in one step
  * (mount_setattr, Linux 5.12). A bind of /usr/lib/nvidia with mounts inside
- * would otherwise be read-only at its top only. On an older kernel only the
- * top mount is remounted (logged).
+ * would otherwise be read-only at its top only. Where the kernel lacks it, or
+ * a seccomp profile refuses it (ENOSYS or EPERM), only the top mount is
+ * remounted (logged); that remount fails too if the privilege is missing.
  */
 static int make_readonly_recursively(int fd, const char *what, char *err, size_t errlen)
 {
@@ -114,10 +115,10 @@ static int make_readonly_recursively(int fd, const char *what, char *err, size_t
 
 	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) == 0)
 		return 0;
-	if (errno != ENOSYS)
+	if (errno != ENOSYS && errno != EPERM)
 		return jail_fail(err, errlen, "making %s read-only: %s", what, strerror(errno));
-	slurm_debug("spank_jail: no mount_setattr (kernel before 5.12): only the top mount of %s is "
-		    "read-only", what);
+	slurm_debug("spank_jail: mount_setattr refused (%s): only the top mount of %s is read-only",
+		    strerror(errno), what);
 	fd_path(fd, path, sizeof(path));
 	if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(fd), NULL) < 0)
 		return jail_fail(err, errlen, "remounting %s read-only: %s", what, strerror(errno));

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 from typing import Tuple
@@ -159,6 +160,71 @@ def test_daemon_logs_carry_timestamps(slurm: SlurmView):
 
 
 # ---------------------------------------------------------------------------- a user on the login node
+
+
+# ---------------------------------------------------------------------------- network policy
+
+PROBE_PORTS = ('for t in "$@"; do if timeout 3 bash -c "exec 3<>/dev/tcp/${t%:*}/${t##*:}" 2>/dev/null; '
+               'then echo "$t open"; else echo "$t closed"; fi; done')
+METADATA = "169.254.169.254:80"
+
+
+def reachability(out: str) -> dict:
+    return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.endswith((" open", " closed"))}
+
+
+def kube_endpoints(slurm: SlurmView) -> list:
+    """The API server by its Service and by the node's own address, and the node's kubelet."""
+    kube = slurm.kube
+    service = json.loads(kube.kubectl("-n", "default", "get", "service", "kubernetes", "-o", "json").stdout)
+    service_ip = service["spec"]["clusterIP"]
+    node = json.loads(kube.kubectl("get", "nodes", "-o", "json").stdout)["items"][0]
+    node_ip = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    endpoint = json.loads(kube.kubectl("-n", "default", "get", "endpoints", "kubernetes", "-o", "json").stdout)
+    api_port = endpoint["subsets"][0]["ports"][0]["port"]
+    return ["%s:443" % service_ip, "%s:%d" % (node_ip, api_port), "%s:10250" % node_ip]
+
+
+def test_jobs_and_login_sessions_reach_their_cluster_and_dns_only(slurm: SlurmView):
+    """The egress NetworkPolicy, enforced by the test cluster's network policy controller: a job
+    on a worker and a process of the login pod reach slurmctld and resolve names, never the API
+    server, the kubelet or cloud metadata (which the host would otherwise answer)."""
+    controller = "%s-controller:6817" % CLUSTER
+    targets = [controller, *kube_endpoints(slurm), METADATA]
+    job = slurm.kube.exec(CONTROLLER, "srun", "-w", NODES[0], "bash", "-c", PROBE_PORTS, "probe", *targets)
+    login = slurm.kube.exec(LOGIN, "bash", "-c", PROBE_PORTS, "probe", *targets)
+    for seen in (reachability(job.stdout), reachability(login.stdout)):
+        assert seen == {controller: "open", **{t: "closed" for t in targets[1:]}}, seen
+    resolved = slurm.kube.exec(CONTROLLER, "srun", "-w", NODES[0], "getent", "hosts", "%s-controller" % CLUSTER)
+    assert re.match(r"^\d+\.\d+\.\d+\.\d+ ", resolved.stdout), resolved.stdout  # DNS answers
+
+
+def test_a_pod_of_another_app_reaches_ssh_on_login_and_no_slurm_port(slurm: SlurmView):
+    """The ingress NetworkPolicies: only the cluster's pods talk to slurmctld and slurmd; ssh to
+    login is open to all."""
+    kube = slurm.kube
+    pod = "not-slurm"
+    kube.apply(textwrap.dedent("""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: %s}
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers: [{name: main, image: localkube.local/toolbox:1, imagePullPolicy: Never,
+                        command: [sleep, "3600"]}]
+        """ % pod))
+    try:
+        kube.wait_pod_ready(pod)
+        ips = {p: pod_of(slurm, p)["status"]["podIP"] for p in (CONTROLLER, NODES[0], LOGIN)}
+        probes = {"%s:6817" % ips[CONTROLLER]: "closed", "%s:6818" % ips[NODES[0]]: "closed",
+                  "%s:22" % ips[LOGIN]: "open"}
+        for target, expected in probes.items():
+            host, port = target.split(":")
+            out = kube.exec(pod, "sh", "-c", "nc -w 3 %s %s </dev/null >/dev/null 2>&1 && echo open || echo closed"
+                            % (host, port))  # fmt: skip
+            assert out.stdout.strip() == expected, target
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "pod", pod, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")

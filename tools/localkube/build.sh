@@ -108,6 +108,20 @@ lk_build_coredns() {
   install -m 0755 "$gobin/coredns" "$LK_BIN/coredns"
 }
 
+# kube-router's network policy controller: the bridge CNI enforces no NetworkPolicy, and the
+# product's policies (ingress and egress of the Slurm pods) must be proven, not assumed.
+lk_build_kube_router() {
+  [[ -x $LK_BIN/kube-router ]] && return 0
+  lk_log "building kube-router $LK_KUBE_ROUTER_VERSION"
+  local gobin="$LK_CACHE/build/kube-router-$LK_KUBE_ROUTER_VERSION"
+  mkdir -p "$gobin" "$LK_BIN"
+  progress_run "building kube-router $LK_KUBE_ROUTER_VERSION" "$LK_CACHE/logs/build-kube-router.log" \
+    lk_go_install_to "$gobin" -trimpath -ldflags "-s -w" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$LK_KUBE_ROUTER_VERSION" ||
+    lk_die "the kube-router build failed"
+  install -m 0755 "$gobin/kube-router" "$LK_BIN/kube-router"
+}
+
 # The Debian mirror's address comes from the host's apt sources (never from the repo).
 lk_debian_mirror() {
   local f uri
@@ -253,6 +267,7 @@ lk_build() {
   lk_build_toolbox_image
   lk_build_coredns
   lk_build_coredns_image
+  lk_build_kube_router
   lk_build_kubernetes
   lk_log "binaries ready in $LK_BIN"
 }

@@ -21,6 +21,7 @@ LK_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$LK_HERE/versions.env"
 LK_K8S_VERSION=${LOCALKUBE_K8S_VERSION}
 LK_COREDNS_VERSION=${LOCALKUBE_COREDNS_VERSION}
+LK_KUBE_ROUTER_VERSION=${LOCALKUBE_KUBE_ROUTER_VERSION}
 LK_DEB_SUITE=${LOCALKUBE_DEB_SUITE}
 LK_HOST_SUITE=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 
@@ -52,7 +53,9 @@ LK_STORAGE_CLASS=localkube-rwx
 # iptables rules we add carry this comment, so down removes exactly those.
 LK_IPT_COMMENT=localkube
 
-LK_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy provisioner)
+LK_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy kube-router
+  provisioner)
+LK_KUBE_ROUTER_HEALTH_PORT=20244
 
 lk_log() { printf '[localkube %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 lk_die() {
@@ -156,6 +159,7 @@ lk_health() {
   containerd) lk_ctr version ;;
   kubelet) curl -fsS --max-time 3 http://127.0.0.1:10248/healthz | grep ok >/dev/null ;;
   kube-proxy) curl -fsS --max-time 3 http://127.0.0.1:10256/healthz ;;
+  kube-router) curl -fsS --max-time 3 "http://127.0.0.1:$LK_KUBE_ROUTER_HEALTH_PORT/healthz" ;;
   provisioner) lk_running provisioner ;;
   *) return 1 ;;
   esac
@@ -191,7 +195,7 @@ lk_prepare_host() {
   # Shared host settings (docker needs them too): set, never reset by down.
   sysctl -qw net.ipv4.ip_forward=1
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
-  lk_ensure_commands runc iptables
+  lk_ensure_commands runc iptables ipset
 }
 
 # Install the Debian packages (named like the commands) of the commands this host lacks: a
@@ -338,6 +342,17 @@ lk_start_node() {
     "$LK_RUN/kubeconfigs/provisioner.conf" "$LK_RUN/volumes" "$LK_STORAGE_CLASS"
   lk_wait 60 kubelet "$LK_RUN/logs/kubelet.log" lk_health kubelet
   lk_wait 60 kube-proxy "$LK_RUN/logs/kube-proxy.log" lk_health kube-proxy
+  lk_start_kube_router
+}
+
+# NetworkPolicy, enforced as on a real cluster: kube-router's firewall alone, over our bridge
+# (pods' traffic crosses iptables through br_netfilter). Pods without a policy are untouched.
+lk_start_kube_router() {
+  lk_start kube-router "$LK_BIN/kube-router" --kubeconfig "$LK_KUBECONFIG" \
+    --hostname-override "$LK_NODE_NAME" --run-firewall=true --run-router=false \
+    --run-service-proxy=false --enable-cni=false --enable-ipv6=false \
+    --health-port "$LK_KUBE_ROUTER_HEALTH_PORT" --metrics-port 0
+  lk_wait 60 kube-router "$LK_RUN/logs/kube-router.log" lk_health kube-router
 }
 
 lk_node_ready() {

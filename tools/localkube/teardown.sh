@@ -180,8 +180,17 @@ lk_kube_chains_cleanup() {
   done
 }
 
+# kube-router's ipsets (its chains go with the KUBE-* ones): destroyed once nothing uses them.
+lk_kube_router_ipsets_cleanup() {
+  command -v ipset >/dev/null || return 0
+  local set
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-|kube-router-)' || true); do
+    ipset destroy "$set" 2>/dev/null || true
+  done
+}
+
 lk_down() {
-  lk_stop provisioner kubelet kube-proxy kube-scheduler kube-controller-manager
+  lk_stop provisioner kube-router kubelet kube-proxy kube-scheduler kube-controller-manager
   lk_kill_pods
   local task_ids
   task_ids=$(lk_task_ids)
@@ -203,6 +212,7 @@ lk_down() {
     "$LK_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   fi
   lk_kube_chains_cleanup
+  lk_kube_router_ipsets_cleanup
   lk_iptables_cleanup
   if ip link show "$LK_BRIDGE" >/dev/null 2>&1; then
     ip link delete "$LK_BRIDGE"
