@@ -105,7 +105,24 @@ def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
     # the job's ranks open by that path (PMIx's client directory).
     assert "binds=/etc/hosts:ro,/etc/resolv.conf:ro,/mnt/slurmkube/tmp " in plugstack
     security = pod["containers"][0]["securityContext"]
-    assert security["capabilities"] == {"add": ["SYS_ADMIN", "SYS_NICE"]} and "privileged" not in security
+    assert security["capabilities"] == {"add": ["SYS_ADMIN", "SYS_NICE"], "drop": ["NET_RAW", "MKNOD", "SETFCAP"]}
+    assert "privileged" not in security
+
+
+def test_pods_that_mount_nothing_run_under_the_runtimes_seccomp_profile_without_escalation():
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
+    controller = objects[("StatefulSet", "cpu-controller")]["spec"]["template"]["spec"]["containers"][0]
+    assert controller["securityContext"] == {"allowPrivilegeEscalation": False,
+                                             "seccompProfile": {"type": "RuntimeDefault"},
+                                             "capabilities": {"drop": ["NET_RAW", "MKNOD", "SETFCAP"]}}
+    login = objects[("StatefulSet", "cpu-login")]["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert login["seccompProfile"] == {"type": "RuntimeDefault"}
+    for name, obj in objects.items():
+        pod = (obj.get("spec", {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers", []) + pod.get("initContainers", []):
+            assert "securityContext" in container, (name, container["name"])
+            assert container["securityContext"].get("seccompProfile", {}).get("type") != "Unconfined" \
+                or name == ("StatefulSet", "cpu-compute"), (name, container["name"])
 
 
 def test_jail_claim_kept_out_when_nfs_is_used():

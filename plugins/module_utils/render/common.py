@@ -24,6 +24,21 @@ JAIL_VOLUME = "jail"
 SUBMOUNT_HOST_DIR = "/mnt/slurmkube/submounts"
 
 
+# Capabilities of the runtime's default set that no Slurm pod uses: raw sockets, device nodes,
+# file capabilities. Gone from the container, they are gone from everything in it.
+UNUSED_CAPABILITIES = ("NET_RAW", "MKNOD", "SETFCAP")
+
+
+def confined_security_context() -> Dict[str, Any]:
+    """Pods that mount nothing (slurmctld, the long checks' submitter): the runtime's default
+    seccomp profile, no privilege escalation (no setuid binary raises anyone), fewer capabilities."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "capabilities": {"drop": list(UNUSED_CAPABILITIES)},
+    }
+
+
 def metadata(cluster: SlurmCluster, name: str, component: str, nodeset: Optional[str] = None) -> Dict[str, Any]:
     """Object metadata; owner references are left to the caller (operator or module)."""
     return {"name": name, "namespace": cluster.namespace, "labels": object_labels(cluster.name, component, nodeset)}
@@ -143,4 +158,5 @@ def wait_for_controller(cluster: SlurmCluster, image: str, pull_policy: str) -> 
         "image": image,
         "imagePullPolicy": pull_policy,
         "command": ["bash", "-c", script],
+        "securityContext": confined_security_context(),
     }

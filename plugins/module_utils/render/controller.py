@@ -51,6 +51,7 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "ports": [{"name": "slurmctld", "containerPort": C.SLURMCTLD_PORT, "protocol": "TCP"}],
         "readinessProbe": common.tcp_probe(C.SLURMCTLD_PORT, period=5),
         "resources": common.resources(cluster.spec.controller.resources),
+        "securityContext": common.confined_security_context(),
         "volumeMounts": mounts,
     }
 

@@ -31,6 +31,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
         "imagePullPolicy": images.pull_policy,
         "command": [C.ENTRYPOINT_PROGRAM],
         "env": common.env(cluster, C.ROLE_LONG_CHECKS),
+        "securityContext": common.confined_security_context(),
         "volumeMounts": common.common_mounts(),
     }
     return {

@@ -110,6 +110,9 @@ def populate_job(metadata: Mapping[str, Any], pod_labels: Mapping[str, str], ima
         "imagePullPolicy": pull_policy,
         "command": list(command or populate_command()),
         "env": env,
+        # It copies the jail image's files with their owners, modes and device nodes: root with
+        # the default capabilities, under the runtime's default seccomp profile.
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "capabilities": {"drop": ["NET_RAW"]}},
         "volumeMounts": [{"name": volume["name"], "mountPath": C.JAIL_MOUNT_PATH}],
     }
     return {

@@ -120,8 +120,12 @@ def _login_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "ports": [{"name": "ssh", "containerPort": C.SSH_PORT, "protocol": "TCP"}],
         "readinessProbe": common.tcp_probe(C.SSH_PORT),
         "resources": common.resources(cluster.spec.login.resources),
-        # Bind /proc, /dev and Slurm's sockets into the jail for the sessions.
-        "securityContext": {"capabilities": {"add": ["SYS_ADMIN", "SYS_CHROOT"]},
+        # Bind /proc, /dev and Slurm's sockets into the jail for the sessions (mount: SYS_ADMIN,
+        # which the runtime's default seccomp profile then allows; AppArmor's default denies it),
+        # chroot sessions into it. sshd drops SYS_ADMIN once the mounts are made (entrypoint).
+        "securityContext": {"capabilities": {"add": ["SYS_ADMIN", "SYS_CHROOT"],
+                                             "drop": list(common.UNUSED_CAPABILITIES)},
+                            "seccompProfile": {"type": "RuntimeDefault"},
                             "appArmorProfile": {"type": "Unconfined"}},
         "volumeMounts": common.common_mounts() + [
             {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH},

@@ -107,7 +107,7 @@ def worker_security_context() -> Dict[str, Any]:
     """What the jail plugin needs: mounts (SYS_ADMIN) and pivot_root (not in RuntimeDefault
     seccomp); what slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE)."""
     return {
-        "capabilities": {"add": ["SYS_ADMIN", "SYS_NICE"]},
+        "capabilities": {"add": ["SYS_ADMIN", "SYS_NICE"], "drop": list(common.UNUSED_CAPABILITIES)},
         "seccompProfile": {"type": "Unconfined"},
         "appArmorProfile": {"type": "Unconfined"},
     }
