@@ -22,10 +22,16 @@ TINY_NODES = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
 OPERATOR_LABEL = "%s=%s" % (C.LABEL_NAME, C.OPERATOR_NAME)
 
 
+# Slurm holds a requeued job until its old step credential has expired (AuthInfo cred_expire,
+# 120 s by default). The test clusters requeue often (pod loss, drains, evictions) and use 30 s:
+# the same behaviour, a shorter wait.
+QUICK_REQUEUE = {"AuthInfo": "cred_expire=30"}
+
+
 def tiny_cluster_spec() -> dict:
     """A controller asking for little and no login node, for tests that never log in."""
     return {"controller": {"resources": TINY, "stateVolume": {"size": "1Gi"}},
-            "login": {"replicas": 0, "resources": TINY}}
+            "login": {"replicas": 0, "resources": TINY}, "slurm": {"config": dict(QUICK_REQUEUE)}}
 
 
 def nodeset_manifest(namespace: str, cluster: str, name: str, replicas: int, spec: Optional[Mapping] = None) -> dict:

@@ -13,6 +13,7 @@ import time
 import pytest
 from localkube_helpers import Cluster, wait_for
 from slurm_helpers import (
+    QUICK_REQUEUE,
     TINY_NODES,
     Operator,
     SlurmView,
@@ -36,7 +37,7 @@ def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator) 
     kube = localkube_cluster
     spec = {"partitions": [{"name": "main", "default": True}, {"name": "big", "nodeSets": ["big"]}],
             "slurm": {"topology": [{"name": "leaf", "nodes": "demo-cpu-[0-9],demo-big-0"},
-                                   {"name": "spine", "switches": ["leaf"]}]}}
+                                   {"name": "spine", "switches": ["leaf"]}], "config": dict(QUICK_REQUEUE)}}
     kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
                          nodeset_manifest(kube.namespace, CLUSTER, "cpu", 3),
                          nodeset_manifest(kube.namespace, CLUSTER, "big", 1)))

@@ -386,7 +386,7 @@ def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: Slur
     out = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "bench" / "pod_loss.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report + "\n")
-    for job in requeued:  # a requeued job waits out its old credential's life (120 s) first
+    for job in requeued:  # a requeued job waits out its old credential's life (QUICK_REQUEUE) first
         record = finished(slurm, job, timeout=400)
         assert (record["JobState"], int(record["Restarts"]) >= 1) == ("COMPLETED", True), record
 
