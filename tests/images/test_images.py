@@ -41,7 +41,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
     render_config_files,
     render_health_conf,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import _worker_env
+from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import WRITABLE_PATHS, _worker_env
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import PURPOSE_SCALE_DOWN, drain_reason
 
 pytestmark = pytest.mark.slurm
@@ -423,8 +423,12 @@ class Cluster:
             node_dir.mkdir(parents=True)
             node_dir.chmod(0o777)
             volumes += ["-v", "%s:%s" % (node_dir, path)]
+        # A read-only root, with the render's writable places (memory-backed ones as tmpfs).
+        for where in WRITABLE_PATHS.values():
+            volumes += ["--tmpfs", "%s:rw,exec,mode=0755" % where[0]]
         args = [
             *self.common_args(host),
+            "--read-only",
             "-v",
             "%s:%s" % (self.root / "jail", C.JAIL_MOUNT_PATH),
             *volumes,
@@ -760,6 +764,12 @@ def test_root_job_attempts_left_the_worker_as_it_was(root_job_attempts, cluster)
     assert cluster.exec(WORKERS[0], "test", "-e", "/etc/slurmkube-pwned", check=False).returncode != 0
     files = cluster.exec(WORKERS[0], "cat", "/etc/hosts", "/etc/resolv.conf", C.HEALTHCHECK_PROGRAM).stdout
     assert "pwned" not in files
+
+
+def test_the_workers_root_is_read_only_even_for_its_own_root(cluster):
+    """What slurmd runs as root outside the jail (the health check) stays the image's."""
+    out = cluster.exec(WORKERS[0], "sh", "-c", "echo x >>%s" % C.HEALTHCHECK_PROGRAM, check=False)
+    assert out.returncode != 0 and "Read-only file system" in out.stderr, out.stderr
 
 
 def test_workers_register_with_their_size_and_nodeset(cluster):

@@ -106,7 +106,11 @@ def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
     assert "binds=/etc/hosts:ro,/etc/resolv.conf:ro,/mnt/slurmkube/tmp " in plugstack
     security = pod["containers"][0]["securityContext"]
     assert security["capabilities"] == {"add": ["SYS_ADMIN", "SYS_NICE"], "drop": ["NET_RAW", "MKNOD", "SETFCAP"]}
-    assert "privileged" not in security
+    assert "privileged" not in security and security["readOnlyRootFilesystem"] is True
+    written = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert {"/run", "/tmp", "/etc/munge", "/var/lib/munge", "/var/log"} <= written
+    memory = {v["name"] for v in pod["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"}
+    assert {"run", "munge-etc", "munge-lib"} <= memory  # the key's copy never on the node's disk
 
 
 def test_pods_that_mount_nothing_run_under_the_runtimes_seccomp_profile_without_escalation():

@@ -27,6 +27,16 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
 SPOOL_VOLUME = "spool"
 SHM_VOLUME = "shm"
 NODE_TMP_VOLUME = "node-tmp"
+# The worker's root file system is read-only; what its daemons write lives here instead:
+# volume -> (path, emptyDir medium). The munge key's copy and munged's seed never touch the
+# node's disk.
+WRITABLE_PATHS = {
+    "run": ("/run", "Memory"),
+    "tmp": ("/tmp", ""),
+    "munge-etc": ("/etc/munge", "Memory"),
+    "munge-lib": ("/var/lib/munge", "Memory"),
+    "logs": ("/var/log", ""),
+}
 
 
 def node_conf(nodeset: NodeSet) -> str:
@@ -75,6 +85,7 @@ def _worker_mounts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
         {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
     ]
     mounts.append({"name": NODE_TMP_VOLUME, "mountPath": C.NODE_TMP_DIR})
+    mounts.extend({"name": name, "mountPath": where[0]} for name, where in WRITABLE_PATHS.items())
     for sub in cluster.spec.jail.sub_mounts:
         mounts.append({"name": "sub-" + sub.name, "mountPath": "%s/%s" % (common.SUBMOUNT_HOST_DIR, sub.name)})
     return mounts
@@ -89,6 +100,8 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
         {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}},
         {"name": NODE_TMP_VOLUME, "emptyDir": {}},
     ]
+    volumes.extend({"name": name, "emptyDir": {"medium": where[1]} if where[1] else {}}
+                   for name, where in WRITABLE_PATHS.items())
     for sub in cluster.spec.jail.sub_mounts:
         if sub.host_path:
             host = {"path": sub.host_path, "type": "DirectoryOrCreate"}
@@ -105,8 +118,11 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
 
 def worker_security_context() -> Dict[str, Any]:
     """What the jail plugin needs: mounts (SYS_ADMIN) and pivot_root (not in RuntimeDefault
-    seccomp); what slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE)."""
+    seccomp); what slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE). The root
+    file system is read-only: the image's programs (slurmd's health check, the stop hook) stay
+    what the image says, whatever runs in the pod."""
     return {
+        "readOnlyRootFilesystem": True,
         "capabilities": {"add": ["SYS_ADMIN", "SYS_NICE"], "drop": list(common.UNUSED_CAPABILITIES)},
         "seccompProfile": {"type": "Unconfined"},
         "appArmorProfile": {"type": "Unconfined"},
