@@ -169,7 +169,7 @@ def main() -> None:
                 "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
                 "image_prefixes": {"type": "list", "elements": "str", "default": ["slurmkube/"]},
                 "host_path_prefixes": {"type": "list", "elements": "str", "default": []},
-                "munge_secret_names": {"type": "list", "elements": "str", "default": []},
+                "munge_secret_names": {"type": "list", "elements": "str", "default": [], "no_log": False},
                 "privileged_config": {"type": "bool", "default": False},
             }},
         }, wait=True),

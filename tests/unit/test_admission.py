@@ -27,7 +27,7 @@ OPTION = {"state": "present", "image_prefixes": ["registry.example.com/hpc/"], "
 def test_the_policy_checks_images_with_the_models_defaults_host_paths_secrets_and_root_programs():
     policy, binding = render_admission_policy("ops", AdmissionRules(("registry.example.com/",)), ("hpc-a",))
     checks = policy["spec"]["validations"]
-    assert [c["message"].split(":")[0] for c in checks] == [
+    assert [c["message"].partition(":")[0] for c in checks] == [
         "spec.images", "spec.jail.subMounts[].hostPath", "spec.munge.secretName", "spec.slurm.privilegedConfig"]
     # a spec naming no image gets the model's default, which must be allowed too
     assert '"slurmkube/worker:latest"' in checks[0]["expression"]
