@@ -357,6 +357,7 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
     job = sbatch_on(slurm, node, "-c1", "--wrap", "sleep 20")
     kept_out = sbatch_on(slurm, node, "-c1", "--no-requeue", "--wrap", "sleep 600")
     wait_for(lambda: {slurm.job_state(job), slurm.job_state(kept_out)} == {"RUNNING"}, 90, 1, explain=slurm.explain)
+    before = container_generation(slurm, node)
     start = time.monotonic()
     loss, tellers = POD_LOSSES[how]
     words = [w.format(pod=node) for w in loss]
@@ -369,8 +370,26 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
     said = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", CONTROLLER).stdout
     assert re.search(r"node %s reason set to: %s (%s): [\d,]*\b%s\b"
                      % (node, C.DRAIN_REASON_PREFIX, "|".join(tellers), job), said), said[-3000:]  # fmt: skip
-    wait_for(lambda: in_service(slurm.nodes().get(node, set())), 120, 1, explain=slurm.explain)
+    # In service from the new container: a dying slurmd may answer a ping once more and put
+    # the node back for a moment (CI saw the next jobs land there and die with it).
+    def served_by_a_new_container() -> bool:
+        now = container_generation(slurm, node)
+        return now != before and now[1] is not None and in_service(slurm.nodes().get(node, set()))
+
+    wait_for(served_by_a_new_container, 120, 1, explain=slurm.explain)
     return job, {"requeued_after_s": round(requeued, 1), "in_service_after_s": round(time.monotonic() - start, 1)}
+
+
+def container_generation(slurm: SlurmView, pod: str) -> tuple:
+    """Which pod and which start of its container serve the node now (None while none runs)."""
+    found = slurm.kube.kubectl("-n", slurm.kube.namespace, "get", "pod", pod, "-o", "json", check=False)
+    if found.returncode != 0:
+        return None, None
+    status = json.loads(found.stdout)
+    running = [c for c in status.get("status", {}).get("containerStatuses", []) if c.get("state", {}).get("running")]
+    if not running:
+        return status["metadata"]["uid"], None
+    return status["metadata"]["uid"], running[0]["restartCount"]
 
 
 def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: SlurmView):
