@@ -372,6 +372,7 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
                      % (node, C.DRAIN_REASON_PREFIX, "|".join(tellers), job), said), said[-3000:]  # fmt: skip
     # In service from the new container: a dying slurmd may answer a ping once more and put
     # the node back for a moment (CI saw the next jobs land there and die with it).
+
     def served_by_a_new_container() -> bool:
         now = container_generation(slurm, node)
         return now != before and now[1] is not None and in_service(slurm.nodes().get(node, set()))
