@@ -37,6 +37,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
+from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_text
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_config_files,
     render_health_conf,
@@ -342,6 +343,7 @@ class Cluster:
         write_secret(self.root / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
         write_slurm_config(self.root / "slurm", self.model, self.nodesets)
         write_sshd_config(self.root / "sshd", self.model)
+        (self.root / "seccomp.json").write_text(worker_seccomp_profile_text())
         # The host-keys Secret holds one key of every type the rendered sshd_config names.
         host_keys = [ssh_keygen(self.images, self.root / "keygen", "ssh_host_%s_key" % kind, kind)
                      for kind in ("ed25519", "ecdsa", "rsa")]  # fmt: skip
@@ -407,7 +409,7 @@ class Cluster:
         self.containers[self.controller_pod] = self.name(self.controller_pod)
 
     def start_worker(self, host: str, extra: list = (), env_from_limits: bool = False, nodeset=NODESET_MODEL) -> None:
-        """A worker as render/worker.py makes its pod: env, emptyDirs, SYS_ADMIN, seccomp Unconfined.
+        """A worker as render/worker.py makes its pod: env, emptyDirs, SYS_ADMIN, the workers' seccomp profile.
 
         env_from_limits: leave SLURMKUBE_CPUS/MEMORY_MB out, so the entrypoint reads the
         container's cgroup limits instead.
@@ -436,14 +438,14 @@ class Cluster:
             str(slurm_cpus(nodeset)),
             "--memory",
             "%dm" % slurm_real_memory_mib(nodeset),
-            # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp);
-            # what slurmstepd needs to bind tasks to their CPUs.
+            # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp,
+            # allowed by ours); what slurmstepd needs to bind tasks to their CPUs.
             "--cap-add",
             "SYS_ADMIN",
             "--cap-add",
             "SYS_NICE",
             "--security-opt",
-            "seccomp=unconfined",
+            "seccomp=%s" % (self.root / "seccomp.json"),
             *env_args(env, host),
             *extra,
         ]
@@ -736,6 +738,9 @@ ROOT_JOB_ATTEMPTS = {
     "joining pid 1's mount namespace": {DENIED},
     "making a disk device node": {NOT_PERMITTED},
     "planting a file capability": {NOT_PERMITTED},
+    "a key in the node's kernel keyring": {NOT_PERMITTED},
+    "a userfaultfd": {NOT_PERMITTED},
+    "an io_uring": {NOT_PERMITTED},
 }
 
 

@@ -43,6 +43,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     slurm_job_memory_mib,
     slurm_real_memory_mib,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_name
 
 pytestmark = pytest.mark.k8s
 
@@ -157,6 +158,21 @@ def test_daemon_logs_carry_timestamps(slurm: SlurmView):
         log = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", pod, "--tail=20").stdout
         # slurmctld/slurmd lines on stderr: "[2026-11-25T10:57:53.008] message" (LogTimeFormat).
         assert re.search(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] ", log, re.MULTILINE), log
+
+
+# A call any user may make on a bare host, refused by the workers' seccomp profile: add_key (x86_64).
+ADD_KEY_PROBE = ("import ctypes, errno; libc = ctypes.CDLL(None, use_errno=True); "
+                 "r = libc.syscall(248, b'user', b'slurmkube-probe', b'x', 1, -2); "
+                 "print('added' if r >= 0 else errno.errorcode[ctypes.get_errno()])")
+
+
+def test_slurmd_and_its_jobs_run_under_the_profile_the_pod_wrote_for_its_kubelet(slurm: SlurmView):
+    pod = slurm.kube.get_json("pod", NODES[0])
+    profile = pod["spec"]["containers"][0]["securityContext"]["seccompProfile"]
+    assert profile == {"type": "Localhost", "localhostProfile": worker_seccomp_profile_name()}
+    status = slurm.kube.exec(NODES[0], "grep", "^Seccomp:", "/proc/1/status").stdout
+    assert status.split() == ["Seccomp:", "2"]  # a filter is on
+    assert slurm.run("srun", "-w", NODES[0], "python3", "-c", ADD_KEY_PROBE).strip() == "EPERM"
 
 
 # ---------------------------------------------------------------------------- a user on the login node

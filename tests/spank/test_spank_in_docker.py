@@ -13,6 +13,8 @@ import subprocess
 import pytest
 from spank_support import SPANK
 
+from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_text
+
 pytestmark = pytest.mark.slurm
 
 SETUP = """
@@ -101,6 +103,16 @@ def test_root_job_in_a_container_gets_a_read_only_node_for_its_slurmstepd(image)
 def test_unconfined_seccomp_gets_pivot_root(image):
     script = SETUP + "%s %s --expect-one-root --expect-cap sys_chroot -- %s" % (HARNESS, IN_JAIL, WORDS)
     result = in_container(image, script, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined")
+    assert result.returncode == 0
+    assert "chroot" not in result.stderr
+
+
+def test_the_workers_seccomp_profile_gets_pivot_root(image, tmp_path):
+    """What the worker pods run under (render/seccomp.py) lets the jail pivot its root."""
+    profile = tmp_path / "worker.json"
+    profile.write_text(worker_seccomp_profile_text())
+    script = SETUP + "%s %s --expect-one-root --expect-cap sys_chroot -- %s" % (HARNESS, IN_JAIL, WORDS)
+    result = in_container(image, script, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=%s" % profile)
     assert result.returncode == 0
     assert "chroot" not in result.stderr
 

@@ -225,6 +225,15 @@ INJECTIONS = [
      "spec.jail.subMounts[0].hostPath", "not / itself"),
     ({"jail": {"subMounts": [{"name": "up", "mountPath": "/node", "hostPath": "/mnt/nvme/../../etc"}]}},
      "spec.jail.subMounts[0].hostPath", "normalized"),
+    ({"jail": {"subMounts": [{"name": "dot", "mountPath": "/node/./x", "hostPath": "/mnt//nvme"}]}},
+     "spec.jail.subMounts[0].hostPath", "normalized"),
+    ({"workerSeccomp": {"kubeletRootDir": "/"}}, "spec.workerSeccomp.kubeletRootDir", "must match"),
+    ({"workerSeccomp": {"kubeletRootDir": "/var/lib//kubelet"}}, "spec.workerSeccomp.kubeletRootDir",
+     "normalized"),
+    ({"workerSeccomp": {"kubeletRootDir": "/var/lib/../../etc"}}, "spec.workerSeccomp.kubeletRootDir",
+     "normalized"),
+    ({"workerSeccomp": {"kubeletRootDir": "var/lib/kubelet"}}, "spec.workerSeccomp.kubeletRootDir", "must match"),
+    ({"workerSeccomp": {"profile": "RuntimeDefault"}}, "spec.workerSeccomp.profile", "one of"),
 ]
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+
 import pytest
 from examples import EXAMPLES, example, example_resources
 
@@ -14,6 +18,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.policy import render_network_policies
+from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (
+    worker_seccomp_profile,
+    worker_seccomp_profile_name,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
 
 
@@ -125,8 +133,48 @@ def test_pods_that_mount_nothing_run_under_the_runtimes_seccomp_profile_without_
         pod = (obj.get("spec", {}).get("template") or {}).get("spec") or {}
         for container in pod.get("containers", []) + pod.get("initContainers", []):
             assert "securityContext" in container, (name, container["name"])
-            assert container["securityContext"].get("seccompProfile", {}).get("type") != "Unconfined" \
-                or name == ("StatefulSet", "cpu-compute"), (name, container["name"])
+            assert container["securityContext"].get("seccompProfile", {}).get("type") != "Unconfined", \
+                (name, container["name"])
+
+
+def worker_pod(spec: dict) -> dict:
+    raw = example_resources("cpu-only")
+    raw["cluster"]["spec"] = spec
+    return by_kind_and_name(render_raw(raw))[("StatefulSet", "cpu-compute")]["spec"]["template"]["spec"]
+
+
+def test_slurmd_runs_under_the_profile_its_init_container_writes_into_the_kubelets_directory():
+    pod = worker_pod({"workerSeccomp": {"kubeletRootDir": "/var/snap/microk8s/common/var/lib/kubelet"}})
+    writer = pod["initContainers"][0]
+    env = {v["name"]: v["value"] for v in writer["env"]}
+    slurmd = pod["containers"][0]["securityContext"]
+    assert slurmd["seccompProfile"] == {"type": "Localhost", "localhostProfile": env["NAME"]}
+    assert json.loads(env["PROFILE"]) == worker_seccomp_profile()
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mount = writer["volumeMounts"] == [{"name": "seccomp-profiles", "mountPath": env["DIR"]}]
+    assert mount and volumes["seccomp-profiles"]["hostPath"] == {
+        "path": "/var/snap/microk8s/common/var/lib/kubelet/seccomp", "type": "DirectoryOrCreate"}
+    # Written before anything else runs in the pod, by a root without capabilities.
+    assert writer["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert writer["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "seccomp-profiles" not in {m["name"] for m in pod["containers"][0]["volumeMounts"]}
+
+
+def test_the_init_container_writes_the_profile_whole_under_its_name(tmp_path):
+    writer = worker_pod({})["initContainers"][0]
+    env = dict(os.environ, **{v["name"]: v["value"] for v in writer["env"]})
+    env["DIR"] = str(tmp_path)
+    subprocess.run(writer["command"], env=env, check=True)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == [worker_seccomp_profile_name()]
+    assert json.loads(written[0].read_text()) == worker_seccomp_profile()
+
+
+def test_an_unconfined_worker_has_no_profile_to_write():
+    pod = worker_pod({"workerSeccomp": {"profile": "Unconfined"}})
+    assert pod["containers"][0]["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert [c["name"] for c in pod["initContainers"]] == ["wait-for-controller"]
+    assert "seccomp-profiles" not in {v["name"] for v in pod["volumes"]}
 
 
 def test_jail_claim_kept_out_when_nfs_is_used():

@@ -326,11 +326,19 @@ lk_make_cgroup_root() {
   fi
 }
 
+# Pods find Localhost seccomp profiles where a kubeadm, kind or cloud node keeps them: the
+# kubelet reads <root-dir>/seccomp, and ours points at /var/lib/kubelet/seccomp.
+lk_link_seccomp_dir() {
+  mkdir -p /var/lib/kubelet/seccomp "$LK_RUN/kubelet/root"
+  [[ -L $LK_RUN/kubelet/root/seccomp ]] || ln -s /var/lib/kubelet/seccomp "$LK_RUN/kubelet/root/seccomp"
+}
+
 lk_start_node() {
   lk_make_cgroup_root
   # The kubelet makes /var/lib/kubelet/device-plugins whatever its root dir: remember
   # whether we made it, so down removes it only then.
   [[ -e /var/lib/kubelet || -e $LK_RUN/pids/kubelet.pid ]] || touch "$LK_RUN/created-var-lib-kubelet"
+  lk_link_seccomp_dir
   lk_restart_if_changed kubelet "$LK_RUN/kubelet/config.yaml"
   lk_restart_if_changed kube-proxy "$LK_RUN/kube-proxy.yaml"
   lk_start kubelet "$LK_BIN/kubelet" --config "$LK_RUN/kubelet/config.yaml" \

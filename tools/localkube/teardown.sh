@@ -74,12 +74,14 @@ lk_remove_shim_sockets() {
   done
 }
 
-# The kubelet's device-plugin socket lives at a fixed path; remove it (and the dirs, when
-# empty) if /var/lib/kubelet did not exist before our first up.
+# The kubelet's device-plugin socket lives at a fixed path, and so do the seccomp profiles
+# (lk_link_seccomp_dir); remove them (and the dirs, when empty) if /var/lib/kubelet did not
+# exist before our first up.
 lk_remove_kubelet_host_dirs() {
   [[ -e $LK_RUN/created-var-lib-kubelet ]] || return 0
   rm -f /var/lib/kubelet/device-plugins/kubelet.sock
-  rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true
+  rm -rf /var/lib/kubelet/seccomp/slurmkube
+  rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet/seccomp /var/lib/kubelet 2>/dev/null || true
 }
 
 lk_kill_shims() {

@@ -119,6 +119,12 @@ MANAGED_CGROUP_KEYS = frozenset(("cgroupmountpoint",))
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def is_normalized_path(path: str) -> bool:
+    """Absolute, with no empty, '.' or '..' component (a trailing '/' aside): the path a
+    reader sees is the one the kernel opens."""
+    return path.startswith("/") and all(part not in ("", ".", "..") for part in path.rstrip("/").split("/")[1:])
+
+
 def spec_field(
     doc: str,
     default: Any = dataclasses.MISSING,
@@ -482,6 +488,28 @@ class Egress:
 
 
 @dataclass(frozen=True)
+class WorkerSeccomp:
+    """The workers' seccomp filter. The runtime's default profile refuses pivot_root, which the
+    jail needs, so workers get slurmkube's own profile or none."""
+
+    profile: str = spec_field(
+        "Localhost: slurmkube's profile, which refuses the calls that reach the node's kernel "
+        "(modules, keyrings, bpf, io_uring, userfaultfd, open_by_handle_at, the clock; the list "
+        "and reasons are in images/README.md), written by each worker pod's init container into "
+        "its node's kubelet seccomp directory. Unconfined: no filter, for a runtime that reads "
+        "no Localhost profile.",
+        "Localhost",
+        enum=("Localhost", "Unconfined"),
+    )
+    kubelet_root_dir: str = spec_field(
+        "The kubelet's --root-dir on the workers' nodes: the profile goes to its seccomp/ "
+        "directory (/var/snap/microk8s/common/var/lib/kubelet on MicroK8s).",
+        "/var/lib/kubelet",
+        pattern=PROGRAM_PATH,
+    )
+
+
+@dataclass(frozen=True)
 class SlurmClusterSpec:
     """spec of a SlurmCluster."""
 
@@ -503,6 +531,7 @@ class SlurmClusterSpec:
         "connect only to each other, DNS and what egress allows.", True
     )
     egress: Egress = spec_field("Where the pods may connect beyond each other and DNS.", factory=Egress)
+    worker_seccomp: WorkerSeccomp = spec_field("The workers' seccomp filter.", factory=WorkerSeccomp)
 
 
 @dataclass(frozen=True)
@@ -781,6 +810,10 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
         problems.append(("spec.login.nodePort", "is only valid with serviceType NodePort, got serviceType %s"
                          % describe(spec.login.service_type)))
     problems.extend(_topology_rules(spec.slurm.topology))
+    root_dir = spec.worker_seccomp.kubelet_root_dir
+    if root_dir == "/" or not is_normalized_path(root_dir):
+        problems.append(("spec.workerSeccomp.kubeletRootDir",
+                         "must be a normalized directory below /, got %s" % describe(root_dir)))
     for i, rule in enumerate(spec.egress.to):
         if not rule or set(rule) - {"to", "ports"}:
             problems.append(("spec.egress.to[%d]" % i, "must be a NetworkPolicy egress rule with 'to' and/or "
@@ -800,11 +833,10 @@ def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:
             problems.append((where + ".name", "is used twice: %s" % describe(sub.name)))
         if sub.mount_path in seen_paths:
             problems.append((where + ".mountPath", "is used twice: %s" % describe(sub.mount_path)))
-        if sub.mount_path == "/" or "/../" in sub.mount_path + "/":
+        if sub.mount_path == "/" or not is_normalized_path(sub.mount_path):
             problems.append((where + ".mountPath",
                              "must be a normalized path below /, got %s" % describe(sub.mount_path)))
-        if sub.host_path is not None and (sub.host_path == "/" or "/../" in sub.host_path + "/"
-                                          or "//" in sub.host_path):
+        if sub.host_path is not None and (sub.host_path == "/" or not is_normalized_path(sub.host_path)):
             problems.append((where + ".hostPath", "must be a normalized directory below /, not / itself, got %s"
                              % describe(sub.host_path)))
         if sub.host_path and (sub.medium or sub.size_limit):

@@ -19,7 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     wait_until,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import CONTROL_CHARACTERS
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import CONTROL_CHARACTERS, is_normalized_path
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.render.admission import (
     AdmissionRules,
@@ -60,9 +60,9 @@ def check_admission_option(option: Mapping[str, Any]) -> None:
             raise InstallError("admission_policy.image_prefixes: must be non-empty text without control "
                                "characters, got %r" % prefix)
     for path in option["host_path_prefixes"]:
-        if not path.startswith("/") or "/../" in path + "/" or CONTROL_CHARACTERS.search(path):
-            raise InstallError("admission_policy.host_path_prefixes: must be absolute paths without '..', "
-                               "got %r" % path)
+        if not is_normalized_path(path) or CONTROL_CHARACTERS.search(path):
+            raise InstallError("admission_policy.host_path_prefixes: must be normalized absolute paths "
+                               "(no empty, '.' or '..' part), got %r" % path)
     for name in option["munge_secret_names"]:
         if not re.match(DNS1123_SUBDOMAIN, name):
             raise InstallError("admission_policy.munge_secret_names: must be Secret names, got %r" % name)

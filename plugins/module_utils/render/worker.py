@@ -18,6 +18,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     slurm_real_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (
+    worker_seccomp_profile_name,
+    worker_seccomp_profile_text,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_cgroup_conf,
     render_gres_conf,
@@ -27,6 +31,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
 SPOOL_VOLUME = "spool"
 SHM_VOLUME = "shm"
 NODE_TMP_VOLUME = "node-tmp"
+SECCOMP_VOLUME = "seccomp-profiles"
+SECCOMP_MOUNT_DIR = "/host-seccomp"
 # The worker's root file system is read-only; what its daemons write lives here instead:
 # volume -> (path, emptyDir medium). The munge key's copy and munged's seed never touch the
 # node's disk.
@@ -113,18 +119,50 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
         if sub.size_limit:
             empty["sizeLimit"] = str(sub.size_limit)
         volumes.append({"name": "sub-" + sub.name, "emptyDir": empty})
+    if cluster.spec.worker_seccomp.profile == "Localhost":
+        where = "%s/seccomp" % cluster.spec.worker_seccomp.kubelet_root_dir
+        volumes.append({"name": SECCOMP_VOLUME, "hostPath": {"path": where, "type": "DirectoryOrCreate"}})
     return volumes
 
 
-def worker_security_context() -> Dict[str, Any]:
-    """What the jail plugin needs: mounts (SYS_ADMIN) and pivot_root (not in RuntimeDefault
-    seccomp); what slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE). The root
-    file system is read-only: the image's programs (slurmd's health check, the stop hook) stay
-    what the image says, whatever runs in the pod."""
+def seccomp_profile_writer(cluster: SlurmCluster) -> Dict[str, Any]:
+    """Init container: puts the workers' seccomp profile where the kubelet of this node reads
+    Localhost profiles, before slurmd's container (which runs under it) is made. It writes a
+    temporary name and renames it: a pod starting beside it never reads half a profile."""
+    images = cluster.spec.images
+    script = ('set -eu; umask 022; target="$DIR/$NAME"; mkdir -p "${target%/*}"; '
+              'printf %s "$PROFILE" >"$target.$$"; mv -f "$target.$$" "$target"')
+    return {
+        "name": "seccomp-profile",
+        "image": images.worker,
+        "imagePullPolicy": images.pull_policy,
+        "command": ["sh", "-c", script],
+        "env": [{"name": "DIR", "value": SECCOMP_MOUNT_DIR},
+                {"name": "NAME", "value": worker_seccomp_profile_name()},
+                {"name": "PROFILE", "value": worker_seccomp_profile_text()}],
+        # Root only as the owner of the kubelet's directory: no capability at all.
+        "securityContext": {**common.confined_security_context(), "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": SECCOMP_VOLUME, "mountPath": SECCOMP_MOUNT_DIR}],
+    }
+
+
+def worker_seccomp_profile_ref(cluster: SlurmCluster) -> Dict[str, Any]:
+    if cluster.spec.worker_seccomp.profile == "Unconfined":
+        return {"type": "Unconfined"}
+    return {"type": "Localhost", "localhostProfile": worker_seccomp_profile_name()}
+
+
+def worker_security_context(cluster: SlurmCluster) -> Dict[str, Any]:
+    """What the jail plugin needs: mounts (SYS_ADMIN, which AppArmor's default profile refuses)
+    and pivot_root (which the runtime's default seccomp profile refuses: ours allows it); what
+    slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE). The root file system is
+    read-only: the image's programs (slurmd's health check, the stop hook) stay what the image
+    says, whatever runs in the pod."""
     return {
         "readOnlyRootFilesystem": True,
         "capabilities": {"add": ["SYS_ADMIN", "SYS_NICE"], "drop": list(common.UNUSED_CAPABILITIES)},
-        "seccompProfile": {"type": "Unconfined"},
+        "seccompProfile": worker_seccomp_profile_ref(cluster),
         "appArmorProfile": {"type": "Unconfined"},
     }
 
@@ -141,9 +179,17 @@ def _slurmd_container(cluster: SlurmCluster, nodeset: NodeSet) -> Dict[str, Any]
         # Jobs still on the node when the pod stops are handed back to Slurm to requeue.
         "lifecycle": {"preStop": {"exec": {"command": [C.WORKER_STOP_PROGRAM]}}},
         "resources": common.resources(nodeset.spec.resources, gpus=True),
-        "securityContext": worker_security_context(),
+        "securityContext": worker_security_context(cluster),
         "volumeMounts": _worker_mounts(cluster),
     }
+
+
+def _worker_init_containers(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    images = cluster.spec.images
+    init = [common.wait_for_controller(cluster, images.worker, images.pull_policy)]
+    if cluster.spec.worker_seccomp.profile == "Localhost":
+        init.insert(0, seccomp_profile_writer(cluster))
+    return init
 
 
 def worker_config_hash(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
@@ -161,11 +207,10 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
     updateStrategy OnDelete: Kubernetes never restarts a node under a running job; the
     operator drains a node, waits until it is idle, then deletes its pod.
     """
-    images = cluster.spec.images
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
         "terminationGracePeriodSeconds": 60,
-        "initContainers": [common.wait_for_controller(cluster, images.worker, images.pull_policy)],
+        "initContainers": _worker_init_containers(cluster),
         "containers": [_slurmd_container(cluster, nodeset)],
         "volumes": _worker_volumes(cluster),
     }

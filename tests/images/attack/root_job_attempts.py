@@ -18,6 +18,11 @@ MNT_DETACH = 2
 PTRACE_ATTACH = 16
 SYS_FINIT_MODULE = 313  # x86_64
 SYS_SETNS = 308
+SYS_ADD_KEY = 248
+SYS_USERFAULTFD = 323
+SYS_IO_URING_SETUP = 425
+KEY_SPEC_PROCESS_KEYRING = -2
+UFFD_USER_MODE_ONLY = 1  # what any user may ask of userfaultfd since Linux 5.11
 # struct vfs_cap_data, revision 2 with the effective flag: permitted = cap_sys_admin (bit 21).
 CAP_XATTR = b"\x01\x00\x00\x02" + b"\x00\x00\x20\x00" + b"\x00" * 12
 # Capabilities with which root leaves the jail or reaches the node: sys_admin (mount, setns),
@@ -51,6 +56,23 @@ def plant_file_capability() -> None:
     path = "/tmp/cap-probe"
     open(path, "w").close()
     os.setxattr(path, "security.capability", CAP_XATTR)
+
+
+def add_a_kernel_key() -> None:
+    checked(LIBC.syscall(SYS_ADD_KEY, b"user", b"slurmkube-probe", b"x", 1, KEY_SPEC_PROCESS_KEYRING))
+
+
+def open_a_userfaultfd() -> None:
+    fd = LIBC.syscall(SYS_USERFAULTFD, os.O_CLOEXEC | UFFD_USER_MODE_ONLY)
+    checked(fd)
+    os.close(fd)
+
+
+def set_up_an_io_uring() -> None:
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+    fd = LIBC.syscall(SYS_IO_URING_SETUP, 1, params)
+    checked(fd)
+    os.close(fd)
 
 
 def hold_an_escape_capability() -> None:
@@ -92,6 +114,10 @@ def attempts(munged: int, slurmd: int, munge_uid: int, secret: str) -> dict:
         "making a disk device node": lambda: os.mknod("/tmp/disk", 0o60600, os.makedev(8, 0)),
         "planting a file capability": plant_file_capability,
         "holding a capability that leaves the jail": hold_an_escape_capability,
+        # Open to any user on a bare host; the workers' seccomp profile refuses them.
+        "a key in the node's kernel keyring": add_a_kernel_key,
+        "a userfaultfd": open_a_userfaultfd,
+        "an io_uring": set_up_an_io_uring,
     }
 
 
