@@ -40,6 +40,8 @@ COMPONENT_LOGIN = "login"
 COMPONENT_JAIL = "jail"
 COMPONENT_HEALTHCHECK = "healthcheck"
 COMPONENT_CONFIG = "config"
+COMPONENT_SLURMDBD = "slurmdbd"
+COMPONENT_DATABASE = "mariadb"
 
 # The container of each component's pods that runs its daemon (and munged): what the exec API
 # is pointed at.
@@ -112,6 +114,22 @@ ROLE_WORKER = "worker"
 ROLE_LOGIN = "login"
 ROLE_JAIL_POPULATE = "jail-populate"
 ROLE_LONG_CHECKS = "long-checks"  # submit the long health checks as Slurm jobs (CronJob)
+ROLE_SLURMDBD = "slurmdbd"
+ROLE_DATABASE = "database"  # the in-cluster MariaDB of slurmdbd
+
+# Accounting (issue 16): slurmdbd and its database.
+SLURMDBD_PORT = 6819
+DATABASE_PORT = 3306
+SLURMDBD_CONFIG_FILE = "slurmdbd.conf"  # in the config ConfigMap, without the password
+SLURMDBD_RUN_DIR = "/run/slurmdbd"  # slurmdbd.conf with the password (0600), where slurmdbd reads it
+DATABASE_DATA_DIR = "/var/lib/mysql"
+DB_PASSWORD_SECRET_KEY = "password"
+ENV_DB_PASSWORD = "SLURMKUBE_DB_PASSWORD"
+ENV_DB_HOST = "SLURMKUBE_DB_HOST"
+ENV_DB_PORT = "SLURMKUBE_DB_PORT"
+ENV_DB_NAME = "SLURMKUBE_DB_NAME"
+ENV_DB_USER = "SLURMKUBE_DB_USER"
+ENV_DB_BUFFER_POOL = "SLURMKUBE_DB_BUFFER_POOL"
 
 # Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart
 # (slurm/drain.py owns their forms; the bash health checks read these through constants.sh).

@@ -24,6 +24,12 @@ def new_munge_key() -> bytes:
     return os.urandom(MUNGE_KEY_BYTES)
 
 
+def new_db_password() -> str:
+    """A fresh database password: 192 random bits as hex, which every config format and SQL
+    string carries as it is."""
+    return os.urandom(24).hex()
+
+
 def key_fingerprint(key: bytes) -> str:
     """What may be shown of a key: a SHA-256 digest, never the key."""
     return "sha256:" + hashlib.sha256(key).hexdigest()

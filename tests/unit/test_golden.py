@@ -10,6 +10,10 @@ import os
 import pytest
 from examples import EXAMPLES, FIXTURES, example
 
+from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import (
+    render_slurmdbd_conf,
+    runs_slurmdbd,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
 
@@ -20,6 +24,8 @@ def rendered(name):
     cl, sets = example(name)
     files = render_config_files(cl, sets)
     files["sshd_config"] = render_sshd_config(cl)
+    if runs_slurmdbd(cl):
+        files["slurmdbd.conf"] = render_slurmdbd_conf(cl)
     return files
 
 

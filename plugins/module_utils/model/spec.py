@@ -204,6 +204,10 @@ class Images:
     jail: str = spec_field(
         "Root filesystem users see; copied into the jail volume.", "slurmkube/jail:latest", pattern=IMAGE_REF
     )
+    slurmdbd: str = spec_field("slurmdbd image (accounting).", "slurmkube/slurmdbd:latest", pattern=IMAGE_REF)
+    mariadb: str = spec_field(
+        "MariaDB image of the in-cluster accounting database.", "slurmkube/mariadb:latest", pattern=IMAGE_REF
+    )
     pull_policy: str = spec_field(
         "imagePullPolicy of every pod.", "IfNotPresent", enum=("Always", "IfNotPresent", "Never")
     )
@@ -443,15 +447,54 @@ class HealthChecks:
     long_checks: LongChecks = spec_field("Scheduled long checks.", factory=LongChecks)
 
 
+SQL_NAME = r"^[A-Za-z0-9_]+$"
+
+
+@dataclass(frozen=True)
+class AccountingDatabase:
+    """slurmdbd's database: an in-cluster MariaDB, or an external MariaDB/MySQL."""
+
+    host: Optional[str] = spec_field(
+        "External database host (MariaDB or MySQL; list it in spec.egress.to when it lives outside "
+        "the cluster's pods); an in-cluster MariaDB '<cluster>-mariadb' when unset.",
+        None,
+        pattern=HOST,
+    )
+    port: int = spec_field("Database port.", 3306, minimum=1, maximum=65535)
+    name: str = spec_field("Database name (slurmdbd's StorageLoc).", "slurm_acct_db", pattern=SQL_NAME,
+                           max_length=64)
+    user: str = spec_field("Database user (slurmdbd's StorageUser).", "slurm", pattern=SQL_NAME, max_length=32)
+    password_secret: Optional[str] = spec_field(
+        "Secret holding the user's password under the key 'password'; '<cluster>-accounting-db', "
+        "generated once, when unset (required with an external host).",
+        None,
+        pattern=DNS1123_LABEL,
+    )
+    storage: VolumeClaim = spec_field(
+        "Volume of the in-cluster database; kept when the cluster is deleted, like the jail.",
+        factory=VolumeClaim,
+    )
+    resources: Resources = spec_field("Resources of the in-cluster database pod.", factory=Resources)
+
+
 @dataclass(frozen=True)
 class Accounting:
-    """Slurm accounting through slurmdbd."""
+    """Slurm accounting through slurmdbd: job history (sacct), fair share, QoS and limits."""
 
-    enabled: bool = spec_field("Store accounting in slurmdbd.", False)
+    enabled: bool = spec_field(
+        "Store accounting in slurmdbd; also turns on priority/multifactor with fair share (the "
+        "Priority* keys of spec.slurm.config override its weights).",
+        False,
+    )
     host: Optional[str] = spec_field(
-        "slurmdbd host; '<cluster>-slurmdbd' in the same namespace when unset.", None, pattern=HOST
+        "External slurmdbd host: none is deployed then. A slurmdbd '<cluster>-slurmdbd' in the "
+        "same namespace, with its database, when unset.",
+        None,
+        pattern=HOST,
     )
     port: int = spec_field("slurmdbd port.", 6819, minimum=1, maximum=65535)
+    resources: Resources = spec_field("Resources of the slurmdbd pod.", factory=Resources)
+    database: AccountingDatabase = spec_field("slurmdbd's database.", factory=AccountingDatabase)
 
 
 @dataclass(frozen=True)
@@ -818,10 +861,21 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
         if not rule or set(rule) - {"to", "ports"}:
             problems.append(("spec.egress.to[%d]" % i, "must be a NetworkPolicy egress rule with 'to' and/or "
                              "'ports', got %s" % describe(rule)))
+    problems.extend(_accounting_rules(spec.accounting))
     for where, res in (("spec.controller.resources", spec.controller.resources),
-                       ("spec.login.resources", spec.login.resources)):
+                       ("spec.login.resources", spec.login.resources),
+                       ("spec.accounting.resources", spec.accounting.resources),
+                       ("spec.accounting.database.resources", spec.accounting.database.resources)):
         problems.extend(_positive_resources(where, res))
     return problems
+
+
+def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
+    database = accounting.database
+    if database.host and not database.password_secret:
+        return [("spec.accounting.database.passwordSecret",
+                 "is required with an external database host: the Secret holding its user's password")]
+    return []
 
 
 def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:
@@ -963,6 +1017,11 @@ def check_references(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> None
 
 
 # --------------------------------------------------------------------------- derived names
+
+
+def accounting_db_secret_name(cluster: SlurmCluster) -> str:
+    """Name of the Secret holding the accounting database user's password."""
+    return cluster.spec.accounting.database.password_secret or cluster.name + "-accounting-db"
 
 
 def munge_secret_name(cluster: SlurmCluster) -> str:

@@ -21,6 +21,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual, apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
+    new_db_password,
     new_munge_key,
     new_ssh_host_keys,
 )
@@ -29,6 +30,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     SlurmCluster,
     SpecError,
+    accounting_db_secret_name,
     check_references,
     munge_secret_name,
     nodeset_object_name,
@@ -44,10 +46,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import JobNotRequeued, NodeSteps, Scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
+from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import HOST_KEY_TYPES, host_keys_secret_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
+    render_db_password_secret,
     render_host_keys_secret,
     render_munge_secret,
 )
@@ -201,13 +205,20 @@ class Reconciler:
     # ----------------------------------------------------------------- secrets
 
     def ensure_secrets(self, cluster: SlurmCluster, owner: Mapping[str, Any], events: List[Event]) -> None:
-        """Create the munge key and ssh host keys once; never replace existing ones."""
+        """Create the munge key, ssh host keys and the accounting database password once; never
+        replace existing ones."""
         if self.kube.get("v1", "Secret", munge_secret_name(cluster), cluster.namespace) is None:
             self.kube.apply(owned_by(render_munge_secret(cluster, new_munge_key()), owner))
             events.append(Event("Normal", "MungeKeyCreated", "generated munge key %s" % munge_secret_name(cluster)))
         if self.kube.get("v1", "Secret", host_keys_secret_name(cluster), cluster.namespace) is None:
             self.kube.apply(owned_by(render_host_keys_secret(cluster, new_ssh_host_keys(HOST_KEY_TYPES)), owner))
             events.append(Event("Normal", "HostKeysCreated", "generated ssh host keys"))
+        # An admin's Secret (spec.accounting.database.passwordSecret) is never made here.
+        generated = runs_slurmdbd(cluster) and not cluster.spec.accounting.database.password_secret
+        if generated and self.kube.get("v1", "Secret", accounting_db_secret_name(cluster), cluster.namespace) is None:
+            self.kube.apply(owned_by(render_db_password_secret(cluster, new_db_password()), owner))
+            events.append(Event("Normal", "DatabasePasswordCreated",
+                                "generated accounting database password %s" % accounting_db_secret_name(cluster)))
 
     # ----------------------------------------------------------------- apply
 

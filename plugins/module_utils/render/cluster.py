@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, check_references
-from ansible_collections.slurmkube.core.plugins.module_utils.render import controller, jail, login, policy, worker
+from ansible_collections.slurmkube.core.plugins.module_utils.render import (
+    accounting,
+    controller,
+    jail,
+    login,
+    policy,
+    worker,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import Manifest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.healthcheck import render_healthcheck_cronjob
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
@@ -24,8 +31,8 @@ class RenderedCluster(NamedTuple):
 
 
 def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> RenderedCluster:
-    """All manifests of a cluster and its node sets (the munge and host-key Secrets excluded:
-    they hold generated secrets, made by the munge_key module and the operator)."""
+    """All manifests of a cluster and its node sets (the munge, host-key and database Secrets
+    excluded: they hold generated secrets, made by the munge_key module and the operator)."""
     check_references(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
     files = render_config_files(cluster, ordered)
@@ -35,6 +42,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Render
         login.render_sshd_config_map(cluster),
         jail.render_jail_claim(cluster),
         jail.render_jail_populate_job(cluster),
+        *accounting.render_accounting(cluster),
         controller.render_controller_service(cluster),
         controller.render_controller_statefulset(cluster, ordered),
     ]

@@ -11,6 +11,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.digest import conte
 from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import wait_for_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import restart_settings
 
 STATE_VOLUME = "state"
@@ -73,6 +74,9 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
         "containers": [_controller_container(cluster)],
         "volumes": [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster)],
     }
+    waiting = wait_for_slurmdbd(cluster)
+    if waiting is not None:
+        pod_spec["initContainers"] = [waiting]
     pod_spec.update(common.login_hosts_dns(cluster))
     pod_spec.update(common.placement(spec.placement))
     return {

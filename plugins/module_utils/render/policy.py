@@ -17,6 +17,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     object_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_database
 
 
 def render_worker_pdb(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifest:
@@ -61,7 +62,7 @@ def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": common.metadata(cluster, object_name(cluster, name), C.COMPONENT_CONFIG),
-        "spec": {"podSelector": {"matchLabels": pods}, "policyTypes": ["Ingress"], "ingress": ingress},
+        "spec": {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": ingress},
     }
 
 
@@ -93,17 +94,26 @@ def render_egress_policy(cluster: SlurmCluster) -> common.Manifest:
 
 
 def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
-    """The cluster's pods accept traffic only from each other (Slurm, srun), plus ssh to login,
-    and connect only to each other, DNS and what spec.egress allows."""
+    """The cluster's pods accept traffic only from each other (Slurm, srun), plus ssh to login
+    (the database: from slurmdbd only), and connect only to each other, DNS and what
+    spec.egress allows."""
     if not cluster.spec.network_policy:
         return []
     own_pods = {C.LABEL_CLUSTER: cluster.name}
-    return [
-        _network_policy(cluster, "internal", own_pods, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),
-        _network_policy(cluster, "login-ssh", selector_labels(cluster.name, C.COMPONENT_LOGIN),
+    # The accounting database answers slurmdbd only: jobs and ssh sessions never reach it.
+    but_database = {"matchLabels": own_pods, "matchExpressions": [
+        {"key": C.LABEL_COMPONENT, "operator": "NotIn", "values": [C.COMPONENT_DATABASE]}]}
+    slurmdbd = {"podSelector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}}
+    policies = [
+        _network_policy(cluster, "internal", but_database, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),
+        _network_policy(cluster, "login-ssh", {"matchLabels": selector_labels(cluster.name, C.COMPONENT_LOGIN)},
                         [{"ports": [{"protocol": "TCP", "port": C.SSH_PORT}]}]),
-        render_egress_policy(cluster),
     ]
+    if runs_database(cluster):
+        policies.append(_network_policy(
+            cluster, "database", {"matchLabels": selector_labels(cluster.name, C.COMPONENT_DATABASE)},
+            [{"from": [slurmdbd], "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}]))
+    return policies + [render_egress_policy(cluster)]
 
 
 def render_service_account(cluster: SlurmCluster) -> common.Manifest:

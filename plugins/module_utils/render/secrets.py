@@ -1,6 +1,7 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Secrets that hold the cluster's keys (keys.py makes them): the munge key, the login nodes' ssh host keys."""
+"""The Secrets that hold the cluster's keys (keys.py makes them): the munge key, the login nodes'
+ssh host keys, the accounting database's password."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from typing import Any, Mapping
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import MUNGE_KEY_MIN_BYTES, SecretError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, munge_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    SlurmCluster,
+    accounting_db_secret_name,
+    munge_secret_name,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import host_keys_secret_name
 
@@ -35,6 +40,17 @@ def render_host_keys_secret(cluster: SlurmCluster, keys: Mapping[str, bytes]) ->
         "type": "Opaque",
         "metadata": common.metadata(cluster, host_keys_secret_name(cluster), C.COMPONENT_LOGIN),
         "data": {name: base64.b64encode(value).decode("ascii") for name, value in sorted(keys.items())},
+    }
+
+
+def render_db_password_secret(cluster: SlurmCluster, password: str) -> common.Manifest:
+    """The accounting database user's password, read by slurmdbd and the in-cluster MariaDB."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": common.metadata(cluster, accounting_db_secret_name(cluster), C.COMPONENT_DATABASE),
+        "data": {C.DB_PASSWORD_SECRET_KEY: base64.b64encode(password.encode("ascii")).decode("ascii")},
     }
 
 

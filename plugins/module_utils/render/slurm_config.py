@@ -57,7 +57,19 @@ MEMORY_DEFAULT_KEYS = frozenset(k.lower() for k in ("DefMemPerCPU", "DefMemPerNo
 
 # scontrol(1): slurmctld and every slurmd must restart when these change; any other
 # slurm.conf change is applied by `scontrol reconfigure`.
-RESTART_KEYS = ("AuthType", "SlurmctldHost", "SlurmctldPort", "SlurmdPort", "StateSaveLocation", "PluginDir")
+RESTART_KEYS = ("AuthType", "SlurmctldHost", "SlurmctldPort", "SlurmdPort", "StateSaveLocation", "PluginDir",
+                "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort")
+# With accounting, jobs are ordered by fair share first (usage against the account's shares,
+# decayed over a week), then by age and QoS, as most sites run Slurm; spec.slurm.config
+# overrides any of them.
+FAIR_SHARE = {
+    "PriorityType": "priority/multifactor",
+    "PriorityWeightFairshare": 10000,
+    "PriorityWeightAge": 1000,
+    "PriorityWeightQOS": 1000,
+    "PriorityWeightPartition": 1000,
+    "PriorityDecayHalfLife": "7-0",
+}
 
 
 def header(cluster: SlurmCluster, what: str) -> str:
@@ -182,8 +194,9 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         settings["HealthCheckNodeState"] = spec.health_checks.node_state
     if spec.accounting.enabled:
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
-        settings["AccountingStorageHost"] = spec.accounting.host or object_name(cluster, "slurmdbd")
+        settings["AccountingStorageHost"] = spec.accounting.host or object_name(cluster, C.COMPONENT_SLURMDBD)
         settings["AccountingStoragePort"] = spec.accounting.port
+        settings.update(FAIR_SHARE)
     if spec.slurm.topology:
         settings["TopologyPlugin"] = "topology/tree"
     return settings

@@ -1,0 +1,240 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Accounting: slurmdbd (a one-pod StatefulSet and its Service) and, unless the spec names an
+external database, a MariaDB StatefulSet whose claim outlives the cluster, like the jail's.
+
+slurmdbd.conf carries no password: it sits in a ConfigMap of its own, and the slurmdbd
+entrypoint adds StoragePass from the database Secret into a 0600 copy only SlurmUser reads.
+The database schema belongs to slurmdbd (it creates and upgrades it); nothing here drops it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    SlurmCluster,
+    accounting_db_secret_name,
+    object_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import header, key_value_lines
+
+SLURMDBD_CONFIG_VOLUME = "slurmdbd-config"
+DATA_VOLUME = "data"
+
+
+def runs_slurmdbd(cluster: SlurmCluster) -> bool:
+    """Whether this cluster deploys its own slurmdbd (accounting on, no external one named)."""
+    accounting = cluster.spec.accounting
+    return accounting.enabled and not accounting.host
+
+
+def runs_database(cluster: SlurmCluster) -> bool:
+    """Whether this cluster deploys its own MariaDB for its slurmdbd."""
+    return runs_slurmdbd(cluster) and not cluster.spec.accounting.database.host
+
+
+def slurmdbd_name(cluster: SlurmCluster) -> str:
+    return object_name(cluster, C.COMPONENT_SLURMDBD)
+
+
+def database_name(cluster: SlurmCluster) -> str:
+    return object_name(cluster, C.COMPONENT_DATABASE)
+
+
+def slurmdbd_host(cluster: SlurmCluster) -> str:
+    """Where slurmctld and the clients (sacct, sacctmgr) reach slurmdbd."""
+    return cluster.spec.accounting.host or slurmdbd_name(cluster)
+
+
+def database_host(cluster: SlurmCluster) -> str:
+    return cluster.spec.accounting.database.host or database_name(cluster)
+
+
+def render_slurmdbd_conf(cluster: SlurmCluster) -> str:
+    """slurmdbd.conf without StoragePass. DbdHost=localhost: slurmdbd runs where it is read
+    (it refuses a DbdHost that is not its own name), and listens on every address."""
+    database = cluster.spec.accounting.database
+    settings: Dict[str, Any] = {
+        "AuthType": "auth/munge",
+        "DbdHost": "localhost",
+        "DbdPort": cluster.spec.accounting.port,
+        "SlurmUser": "slurm",
+        "PidFile": "%s/slurmdbd.pid" % C.SLURMDBD_RUN_DIR,
+        "DebugLevel": "info",
+        "LogTimeFormat": "iso8601_ms,format_stderr",
+        "StorageType": "accounting_storage/mysql",
+        "StorageHost": database_host(cluster),
+        "StoragePort": database.port,
+        "StorageLoc": database.name,
+        "StorageUser": database.user,
+    }
+    return header(cluster, C.SLURMDBD_CONFIG_FILE) + "\n".join(key_value_lines(settings)) + "\n"
+
+
+def render_slurmdbd_config_map(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    if not runs_slurmdbd(cluster):
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": common.metadata(cluster, slurmdbd_name(cluster), C.COMPONENT_SLURMDBD),
+        "data": {C.SLURMDBD_CONFIG_FILE: render_slurmdbd_conf(cluster)},
+    }
+
+
+def _service(cluster: SlurmCluster, name: str, component: str, port_name: str, port: int) -> common.Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(cluster, name, component),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(cluster.name, component),
+            "ports": [{"name": port_name, "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def render_slurmdbd_service(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    if not runs_slurmdbd(cluster):
+        return None
+    return _service(cluster, slurmdbd_name(cluster), C.COMPONENT_SLURMDBD, "slurmdbd", cluster.spec.accounting.port)
+
+
+def render_database_service(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    if not runs_database(cluster):
+        return None
+    return _service(cluster, database_name(cluster), C.COMPONENT_DATABASE, "mysql", C.DATABASE_PORT)
+
+
+def _password_env(cluster: SlurmCluster) -> Dict[str, Any]:
+    ref = {"name": accounting_db_secret_name(cluster), "key": C.DB_PASSWORD_SECRET_KEY}
+    return {"name": C.ENV_DB_PASSWORD, "valueFrom": {"secretKeyRef": ref}}
+
+
+def _database_env(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    database = cluster.spec.accounting.database
+    return [
+        {"name": C.ENV_DB_HOST, "value": database_host(cluster)},
+        {"name": C.ENV_DB_PORT, "value": str(database.port)},
+        {"name": C.ENV_DB_NAME, "value": database.name},
+        {"name": C.ENV_DB_USER, "value": database.user},
+        _password_env(cluster),
+    ]
+
+
+def _statefulset(cluster: SlurmCluster, name: str, component: str, pod_spec: Dict[str, Any],
+                 annotations: Dict[str, str], claims: List[Dict[str, Any]]) -> common.Manifest:
+    spec: Dict[str, Any] = {
+        "replicas": 1,
+        "serviceName": name,
+        "selector": {"matchLabels": selector_labels(cluster.name, component)},
+        "updateStrategy": {"type": "RollingUpdate"},
+        "template": {
+            "metadata": {"labels": object_labels(cluster.name, component), "annotations": annotations},
+            "spec": {**common.pod_identity(cluster), **pod_spec},
+        },
+    }
+    if claims:
+        # Deleting the cluster keeps the database, as it keeps the jail.
+        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
+        spec["volumeClaimTemplates"] = claims
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": common.metadata(cluster, name, component), "spec": spec}
+
+
+def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    """slurmdbd: munged, the cluster's users (the jail's /etc, read-only), slurmdbd.conf."""
+    if not runs_slurmdbd(cluster):
+        return None
+    accounting = cluster.spec.accounting
+    images = cluster.spec.images
+    container = {
+        "name": "slurmdbd",
+        "image": images.slurmdbd,
+        "imagePullPolicy": images.pull_policy,
+        "env": common.env(cluster, C.ROLE_SLURMDBD) + _database_env(cluster),
+        "ports": [{"name": "slurmdbd", "containerPort": accounting.port, "protocol": "TCP"}],
+        "readinessProbe": common.tcp_probe(accounting.port, period=5),
+        "resources": common.resources(accounting.resources),
+        "securityContext": common.confined_security_context(),
+        "volumeMounts": [
+            {"name": SLURMDBD_CONFIG_VOLUME, "mountPath": C.SLURM_CONFIG_DIR, "readOnly": True},
+            {"name": common.MUNGE_VOLUME, "mountPath": C.MUNGE_KEY_MOUNT_DIR, "readOnly": True},
+            {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True},
+        ],
+    }
+    pod_spec = {
+        "containers": [container],
+        "volumes": [
+            {"name": SLURMDBD_CONFIG_VOLUME, "configMap": {"name": slurmdbd_name(cluster)}},
+            common.munge_volume(cluster),
+            common.jail_volume(cluster),
+        ],
+    }
+    # slurmdbd reads its config only at start.
+    annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster)])}
+    return _statefulset(cluster, slurmdbd_name(cluster), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])
+
+
+def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    """MariaDB on a claim of its own; the database, its user and password made at each start."""
+    if not runs_database(cluster):
+        return None
+    database = cluster.spec.accounting.database
+    images = cluster.spec.images
+    container = {
+        "name": "mariadb",
+        "image": images.mariadb,
+        "imagePullPolicy": images.pull_policy,
+        "env": [{"name": C.ENV_ROLE, "value": C.ROLE_DATABASE}] + _database_env(cluster),
+        "ports": [{"name": "mysql", "containerPort": C.DATABASE_PORT, "protocol": "TCP"}],
+        "readinessProbe": common.tcp_probe(C.DATABASE_PORT, period=5),
+        "resources": common.resources(database.resources),
+        "securityContext": common.confined_security_context(),
+        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": C.DATABASE_DATA_DIR}],
+    }
+    claim: Dict[str, Any] = {
+        "metadata": {"name": DATA_VOLUME, "labels": object_labels(cluster.name, C.COMPONENT_DATABASE)},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(database.storage.size)}}},
+    }
+    if database.storage.storage_class_name:
+        claim["spec"]["storageClassName"] = database.storage.storage_class_name
+    # A clean InnoDB shutdown takes a while under load: more than the default 30 s.
+    pod_spec = {"terminationGracePeriodSeconds": 120, "containers": [container]}
+    return _statefulset(cluster, database_name(cluster), C.COMPONENT_DATABASE, pod_spec, {}, [claim])
+
+
+def wait_for_slurmdbd(cluster: SlurmCluster) -> Optional[Dict[str, Any]]:
+    """Init container of slurmctld: start once slurmdbd accepts TCP, so the cluster registers
+    and the association lists load at once instead of at slurmctld's next retry."""
+    if not cluster.spec.accounting.enabled:
+        return None
+    host, port = slurmdbd_host(cluster), cluster.spec.accounting.port
+    script = "until timeout 2 bash -c '</dev/tcp/%s/%d'; do echo waiting for slurmdbd %s:%d; sleep 2; done" % (
+        host, port, host, port)
+    images = cluster.spec.images
+    return {
+        "name": "wait-for-slurmdbd",
+        "image": images.controller,
+        "imagePullPolicy": images.pull_policy,
+        "command": ["bash", "-c", script],
+        "securityContext": common.confined_security_context(),
+    }
+
+
+def render_accounting(cluster: SlurmCluster) -> List[common.Manifest]:
+    """The accounting objects this cluster deploys, in apply order."""
+    maybe = [
+        render_database_service(cluster),
+        render_database_statefulset(cluster),
+        render_slurmdbd_config_map(cluster),
+        render_slurmdbd_service(cluster),
+        render_slurmdbd_statefulset(cluster),
+    ]
+    return [m for m in maybe if m is not None]
