@@ -276,6 +276,7 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
     refused = {
         "default-images": ({}, "spec.images"),
         "other-image": ({"images": dict(SITE_IMAGES, worker="docker.io/evil/worker:1")}, "spec.images"),
+        "accounting-default-image": ({"images": SITE_IMAGES, "accounting": {"enabled": True}}, "spec.images"),
         "node-root": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/")]}}, "hostPath"),
         "escape": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/mnt/nvme/../../etc")]}},
                    "hostPath"),
@@ -286,6 +287,8 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
     }
     allowed = {
         "site": {"images": SITE_IMAGES, "jail": {"subMounts": [nvme]}},
+        "site-accounting": {"images": dict(SITE_IMAGES, slurmdbd=SITE + "slurmdbd:1", mariadb=SITE + "mariadb:1"),
+                            "accounting": {"enabled": True}},
         "own-secret": {"images": SITE_IMAGES, "munge": {"secretName": "own-secret-munge-key"}},
     }
     try:

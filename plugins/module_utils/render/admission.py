@@ -11,6 +11,7 @@ the admin's lists become CEL literals here.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
@@ -20,7 +21,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import I
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import cluster_role_name
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
-IMAGE_FIELDS = ("controller", "worker", "login", "jail")
+# Every image a SlurmCluster names (the model's Images, but its pull policy); the accounting
+# ones count only where accounting is on.
+ACCOUNTING_IMAGE_FIELDS = ("slurmdbd", "mariadb")
+IMAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Images)
+                     if f.name != "pull_policy" and f.name not in ACCOUNTING_IMAGE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,10 @@ def effective_image(name: str) -> str:
 
 def image_validation(prefixes: Sequence[str]) -> Dict[str, str]:
     images = "[%s]" % ", ".join(effective_image(name) for name in IMAGE_FIELDS)
+    accounting = "(%s && object.spec.accounting.enabled ? [%s] : [])" % (
+        spec_has("accounting.enabled"), ", ".join(effective_image(name) for name in ACCOUNTING_IMAGE_FIELDS))
     return {
-        "expression": "%s.all(i, %s.exists(p, i.startsWith(p)))" % (images, cel_list(prefixes)),
+        "expression": "(%s + %s).all(i, %s.exists(p, i.startsWith(p)))" % (images, accounting, cel_list(prefixes)),
         "message": "spec.images: only images starting with %s are allowed here" % (", ".join(prefixes) or "nothing"),
         "reason": "Forbidden",
     }
