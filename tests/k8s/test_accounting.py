@@ -10,9 +10,11 @@ import base64
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from localkube_helpers import REPO, Cluster, localkube, wait_for
+from playbook_runner import run_module
 from slurm_helpers import (
     SLURM_IMAGES,
     TINY,
@@ -33,7 +35,7 @@ CLUSTER = "acct"
 NODESET = "cpu"
 NODE = "%s-%s-0" % (CLUSTER, NODESET)
 ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
-# MariaDB with its 64 MiB buffer pool stays near 150 MiB.
+# MariaDB with a 256 MiB buffer pool (half its memory).
 DATABASE_RESOURCES = dict(TINY, memory="512Mi")
 
 
@@ -54,6 +56,10 @@ def slurm(localkube_cluster: Cluster, images: dict, operator: Operator) -> Slurm
     spec = dict(tiny_cluster_spec(), accounting={
         "enabled": True, "resources": TINY,
         "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}})
+    # Limits and QoS enforced, as a site with accounting runs; usage counted every minute (the
+    # default 5 would make the fair-share proof wait).
+    spec["slurm"] = {"config": dict(spec["slurm"]["config"], AccountingStorageEnforce="associations,limits,qos",
+                                    PriorityCalcPeriod=1)}
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
     kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, images, spec),
                          nodeset_manifest(kube.namespace, CLUSTER, NODESET, 1)))
@@ -116,3 +122,175 @@ def test_jobs_reach_slurmdbd_but_never_the_database(slurm: SlurmView):
     targets = ["%s-slurmdbd:%d" % (CLUSTER, C.SLURMDBD_PORT), "%s-mariadb:%d" % (CLUSTER, C.DATABASE_PORT)]
     out = slurm.run("srun", "-w", NODE, "bash", "-c", PROBE, "probe", *targets)
     assert out.split("\n")[:2] == ["%s open" % targets[0], "%s closed" % targets[1]], out
+
+
+def pending_reason(slurm: SlurmView, job: str) -> str:
+    return (slurm.job(job) or {}).get("state_reason", "")
+
+
+def test_the_heavier_share_account_gets_the_higher_priority_for_the_same_load(slurm: SlurmView):
+    """Fair share: accounts with shares 1 and 9 use the node alike; their next pending jobs are
+    ordered by share (sprio's FAIRSHARE)."""
+    for account, share in (("light", 1), ("heavy", 9)):
+        slurm.run("sacctmgr", "-i", "add", "account", account, "Fairshare=%d" % share)
+    slurm.run("sacctmgr", "-i", "add", "user", "root", "Account=light,heavy")
+    wait_for(lambda: "heavy" in slurm.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=heavy"), 60, 2)
+    used = [slurm.run("sbatch", "--parsable", "-A", account, "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 15")
+            .split()[0] for account in ("light", "heavy")]
+
+    def raw_usage() -> dict:
+        out = slurm.run("sshare", "-n", "-P", "-A", "light,heavy", "-o", "Account,User,RawUsage")
+        rows = [row.split("|") for row in out.splitlines() if row.count("|") == 2]
+        usage = {r[0].strip(): int(r[2] or 0) for r in rows if not r[1].strip()}
+        return usage if len(usage) == 2 and min(usage.values()) > 0 else {}
+
+    wait_for(lambda: all(slurm.job_state(j) == "COMPLETED" for j in used), 120, 2)
+    wait_for(raw_usage, 150, 5)  # the decay thread's next pass (PriorityCalcPeriod)
+    blocker = slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 300").split()[0]
+    waiting = {account: slurm.run("sbatch", "--parsable", "-A", account, "-w", NODE, "-o", "/dev/null",
+                                  "--wrap", "true").split()[0] for account in ("light", "heavy")}
+    try:
+        def fairshare() -> dict:
+            """Each waiting job's weighted fair-share priority, once sprio lists both (pending
+            jobs only, once the scheduler has seen them) and the decay pass has ranked the new
+            associations (a new one counts 0 until then)."""
+            out = slurm.kube.exec("%s-controller-0" % CLUSTER, "sprio", "-h", "-o", "%i %F", check=False)
+            found = dict(line.split() for line in out.stdout.splitlines() if len(line.split()) == 2)
+            factors = {account: int(found.get(job, 0)) for account, job in waiting.items()}
+            return factors if min(factors.values()) > 0 else {}
+
+        factors = wait_for(fairshare, 150, 5, explain=lambda: slurm.run("sshare", "-a", "-l"))
+        assert factors["heavy"] > factors["light"], (factors, slurm.run("sshare", "-a", "-l"))
+    finally:
+        slurm.run("scancel", blocker, *waiting.values())
+
+
+def test_a_qos_limit_of_one_job_per_user_holds_the_second(slurm: SlurmView):
+    slurm.run("sacctmgr", "-i", "add", "qos", "single", "MaxJobsPerUser=1")
+    slurm.run("sacctmgr", "-i", "modify", "user", "root", "set", "qos+=single")
+    wait_for(lambda: "single" in slurm.run("scontrol", "show", "assoc_mgr", "flags=qos", "qos=single"), 60, 2)
+    jobs = [slurm.run("sbatch", "--parsable", "--qos=single", "-c1", "--mem=64M", "-o", "/dev/null",
+                      "--wrap", "sleep 120").split()[0] for attempt in range(2)]
+    try:
+        wait_for(lambda: slurm.job_state(jobs[0]) == "RUNNING", 60, 1)
+        wait_for(lambda: pending_reason(slurm, jobs[1]) == "QOSMaxJobsPerUserLimit", 60, 1,
+                 explain=lambda: str(slurm.job(jobs[1])))
+    finally:
+        slurm.run("scancel", *jobs)
+
+
+def pod_ready(kube: Cluster, pod: str) -> bool:
+    found = kube.kubectl("-n", kube.namespace, "get", "pod", pod, "-o", "json", check=False)
+    if found.returncode != 0:
+        return False
+    obj = json.loads(found.stdout)
+    return not obj["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in obj["status"].get("conditions", []))
+
+
+def test_no_record_is_lost_when_the_database_and_slurmdbd_pods_go_while_jobs_end(slurm: SlurmView):
+    """slurmctld keeps what slurmdbd could not take (its DBD agent queue) and sends it when
+    slurmdbd is back; the database keeps its data on its claim."""
+    kube = slurm.kube
+    jobs = [slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 3").split()[0]
+            for attempt in range(4)]
+    database, slurmdbd = "%s-mariadb-0" % CLUSTER, "%s-slurmdbd-0" % CLUSTER
+    kube.kubectl("-n", kube.namespace, "delete", "pod", database, "--wait=false")
+    wait_for(lambda: slurm.job_state(jobs[0]) == "COMPLETED", 60, 1)
+    kube.kubectl("-n", kube.namespace, "delete", "pod", slurmdbd, "--wait=false")
+    wait_for(lambda: all(slurm.job_state(j) == "COMPLETED" for j in jobs), 120, 2)
+    wait_for(lambda: pod_ready(kube, database) and pod_ready(kube, slurmdbd), 180, 2)
+
+    def all_recorded() -> dict:
+        rows = sacct_rows(slurm, jobs)
+        return rows if all(rows.get(j, [""])[0] == "COMPLETED" for j in jobs) else {}
+
+    wait_for(all_recorded, 180, 3, explain=lambda: slurm.run("sdiag"))
+    queue = re.search(r"DBD Agent queue size: (\d+)", slurm.run("sdiag"))
+    assert queue and queue.group(1) == "0"
+
+
+# ---------------------------------------------------------------------------- the accounting modules
+
+
+def module(slurm: SlurmView, tmp_path: Path, name: str, args: dict, *flags: str):
+    full = dict(args, cluster=CLUSTER, namespace=slurm.kube.namespace, kubeconfig=slurm.kube.env["KUBECONFIG"])
+    return run_module(tmp_path, name, full, *flags, env=slurm.kube.env)
+
+
+def sacctmgr_show(slurm: SlurmView, *words: str) -> str:
+    return slurm.run("sacctmgr", "-i", "-n", "-P", "show", *words)
+
+
+def lifecycle(slurm: SlurmView, tmp_path: Path, name: str, args: dict, changed_args: dict, shows) -> None:
+    """Check mode writes nothing; create, then unchanged; a change shows in the diff; absent removes."""
+    proc, result = module(slurm, tmp_path, name, args, "--check", "--diff")
+    assert proc.returncode == 0 and result["changed"], proc.stdout[-3000:]
+    assert not shows(), "check mode wrote"
+    proc, result = module(slurm, tmp_path, name, args, "--diff")
+    assert proc.returncode == 0 and result["changed"] and shows(), proc.stdout[-3000:]
+    created = result["record"]
+    proc, result = module(slurm, tmp_path, name, args)
+    assert proc.returncode == 0 and not result["changed"] and result["requests"] == [], proc.stdout[-3000:]
+    assert result["record"] == created
+    proc, result = module(slurm, tmp_path, name, changed_args, "--diff")
+    assert proc.returncode == 0 and result["changed"], proc.stdout[-3000:]
+    assert "before" in proc.stdout and "after" in proc.stdout  # the diff is printed
+    proc, result = module(slurm, tmp_path, name, changed_args)
+    assert not result["changed"], result["requests"]
+    proc, result = module(slurm, tmp_path, name, dict(args, state="absent"))
+    assert proc.returncode == 0 and result["changed"] and not shows(), proc.stdout[-3000:]
+    proc, result = module(slurm, tmp_path, name, dict(args, state="absent"))
+    assert not result["changed"]
+
+
+def test_slurm_qos_module(slurm: SlurmView, tmp_path: Path):
+    args = {"name": "debugq", "priority": 100, "max_jobs_per_user": 2, "max_wall": "24:00:00",
+            "max_tres_per_user": "cpu=4,mem=2G", "flags": ["DenyOnLimit"]}
+    changed = dict(args, max_wall="2-00:00:00", max_tres_per_user="cpu=8", flags=[])
+
+    def shows() -> str:
+        return sacctmgr_show(slurm, "qos", "where", "name=debugq", "format=Name,MaxWall,MaxTRESPU,Flags")
+
+    lifecycle(slurm, tmp_path, "slurm_qos", args, changed, shows)
+
+
+def test_slurm_account_module(slurm: SlurmView, tmp_path: Path):
+    args = {"name": "chem", "parent": "root", "description": "chemistry", "organization": "science",
+            "fairshare": "4", "limits": {"max_jobs": 5, "grp_tres": "cpu=64"}}
+    changed = dict(args, fairshare="parent", limits={"max_jobs": -1, "max_wall": "90"})
+
+    def shows() -> str:
+        return sacctmgr_show(slurm, "association", "where", "cluster=%s" % CLUSTER, "account=chem",
+                             "format=Account,User,Fairshare,MaxJobs,GrpTRES")
+
+    lifecycle(slurm, tmp_path, "slurm_account", args, changed, shows)
+
+
+def test_slurm_user_module(slurm: SlurmView, tmp_path: Path):
+    for account in ("bio", "geo"):
+        module(slurm, tmp_path, "slurm_account", {"name": account})
+    args = {"name": "carol", "default_account": "bio", "accounts": ["bio", "geo"], "limits": {"max_jobs": 3}}
+    changed = dict(args, accounts=["bio"], admin_level="Operator", limits={"max_jobs": 4})
+
+    def shows() -> str:
+        return sacctmgr_show(slurm, "association", "where", "cluster=%s" % CLUSTER, "user=carol",
+                             "format=Account,User,MaxJobs")
+
+    lifecycle(slurm, tmp_path, "slurm_user", args, changed, shows)
+
+
+@pytest.mark.parametrize(("name", "args", "message"), [
+    ("slurm_account", {"name": "orphan", "parent": "nosuchaccount"}, "parent: no account in cluster"),
+    ("slurm_account", {"name": "negative", "fairshare": "-3"}, "fairshare: a whole number >= 0"),
+    ("slurm_account", {"name": "two words"}, "name: a name is one word"),
+    ("slurm_user", {"name": "dave", "default_account": "root", "qos": ["nosuchqos"]}, "qos: no QoS named nosuchqos"),
+    ("slurm_user", {"name": "dave", "default_account": "nosuchaccount"}, "accounts: no account in cluster"),
+    ("slurm_qos", {"name": "q", "max_wall": "soon"}, "max_wall: a wall time"),
+])
+def test_bad_input_fails_naming_the_option_before_any_write(slurm: SlurmView, tmp_path: Path, name, args, message):
+    before = sacctmgr_show(slurm, "association", "format=Account,User,Fairshare,QOS") + sacctmgr_show(slurm, "qos")
+    proc, _ = module(slurm, tmp_path, name, args)
+    assert proc.returncode != 0 and message in proc.stdout, proc.stdout[-3000:]
+    after = sacctmgr_show(slurm, "association", "format=Account,User,Fairshare,QOS") + sacctmgr_show(slurm, "qos")
+    assert after == before

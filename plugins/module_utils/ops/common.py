@@ -20,6 +20,30 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
     KubeError,
     error_cause,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_sacctmgr
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import Outcome, Sacctmgr, SacctmgrError
+
+# The accounting modules' target (twin of doc fragment slurmkube.core.slurm_accounting).
+ACCOUNTING_ARGS: Dict[str, Dict[str, Any]] = {
+    "cluster": {"type": "str", "required": True},
+    "namespace": {"type": "str", "default": "default"},
+}
+
+# An association's settings (twin of doc fragment slurmkube.core.slurm_accounting.limits).
+ASSOCIATION_ARGS: Dict[str, Dict[str, Any]] = {
+    "limits": {"type": "dict", "options": {
+        "grp_tres": {"type": "str"},
+        "grp_jobs": {"type": "int"},
+        "grp_submit_jobs": {"type": "int"},
+        "max_jobs": {"type": "int"},
+        "max_submit_jobs": {"type": "int"},
+        "max_tres_per_job": {"type": "str"},
+        "max_wall": {"type": "str"},
+    }},
+    "fairshare": {"type": "str"},
+    "qos": {"type": "list", "elements": "str"},
+    "default_qos": {"type": "str"},
+}
 
 WAIT_ARGS: Dict[str, Dict[str, Any]] = {
     "wait": {"type": "bool", "default": True},
@@ -58,6 +82,23 @@ def check_kubeconfig_files(kubeconfig: Any) -> None:
     for path in kubeconfig.split(os.pathsep):
         if path and not os.path.isfile(os.path.expanduser(path)):
             raise KubeError("kubeconfig: %s does not exist" % path)
+
+
+def sacctmgr_for(kube: Kube, cluster: str, namespace: str) -> Sacctmgr:
+    """sacctmgr in the cluster's controller pod; SacctmgrError naming the option when none is ready."""
+    mgr = controller_sacctmgr(kube, cluster, namespace)
+    if mgr is None:
+        raise SacctmgrError("cluster: no ready controller pod of SlurmCluster %s/%s" % (namespace, cluster))
+    return mgr
+
+
+def outcome_result(outcome: Outcome, diff: bool) -> Dict[str, Any]:
+    """What an accounting module returns: changed, the record after, sacctmgr's requests, the diff."""
+    out: Dict[str, Any] = {"changed": outcome.changed, "record": outcome.after,
+                           "requests": [" ".join(words) for words in outcome.requests]}
+    if diff:
+        out["diff"] = {"before": outcome.before, "after": outcome.after}
+    return out
 
 
 class Change(NamedTuple):

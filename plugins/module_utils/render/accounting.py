@@ -20,6 +20,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     accounting_db_secret_name,
     object_name,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import quantity_to_mebibytes
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import header, key_value_lines
 
@@ -182,6 +183,12 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     return _statefulset(cluster, slurmdbd_name(cluster), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])
 
 
+def buffer_pool_mib(cluster: SlurmCluster) -> int:
+    """InnoDB's buffer pool: half the pod's memory (SchedMD's guide asks for a large one; the
+    rest is MariaDB's own and its connections')."""
+    return max(32, quantity_to_mebibytes(cluster.spec.accounting.database.resources.memory) // 2)
+
+
 def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manifest]:
     """MariaDB on a claim of its own; the database, its user and password made at each start."""
     if not runs_database(cluster):
@@ -192,7 +199,8 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
         "name": "mariadb",
         "image": images.mariadb,
         "imagePullPolicy": images.pull_policy,
-        "env": [{"name": C.ENV_ROLE, "value": C.ROLE_DATABASE}] + _database_env(cluster),
+        "env": [{"name": C.ENV_ROLE, "value": C.ROLE_DATABASE},
+                {"name": C.ENV_DB_BUFFER_POOL, "value": "%dM" % buffer_pool_mib(cluster)}] + _database_env(cluster),
         "ports": [{"name": "mysql", "containerPort": C.DATABASE_PORT, "protocol": "TCP"}],
         # Asked through its socket as root (socket authentication): a bare TCP probe would log
         # an aborted connection every few seconds.

@@ -15,6 +15,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import K
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import ready_pods
 from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import Runner, SlurmControl
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import Sacctmgr
 
 # A node's health check, run through the exec API, may wait on a hung jail or GPU driver.
 NODE_REPORT_TIMEOUT_SECONDS = 180
@@ -39,6 +40,15 @@ def controller_control(kube: Kube, cluster: str, namespace: str) -> Optional[Slu
     if pod is None:
         return None
     return SlurmControl(exec_runner(kube, namespace, pod, C.CONTAINER_CONTROLLER))
+
+
+def controller_sacctmgr(kube: Kube, cluster: str, namespace: str) -> Optional[Sacctmgr]:
+    """sacctmgr in a ready controller pod (it reaches slurmdbd as root, Slurm's administrator);
+    None while there is none."""
+    pod = controller_pod(kube, cluster, namespace)
+    if pod is None:
+        return None
+    return Sacctmgr(exec_runner(kube, namespace, pod, C.CONTAINER_CONTROLLER))
 
 
 def node_report(kube: Kube, namespace: str, pod: str) -> Tuple[int, str, str]:
