@@ -11,7 +11,7 @@ short_description: Ensure a Slurm account, its place in the tree, share and limi
 version_added: "0.3.0"
 description:
   - Adds, changes or removes a Slurm account in a cluster's accounting database with
-    C(sacctmgr): its description and organization, and its association in the cluster
+    C(sacctmgr); its description and organization, and its association in the cluster
     (parent account, fair share, QoS, limits). Only settings that differ are changed.
   - Users are given accounts with M(slurmkube.core.slurm_user).
 author:

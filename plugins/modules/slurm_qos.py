@@ -10,7 +10,7 @@ module: slurm_qos
 short_description: Ensure a Slurm Quality of Service (QoS) in a cluster's accounting database
 version_added: "0.3.0"
 description:
-  - Adds, changes or removes one QoS with C(sacctmgr): its priority, preemption, flags and
+  - Adds, changes or removes one QoS with C(sacctmgr), its priority, preemption, flags and
     limits. Only settings that differ are changed.
   - Limits are enforced by slurmctld when C(AccountingStorageEnforce) holds C(limits) and
     C(qos) (set it in the cluster's C(spec.slurm.config)).

@@ -11,7 +11,7 @@ short_description: Ensure a Slurm user's accounts, default account, admin level 
 version_added: "0.3.0"
 description:
   - Gives a user associations with accounts in a cluster's accounting database, with
-    C(sacctmgr): which accounts it may charge, its default account, its admin level, and the
+    C(sacctmgr); which accounts it may charge, its default account, its admin level, and the
     share, QoS and limits of each of its associations. Only what differs is changed.
   - With M(slurmkube.core.jail_user) (the Linux account in the jail) this makes a person who
     can log in and run jobs. Slurm keys associations by user name.

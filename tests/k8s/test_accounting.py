@@ -290,7 +290,7 @@ def test_slurm_user_module(slurm: SlurmView, tmp_path: Path):
 ])
 def test_bad_input_fails_naming_the_option_before_any_write(slurm: SlurmView, tmp_path: Path, name, args, message):
     before = sacctmgr_show(slurm, "association", "format=Account,User,Fairshare,QOS") + sacctmgr_show(slurm, "qos")
-    proc, _ = module(slurm, tmp_path, name, args)
+    proc = module(slurm, tmp_path, name, args)[0]
     assert proc.returncode != 0 and message in proc.stdout, proc.stdout[-3000:]
     after = sacctmgr_show(slurm, "association", "format=Account,User,Fairshare,QOS") + sacctmgr_show(slurm, "qos")
     assert after == before
