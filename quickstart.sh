@@ -20,7 +20,7 @@ if [[ ! -f $key ]]; then
   mkdir -p "$(dirname "$key")"
   ssh-keygen -q -t ed25519 -N "" -C "demo@slurmkube-quickstart" -f "$key"
 fi
-users="$("$venv/bin/python" -c 'import json, sys; print(json.dumps({"slurmkube_users": [{"name": "demo", "ssh_authorized_keys": [open(sys.argv[1]).read().strip()]}], "slurmkube_ssh_key": sys.argv[2]}))' "$key.pub" "$key")"
+users="$("$venv/bin/python" -c 'import json, sys; print(json.dumps({"slurmkube_users": [{"name": "demo", "account": "demo", "ssh_authorized_keys": [open(sys.argv[1]).read().strip()]}], "slurmkube_ssh_key": sys.argv[2]}))' "$key.pub" "$key")"
 
 exec "$venv/bin/ansible-playbook" -i localhost, -c local -e ansible_python_interpreter="$venv/bin/python" \
   -e "$users" "$repo/playbooks/site.yml" "$@"

@@ -107,6 +107,18 @@ partitions:
       total_cpus: 16
       node_sets: [cpu]
       max_time_minutes: null
+accounting:
+  description:
+    - With C(spec.accounting.enabled), slurmdbd as the controller pod sees it; empty otherwise.
+    - C(dbd_agent_queue_size) counts the records slurmctld holds that slurmdbd has not taken
+      yet; it grows while slurmdbd or its database is away and drains when they are back.
+  returned: always
+  type: dict
+  version_added: "0.3.0"
+  sample:
+    slurmdbd_reachable: true
+    clusters: [demo]
+    dbd_agent_queue_size: 0
 jobs:
   description: The jobs in the queue (empty when O(jobs=false)), by id.
   returned: always

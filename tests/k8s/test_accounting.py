@@ -210,6 +210,16 @@ def test_no_record_is_lost_when_the_database_and_slurmdbd_pods_go_while_jobs_end
     assert queue and queue.group(1) == "0"
 
 
+def test_slurm_cluster_info_reports_slurmdbd_and_the_queue_of_records(slurm: SlurmView, tmp_path: Path):
+    proc, info = run_module(tmp_path, "slurm_cluster_info", {
+        "name": CLUSTER, "namespace": slurm.kube.namespace, "jobs": False,
+        "kubeconfig": slurm.kube.env["KUBECONFIG"]}, env=slurm.kube.env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    accounting = info["accounting"]
+    assert accounting["slurmdbd_reachable"] and CLUSTER in accounting["clusters"], accounting
+    assert accounting["dbd_agent_queue_size"] == 0, accounting
+
+
 # ---------------------------------------------------------------------------- the accounting modules
 
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from localkube_helpers import REPO, Cluster
+from localkube_helpers import REPO, Cluster, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_playbook
@@ -37,6 +37,20 @@ def recap(output: str) -> dict:
     return totals
 
 
+def demo_charges_its_account(kube: Cluster) -> None:
+    """jail_user and slurm_user together: the demo user, in the jail and in slurmdbd with its
+    account, runs a job (the example cluster enforces associations) recorded under it."""
+    def controller(*argv: str) -> str:
+        return kube.kubectl("-n", "slurm", "exec", "demo-controller-0", "-c", "slurmctld", "--", *argv).stdout
+
+    assoc = controller("sacctmgr", "-i", "-n", "-P", "show", "association", "where", "user=demo", "format=Account")
+    assert assoc.split() == ["demo"], assoc
+    job = controller("runuser", "-u", "demo", "--", "sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true")
+    record = wait_for(lambda: controller("sacct", "-X", "-n", "-P", "-o", "State,Account,User", "-j",
+                                         job.split()[0]).strip() == "COMPLETED|demo|demo", 120, 2)
+    assert record
+
+
 def test_quickstart_twice_changes_nothing_the_second_time(localkube_cluster: Cluster, tmp_path):
     try:
         first = play("bash", "quickstart.sh")
@@ -45,6 +59,7 @@ def test_quickstart_twice_changes_nothing_the_second_time(localkube_cluster: Clu
         # the level Slurm's pods need, said on their namespace (Pod Security admission)
         labels = json.loads(localkube_cluster.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]
         assert labels["labels"].get("pod-security.kubernetes.io/enforce") == "privileged", labels
+        demo_charges_its_account(localkube_cluster)
         second = play("bash", "quickstart.sh", "--diff")
         output = second.stdout + second.stderr
         (tmp_path / "second.log").write_text(output)

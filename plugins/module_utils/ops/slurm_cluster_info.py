@@ -14,7 +14,7 @@ from typing import Any, Dict
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import slurm_facts
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import accounting_facts, slurm_facts
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control
 
 
@@ -29,13 +29,15 @@ def gather(kube: Kube, name: str, namespace: str, include_jobs: bool) -> Dict[st
         raise ClusterInfoError("name: no SlurmCluster %s in namespace %s" % (name, namespace))
     out: Dict[str, Any] = {"status": obj.get("status") or {}, "spec": obj.get("spec") or {},
                            "slurm_reachable": False, "nodes": [], "nodes_by_state": {}, "partitions": [],
-                           "jobs": []}
+                           "jobs": [], "accounting": {}}
     slurm = controller_control(kube, name, namespace)
     if slurm is None:
         out["slurm_error"] = "no ready controller pod of SlurmCluster %s/%s" % (namespace, name)
         return out
     try:
         out.update(slurm_facts(slurm, include_jobs))
+        if (out["spec"].get("accounting") or {}).get("enabled"):
+            out["accounting"] = accounting_facts(slurm)
     except (SlurmError, KubeError, ValueError) as exc:
         out["slurm_error"] = str(exc)
         return out

@@ -18,6 +18,9 @@ PARTITIONS_COMMAND = ("scontrol", "show", "partitions", "--json")
 # Slurm's partition JSON has no Default flag; the one-line text form has it.
 PARTITION_LINES_COMMAND = ("scontrol", "--oneliner", "show", "partitions")
 JOBS_COMMAND = ("squeue", "--json")
+SDIAG_COMMAND = ("sdiag", "--json")
+# -i: a query sacctmgr doubts would otherwise wait for an answer (slurm/sacctmgr.py).
+CLUSTERS_COMMAND = ("sacctmgr", "-i", "-n", "-P", "show", "cluster", "format=Cluster")
 
 
 def number(value: Any) -> Optional[int]:
@@ -108,3 +111,17 @@ def slurm_facts(slurm: SlurmControl, include_jobs: bool) -> Dict[str, Any]:
         "jobs": job_facts(slurm.output(JOBS_COMMAND)) if include_jobs else [],
     }
     return facts
+
+
+def accounting_facts(slurm: SlurmControl) -> Dict[str, Any]:
+    """slurmdbd as the controller pod sees it: whether sacctmgr reaches it (and the clusters it
+    serves), and how many records slurmctld holds that slurmdbd has not taken yet (its DBD
+    agent queue; it grows while slurmdbd or its database is away, and drains when back)."""
+    code, out, err = slurm.run(list(CLUSTERS_COMMAND))
+    facts: Dict[str, Any] = {"slurmdbd_reachable": code == 0, "clusters": out.split() if code == 0 else []}
+    if code != 0:
+        facts["slurmdbd_error"] = (err or out).strip()
+    statistics = json.loads(slurm.output(SDIAG_COMMAND)).get("statistics") or {}
+    facts["dbd_agent_queue_size"] = number(statistics.get("dbd_agent_queue_size"))
+    return facts
+
