@@ -124,4 +124,3 @@ def accounting_facts(slurm: SlurmControl) -> Dict[str, Any]:
     statistics = json.loads(slurm.output(SDIAG_COMMAND)).get("statistics") or {}
     facts["dbd_agent_queue_size"] = number(statistics.get("dbd_agent_queue_size"))
     return facts
-
