@@ -65,8 +65,8 @@ options:
     description:
       - A ValidatingAdmissionPolicy (built into Kubernetes) that refuses a SlurmCluster, in
         O(watch_namespaces) or every namespace, asking for an image, a host directory, a munge
-        key Secret or root programs (C(spec.slurm.privilegedConfig)) that the administrator
-        did not allow. Whoever may write a SlurmCluster otherwise chooses what runs as root on
+        key or database password Secret or root programs (C(spec.slurm.privilegedConfig)) that
+        the administrator did not allow. Whoever may write a SlurmCluster otherwise chooses what runs as root on
         the Slurm pods.
       - Left out, an existing policy is left as it is. It is removed with the operator.
     type: dict
@@ -93,6 +93,14 @@ options:
         description:
           - Secrets C(spec.munge.secretName) may name besides the cluster's own
             C(<cluster>-munge-key).
+        type: list
+        elements: str
+        default: []
+      database_secret_names:
+        description:
+          - Secrets C(spec.accounting.database.passwordSecret) may name besides the cluster's
+            own C(<cluster>-accounting-db). slurmdbd sends that password to the database host
+            the spec names.
         type: list
         elements: str
         default: []
@@ -170,6 +178,7 @@ def main() -> None:
                 "image_prefixes": {"type": "list", "elements": "str", "default": ["slurmkube/"]},
                 "host_path_prefixes": {"type": "list", "elements": "str", "default": []},
                 "munge_secret_names": {"type": "list", "elements": "str", "default": [], "no_log": False},
+                "database_secret_names": {"type": "list", "elements": "str", "default": [], "no_log": False},
                 "privileged_config": {"type": "bool", "default": False},
             }},
         }, wait=True),

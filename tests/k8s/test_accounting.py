@@ -304,3 +304,68 @@ def test_bad_input_fails_naming_the_option_before_any_write(slurm: SlurmView, tm
     assert proc.returncode != 0 and message in proc.stdout, proc.stdout[-3000:]
     after = sacctmgr_show(slurm, "association", "format=Account,User,Fairshare,QOS") + sacctmgr_show(slurm, "qos")
     assert after == before
+
+
+# ---------------------------------------------------------------------------- an external database
+
+EXTERNAL = "extdb"
+EXTERNAL_PASSWORD = "c0ffee" * 8
+
+
+def external_database(kube: Cluster, namespace: str, image: str) -> str:
+    """A MariaDB outside the cluster's namespace (our image, as a site's own server would be):
+    its Service's name."""
+    env = [{"name": C.ENV_ROLE, "value": C.ROLE_DATABASE}, {"name": C.ENV_DB_NAME, "value": "slurm_acct_db"},
+           {"name": C.ENV_DB_USER, "value": "slurm"}, {"name": C.ENV_DB_PASSWORD, "value": EXTERNAL_PASSWORD},
+           {"name": C.ENV_DB_BUFFER_POOL, "value": "64M"}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mariadb", "namespace": namespace,
+                                                            "labels": {"app": "site-mariadb"}},
+           "spec": {"containers": [{"name": "mariadb", "image": image, "imagePullPolicy": "Never", "env": env,
+                                    "resources": {"limits": {"cpu": "1", "memory": "256Mi"},
+                                                  "requests": {"cpu": "10m", "memory": "256Mi"}}}]}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mariadb", "namespace": namespace},
+               "spec": {"selector": {"app": "site-mariadb"}, "ports": [{"port": C.DATABASE_PORT}]}}
+    kube.kubectl("create", "namespace", namespace)
+    kube.apply(manifests(pod, service))
+    return "mariadb.%s.svc.cluster.local" % namespace
+
+
+def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(localkube_cluster: Cluster, images: dict,
+                                                                       operator: Operator):
+    kube = localkube_cluster
+    site = kube.namespace + "-site"
+    host = external_database(kube, site, images["mariadb"])
+    try:
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db", "namespace": kube.namespace},
+                  "stringData": {C.DB_PASSWORD_SECRET_KEY: EXTERNAL_PASSWORD}}
+        to_site = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": site}}}],
+                   "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}
+        spec = dict(tiny_cluster_spec(), egress={"to": [to_site]}, accounting={
+            "enabled": True, "resources": TINY, "database": {"host": host, "passwordSecret": "site-db"}})
+        spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
+        kube.apply(manifests(secret, cluster_manifest(kube.namespace, EXTERNAL, images, spec)))
+        wait_ready(kube, EXTERNAL, operator)
+        # No MariaDB of its own; slurmctld registered through slurmdbd into the site's database.
+        assert kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % EXTERNAL,
+                            check=False).returncode != 0
+        def site_tables() -> str:
+            return kube.kubectl("-n", site, "exec", "mariadb", "--", "mariadb", "-N", "-e",
+                                "show tables from slurm_acct_db like '%s_job_table'" % EXTERNAL, check=False).stdout
+
+        wait_for(lambda: "%s_job_table" % EXTERNAL in site_tables(), 120, 3)
+        clusters = kube.exec("%s-controller-0" % EXTERNAL, "sacctmgr", "-i", "-n", "-P", "show", "cluster",
+                             "format=Cluster").stdout.split()
+        assert clusters == [EXTERNAL]
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", EXTERNAL, "--wait=true", check=False, timeout=180)
+        kube.kubectl("delete", "namespace", site, "--wait=false", check=False)
+
+
+def test_deleting_the_cluster_keeps_the_database_claim(slurm: SlurmView):
+    """Like the jail: the job history outlives the SlurmCluster object."""
+    kube = slurm.kube
+    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", timeout=180)
+    wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % CLUSTER,
+                                  check=False).returncode != 0, 120, 2)
+    claim = kube.get_json("pvc", "data-%s-mariadb-0" % CLUSTER)
+    assert claim["status"]["phase"] == "Bound" and not claim["metadata"].get("deletionTimestamp")

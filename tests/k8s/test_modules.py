@@ -283,6 +283,8 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
         "sibling": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/mnt/nvme-other")]}},
                     "hostPath"),
         "other-secret": ({"images": SITE_IMAGES, "munge": {"secretName": "someone-elses-key"}}, "secretName"),
+        "other-db-secret": ({"images": SITE_IMAGES, "accounting": {"database": {
+            "host": "db.example.com", "passwordSecret": "someone-elses-password"}}}, "passwordSecret"),
         "prolog": ({"images": SITE_IMAGES, "slurm": {"privilegedConfig": {"Prolog": "/x"}}}, "privilegedConfig"),
     }
     allowed = {
@@ -290,6 +292,8 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
         "site-accounting": {"images": dict(SITE_IMAGES, slurmdbd=SITE + "slurmdbd:1", mariadb=SITE + "mariadb:1"),
                             "accounting": {"enabled": True}},
         "own-secret": {"images": SITE_IMAGES, "munge": {"secretName": "own-secret-munge-key"}},
+        "own-db-secret": {"images": SITE_IMAGES, "accounting": {"database": {
+            "host": "db.example.com", "passwordSecret": "own-db-secret-accounting-db"}}},
     }
     try:
         # The API server compiles a new policy and binding asynchronously: wait until it refuses.

@@ -21,14 +21,15 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.admission im
 )
 
 OPTION = {"state": "present", "image_prefixes": ["registry.example.com/hpc/"], "host_path_prefixes": ["/mnt/nvme/"],
-          "munge_secret_names": [], "privileged_config": False}
+          "munge_secret_names": [], "privileged_config": False, "database_secret_names": []}
 
 
 def test_the_policy_checks_images_with_the_models_defaults_host_paths_secrets_and_root_programs():
     policy, binding = render_admission_policy("ops", AdmissionRules(("registry.example.com/",)), ("hpc-a",))
     checks = policy["spec"]["validations"]
     assert [c["message"].partition(":")[0] for c in checks] == [
-        "spec.images", "spec.jail.subMounts[].hostPath", "spec.munge.secretName", "spec.slurm.privilegedConfig"]
+        "spec.images", "spec.jail.subMounts[].hostPath", "spec.munge.secretName",
+        "spec.accounting.database.passwordSecret", "spec.slurm.privilegedConfig"]
     # a spec naming no image gets the model's default, which must be allowed too
     assert '"slurmkube/worker:latest"' in checks[0]["expression"]
     assert policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["slurmclusters"]
@@ -51,7 +52,7 @@ def test_admin_strings_become_cel_literals_that_cannot_end_the_expression():
 
 def test_the_option_is_checked_before_anything_is_written():
     for key, bad in (("image_prefixes", ""), ("host_path_prefixes", "relative"), ("host_path_prefixes", "/a/../etc"),
-                     ("munge_secret_names", "Not A Name")):
+                     ("munge_secret_names", "Not A Name"), ("database_secret_names", "x_y")):
         with pytest.raises(InstallError, match="admission_policy.%s" % key):
             admission_settings(dict(OPTION, **{key: [bad]}))
     rules, remove = admission_settings(OPTION)

@@ -63,9 +63,10 @@ def check_admission_option(option: Mapping[str, Any]) -> None:
         if not is_normalized_path(path) or CONTROL_CHARACTERS.search(path):
             raise InstallError("admission_policy.host_path_prefixes: must be normalized absolute paths "
                                "(no empty, '.' or '..' part), got %r" % path)
-    for name in option["munge_secret_names"]:
-        if not re.match(DNS1123_SUBDOMAIN, name):
-            raise InstallError("admission_policy.munge_secret_names: must be Secret names, got %r" % name)
+    for key in ("munge_secret_names", "database_secret_names"):
+        for name in option[key]:
+            if not re.match(DNS1123_SUBDOMAIN, name):
+                raise InstallError("admission_policy.%s: must be Secret names, got %r" % (key, name))
 
 
 def admission_settings(option: Optional[Mapping[str, Any]]) -> Tuple[Optional[AdmissionRules], bool]:
@@ -78,7 +79,7 @@ def admission_settings(option: Optional[Mapping[str, Any]]) -> Tuple[Optional[Ad
     check_admission_option(option)
     host_paths = tuple(path.rstrip("/") or "/" for path in option["host_path_prefixes"])
     return AdmissionRules(tuple(option["image_prefixes"]), host_paths, tuple(option["munge_secret_names"]),
-                          option["privileged_config"]), False
+                          option["privileged_config"], tuple(option["database_secret_names"])), False
 
 
 def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:

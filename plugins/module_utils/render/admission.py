@@ -36,6 +36,7 @@ class AdmissionRules:
     host_path_prefixes: Sequence[str] = ()
     munge_secret_names: Sequence[str] = ()
     privileged_config: bool = False
+    database_secret_names: Sequence[str] = ()
 
 
 def cel_list(values: Sequence[str]) -> str:
@@ -79,15 +80,25 @@ def host_path_validation(prefixes: Sequence[str]) -> Dict[str, str]:
     }
 
 
-def munge_secret_validation(names: Sequence[str]) -> Dict[str, str]:
-    own = 'object.spec.munge.secretName == object.metadata.name + "-munge-key"'
+def secret_validation(path: str, own_suffix: str, names: Sequence[str]) -> Dict[str, str]:
+    """A Secret named at spec.<path> is the cluster's own '<name><own_suffix>' or one the admin
+    listed: a pod of the cluster reads it (and slurmdbd sends a database password to its host)."""
+    field = "object.spec." + path
+    own = '%s == object.metadata.name + "%s"' % (field, own_suffix)
     return {
-        "expression": "!(%s) || %s || %s.exists(n, n == object.spec.munge.secretName)"
-                      % (spec_has("munge.secretName"), own, cel_list(names)),
-        "message": "spec.munge.secretName: only the cluster's own '<name>-munge-key'%s may be named here"
-                   % "".join(", " + n for n in names),
+        "expression": "!(%s) || %s || %s.exists(n, n == %s)" % (spec_has(path), own, cel_list(names), field),
+        "message": "spec.%s: only the cluster's own '<name>%s'%s may be named here"
+                   % (path, own_suffix, "".join(", " + n for n in names)),
         "reason": "Forbidden",
     }
+
+
+def munge_secret_validation(names: Sequence[str]) -> Dict[str, str]:
+    return secret_validation("munge.secretName", "-munge-key", names)
+
+
+def database_secret_validation(names: Sequence[str]) -> Dict[str, str]:
+    return secret_validation("accounting.database.passwordSecret", "-accounting-db", names)
 
 
 def privileged_config_validation() -> Dict[str, str]:
@@ -100,7 +111,8 @@ def privileged_config_validation() -> Dict[str, str]:
 
 def validations(rules: AdmissionRules) -> List[Dict[str, str]]:
     checks = [image_validation(rules.image_prefixes), host_path_validation(rules.host_path_prefixes),
-              munge_secret_validation(rules.munge_secret_names)]
+              munge_secret_validation(rules.munge_secret_names),
+              database_secret_validation(rules.database_secret_names)]
     if not rules.privileged_config:
         checks.append(privileged_config_validation())
     return checks
