@@ -245,7 +245,7 @@ def lifecycle(slurm: SlurmView, tmp_path: Path, name: str, args: dict, changed_a
     assert result["record"] == created
     proc, result = module(slurm, tmp_path, name, changed_args, "--diff")
     assert proc.returncode == 0 and result["changed"], proc.stdout[-3000:]
-    assert "before" in proc.stdout and "after" in proc.stdout  # the diff is printed
+    assert "--- before" in proc.stdout and "+++ after" in proc.stdout, proc.stdout[-3000:]  # the diff is printed
     proc, result = module(slurm, tmp_path, name, changed_args)
     assert not result["changed"], result["requests"]
     proc, result = module(slurm, tmp_path, name, dict(args, state="absent"))
