@@ -326,7 +326,7 @@ def external_database(kube: Cluster, namespace: str, image: str) -> str:
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mariadb", "namespace": namespace},
                "spec": {"selector": {"app": "site-mariadb"}, "ports": [{"port": C.DATABASE_PORT}]}}
     kube.kubectl("create", "namespace", namespace)
-    kube.apply(manifests(pod, service))
+    kube.kubectl("-n", namespace, "apply", "-f", "-", input=manifests(pod, service))
     return "mariadb.%s.svc.cluster.local" % namespace
 
 
