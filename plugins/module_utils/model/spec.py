@@ -466,7 +466,9 @@ class AccountingDatabase:
     user: str = spec_field("Database user (slurmdbd's StorageUser).", "slurm", pattern=SQL_NAME, max_length=32)
     password_secret: Optional[str] = spec_field(
         "Secret holding the user's password under the key 'password'; '<cluster>-accounting-db', "
-        "generated once, when unset (required with an external host).",
+        "generated once, when unset (required with an external host). The in-cluster database "
+        "sets its user's password from the Secret at each start: a cluster made again over a "
+        "kept database claim works with its new password.",
         None,
         pattern=DNS1123_LABEL,
     )
@@ -487,8 +489,9 @@ class Accounting:
         False,
     )
     host: Optional[str] = spec_field(
-        "External slurmdbd host: none is deployed then. A slurmdbd '<cluster>-slurmdbd' in the "
-        "same namespace, with its database, when unset.",
+        "External slurmdbd host: none is deployed then (list it in spec.egress.to when it lives "
+        "outside the cluster's pods). A slurmdbd '<cluster>-slurmdbd' in the same namespace, with "
+        "its database, when unset.",
         None,
         pattern=HOST,
     )
