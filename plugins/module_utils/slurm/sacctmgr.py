@@ -187,7 +187,7 @@ class Sacctmgr:
     def call(self, *argv: str) -> str:
         rc, out, err = self.run(["sacctmgr", *argv])
         if rc != 0:
-            raise SacctmgrError("sacctmgr %s: %s" % (argv[0] if argv else "", (err or out).strip()))
+            raise SacctmgrError("sacctmgr %s: %s" % (" ".join(argv), (err or out).strip()))
         return out
 
     def show(self, entity: str, where: Sequence[str], columns: Sequence[str]) -> List[Dict[str, str]]:
