@@ -318,8 +318,8 @@ def external_database(kube: Cluster, namespace: str, image: str) -> str:
     env = [{"name": C.ENV_ROLE, "value": C.ROLE_DATABASE}, {"name": C.ENV_DB_NAME, "value": "slurm_acct_db"},
            {"name": C.ENV_DB_USER, "value": "slurm"}, {"name": C.ENV_DB_PASSWORD, "value": EXTERNAL_PASSWORD},
            {"name": C.ENV_DB_BUFFER_POOL, "value": "64M"}]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mariadb", "namespace": namespace,
-                                                            "labels": {"app": "site-mariadb"}},
+    metadata = {"name": "mariadb", "namespace": namespace, "labels": {"app": "site-mariadb"}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
            "spec": {"containers": [{"name": "mariadb", "image": image, "imagePullPolicy": "Never", "env": env,
                                     "resources": {"limits": {"cpu": "1", "memory": "256Mi"},
                                                   "requests": {"cpu": "10m", "memory": "256Mi"}}}]}}
@@ -348,6 +348,7 @@ def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(localkube
         # No MariaDB of its own; slurmctld registered through slurmdbd into the site's database.
         assert kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % EXTERNAL,
                             check=False).returncode != 0
+
         def site_tables() -> str:
             return kube.kubectl("-n", site, "exec", "mariadb", "--", "mariadb", "-N", "-e",
                                 "show tables from slurm_acct_db like '%s_job_table'" % EXTERNAL, check=False).stdout
