@@ -123,6 +123,7 @@ DATABASE_PORT = 3306
 SLURMDBD_CONFIG_FILE = "slurmdbd.conf"  # in the config ConfigMap, without the password
 SLURMDBD_RUN_DIR = "/run/slurmdbd"  # slurmdbd.conf with the password (0600), where slurmdbd reads it
 DATABASE_DATA_DIR = "/var/lib/mysql"
+DATABASE_RUN_DIR = "/run/mysqld"  # MariaDB's socket and the init file with the password
 DB_PASSWORD_SECRET_KEY = "password"
 ENV_DB_PASSWORD = "SLURMKUBE_DB_PASSWORD"
 ENV_DB_HOST = "SLURMKUBE_DB_HOST"

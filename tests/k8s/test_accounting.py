@@ -293,7 +293,7 @@ def test_slurm_user_module(slurm: SlurmView, tmp_path: Path):
 @pytest.mark.parametrize(("name", "args", "message"), [
     ("slurm_account", {"name": "orphan", "parent": "nosuchaccount"}, "parent: no account in cluster"),
     ("slurm_account", {"name": "negative", "fairshare": "-3"}, "fairshare: a whole number >= 0"),
-    ("slurm_account", {"name": "two words"}, "name: a name is one word"),
+    ("slurm_account", {"name": "two words"}, "name: a name is one lowercase word"),
     ("slurm_user", {"name": "dave", "default_account": "root", "qos": ["nosuchqos"]}, "qos: no QoS named nosuchqos"),
     ("slurm_user", {"name": "dave", "default_account": "nosuchaccount"}, "accounts: no account in cluster"),
     ("slurm_qos", {"name": "q", "max_wall": "soon"}, "max_wall: a wall time"),

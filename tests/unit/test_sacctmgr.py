@@ -6,8 +6,9 @@ import pytest
 
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_account import plan_account
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_qos import QOS_FIELDS, plan_qos
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_user import SlurmUser, plan_user
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_user import SlurmUser, check_request, plan_user
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import (
+    ASSOCIATION_FIELDS,
     ASSOCIATION_LIMITS,
     SacctmgrError,
     check_settings,
@@ -99,3 +100,34 @@ def test_a_user_gains_accounts_before_its_default_moves_and_loses_others_last():
         ["delete", "user", "where", "name=alice", "cluster=demo", "account=old"]]
     same = {"default_account": "old", "accounts": ["old", "keep"], "fairshare": "1"}
     assert plan_user("demo", "alice", same, user) == []
+
+
+def test_names_must_be_lowercase_as_sacctmgr_stores_them():
+    with pytest.raises(SacctmgrError, match="^preempt: a name is one lowercase word"):
+        check_settings(QOS_FIELDS, {"preempt": ["Normal"]})
+
+
+def test_minus_one_clears_a_tres_value_and_sizes_compare_in_mib():
+    assert tres_counts("-1") == {}
+    assert tres_counts("bb/datawarp=2G") == {"bb/datawarp": 2048}
+
+
+def test_default_qos_clears_with_minus_one_and_empty_means_unset():
+    default_qos = next(f for f in ASSOCIATION_FIELDS if f.option == "default_qos")
+    assert normal_form("name", "") is None and normal_form("name", "-1") is None
+    assert set_value(default_qos, "", "normal") == "DefaultQOS=-1"
+
+
+def test_preempt_mode_off_reads_back_as_cluster():
+    assert normal_form("word", "off") == normal_form("word", "cluster")
+    assert normal_form("word", "SUSPEND,GANG") == "suspend,gang"
+
+
+def test_descriptions_compare_as_sacctmgr_lowercases_them():
+    assert normal_form("text", "Chemistry Dept") == normal_form("text", "chemistry dept")
+
+
+def test_dropping_the_default_account_without_naming_a_new_one_is_refused_before_any_write():
+    user = SlurmUser({"DefaultAccount": "old"}, {"old": {"Account": "old"}, "keep": {"Account": "keep"}})
+    with pytest.raises(SacctmgrError, match="^default_account: accounts drops old"):
+        check_request(None, "demo", "alice", {"accounts": ["keep"]}, user)

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import (
     ASSOCIATION_FIELDS,
+    OWN_ONLY,
     Field,
     Outcome,
     Sacctmgr,
@@ -32,7 +33,7 @@ ACCOUNT_FIELDS = (
     Field("description", "Description", "Descr", "text"),
     Field("organization", "Organization", "Org", "text"),
 )
-PARENT = Field("parent", "Parent", "ParentName", "text")
+PARENT = Field("parent", "Parent", "ParentName", "name")
 ACCOUNT_ASSOCIATION_FIELDS = (PARENT,) + ASSOCIATION_FIELDS
 ALL_FIELDS = ACCOUNT_FIELDS + ACCOUNT_ASSOCIATION_FIELDS
 
@@ -45,7 +46,7 @@ def wanted_account(params: Mapping[str, Any]) -> Dict[str, Any]:
 def read_account(mgr: Sacctmgr, cluster: str, name: str) -> Optional[Dict[str, str]]:
     """The account with its association in the cluster, or None when it has none there."""
     columns = ["Account", "User"] + [f.column for f in ACCOUNT_ASSOCIATION_FIELDS]
-    assoc = [r for r in mgr.show("association", ["cluster=%s" % cluster, "account=%s" % name], columns)
+    assoc = [r for r in mgr.show("association", ["cluster=%s" % cluster, "account=%s" % name], columns, OWN_ONLY)
              if r["Account"] == name and not r["User"]]
     if not assoc:
         return None

@@ -25,7 +25,7 @@ QOS_FIELDS = (
     Field("description", "Description", "Descr", "text"),
     Field("priority", "Priority", "Priority", "int"),
     Field("preempt", "Preempt", "Preempt", "list"),
-    Field("preempt_mode", "PreemptMode", "PreemptMode", "list"),
+    Field("preempt_mode", "PreemptMode", "PreemptMode", "word"),
     Field("flags", "Flags", "Flags", "list"),
     Field("max_jobs_per_user", "MaxJobsPerUser", "MaxJobsPU", "int"),
     Field("max_submit_jobs_per_user", "MaxSubmitJobsPerUser", "MaxSubmitPU", "int"),

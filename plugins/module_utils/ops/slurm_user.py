@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import (
     ASSOCIATION_FIELDS,
+    OWN_ONLY,
     Field,
     Outcome,
     Sacctmgr,
@@ -30,8 +31,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr impo
 )
 
 USER_FIELDS = (
-    Field("default_account", "DefaultAccount", "DefaultAccount", "text"),
-    Field("admin_level", "AdminLevel", "Admin", "text"),
+    Field("default_account", "DefaultAccount", "DefaultAccount", "name"),
+    Field("admin_level", "AdminLevel", "Admin", "word"),
 )
 ASSOCIATION_COLUMNS = ["Account", "User"] + [f.column for f in ASSOCIATION_FIELDS]
 
@@ -50,7 +51,7 @@ class SlurmUser(NamedTuple):
 
 def read_user(mgr: Sacctmgr, cluster: str, name: str) -> Optional[SlurmUser]:
     """The user with its associations in the cluster, or None when it has none there."""
-    rows = mgr.show("association", ["cluster=%s" % cluster, "user=%s" % name], ASSOCIATION_COLUMNS)
+    rows = mgr.show("association", ["cluster=%s" % cluster, "user=%s" % name], ASSOCIATION_COLUMNS, OWN_ONLY)
     associations = {r["Account"]: r for r in rows if r["User"] == name}
     if not associations:
         return None
@@ -120,6 +121,11 @@ def check_request(mgr: Sacctmgr, cluster: str, name: str, wanted: Mapping[str, A
         raise SacctmgrError("default_account: required for a user new to cluster %s" % cluster)
     if default and listed is not None and default not in list_items(listed):
         raise SacctmgrError("default_account: %s is not among accounts (%s)" % (default, ", ".join(list_items(listed))))
+    current = (user.record.get("DefaultAccount") or "") if user else ""
+    if listed is not None and not default and current and current not in list_items(listed):
+        # slurmdbd refuses to remove the default account's association, after the other requests.
+        raise SacctmgrError("default_account: accounts drops %s, the user's default account; name the new one"
+                            % current)
     accounts = wanted_accounts(wanted, user)
     check_known("accounts", accounts, known_names(mgr, "association", ["cluster=%s" % cluster], "Account"),
                 "account in cluster %s" % cluster)

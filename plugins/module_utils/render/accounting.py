@@ -26,6 +26,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
 
 SLURMDBD_CONFIG_VOLUME = "slurmdbd-config"
 DATA_VOLUME = "data"
+# Where the entrypoints write the password (slurmdbd.conf, MariaDB's init file): memory, never
+# the node's disk under the container's writable layer.
+SECRETS_VOLUME = "run-secrets"
+MEMORY_VOLUME = {"name": SECRETS_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}
 
 
 def runs_slurmdbd(cluster: SlurmCluster) -> bool:
@@ -168,6 +172,7 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
             {"name": SLURMDBD_CONFIG_VOLUME, "mountPath": C.SLURM_CONFIG_DIR, "readOnly": True},
             {"name": common.MUNGE_VOLUME, "mountPath": C.MUNGE_KEY_MOUNT_DIR, "readOnly": True},
             {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True},
+            {"name": SECRETS_VOLUME, "mountPath": C.SLURMDBD_RUN_DIR},
         ],
     }
     pod_spec = {
@@ -176,6 +181,7 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
             {"name": SLURMDBD_CONFIG_VOLUME, "configMap": {"name": slurmdbd_name(cluster)}},
             common.munge_volume(cluster),
             common.jail_volume(cluster),
+            MEMORY_VOLUME,
         ],
     }
     # slurmdbd reads its config only at start.
@@ -204,11 +210,13 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
         "ports": [{"name": "mysql", "containerPort": C.DATABASE_PORT, "protocol": "TCP"}],
         # Asked through its socket as root (socket authentication): a bare TCP probe would log
         # an aborted connection every few seconds.
-        "readinessProbe": {"exec": {"command": ["mariadb-admin", "--socket=/run/mysqld/mysqld.sock", "ping"]},
+        "readinessProbe": {"exec": {"command": ["mariadb-admin", "--socket=%s/mysqld.sock" % C.DATABASE_RUN_DIR,
+                                                "ping"]},
                            "periodSeconds": 5, "failureThreshold": 3},
         "resources": common.resources(database.resources),
         "securityContext": common.confined_security_context(),
-        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": C.DATABASE_DATA_DIR}],
+        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": C.DATABASE_DATA_DIR},
+                         {"name": SECRETS_VOLUME, "mountPath": C.DATABASE_RUN_DIR}],
     }
     claim: Dict[str, Any] = {
         "metadata": {"name": DATA_VOLUME, "labels": object_labels(cluster.name, C.COMPONENT_DATABASE)},
@@ -217,7 +225,7 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     if database.storage.storage_class_name:
         claim["spec"]["storageClassName"] = database.storage.storage_class_name
     # A clean InnoDB shutdown takes a while under load: more than the default 30 s.
-    pod_spec = {"terminationGracePeriodSeconds": 120, "containers": [container]}
+    pod_spec = {"terminationGracePeriodSeconds": 120, "containers": [container], "volumes": [MEMORY_VOLUME]}
     return _statefulset(cluster, database_name(cluster), C.COMPONENT_DATABASE, pod_spec, {}, [claim])
 
 

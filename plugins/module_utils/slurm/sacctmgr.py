@@ -16,11 +16,16 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import Runner, SlurmError
 
-# Names sacctmgr takes as one word: no blanks, separators or quotes.
-NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# Names sacctmgr takes as one word: no blanks, separators or quotes, and lowercase: sacctmgr
+# lowercases account, QoS and user names, so a capital would name a record never found again.
+NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]*$")
 # Free text (descriptions): one line, none of sacctmgr's own separators.
 TEXT_FORBIDDEN = re.compile(r"[|'\"\x00-\x1f\x7f]")
 TRES_ITEM = re.compile(r"^([a-z]+(?:/[A-Za-z0-9_:.-]+)?)=(-1|[0-9]+)([KMGTP]?)$")
+# TRES counted in bytes, which sacctmgr prints with a unit: memory and burst buffers.
+SIZED_TRES = re.compile(r"^(mem|bb/.+)$")
+# PreemptMode words sacctmgr prints as another (measured by review in 24.11's sacctmgr).
+PREEMPT_MODE_SHOWN = {"off": "cluster", "on": "suspend"}
 MEM_UNITS = {"K": 1.0 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 # Wall times as Slurm reads them: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
 WALL = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -32,7 +37,9 @@ class Field(NamedTuple):
     option: str
     key: str  # what `sacctmgr ... set KEY=value` takes
     column: str  # what `format=COLUMN` shows
-    kind: str  # text, int, tres, wall, list, share (a fair-share number or 'parent')
+    # text (free text; sacctmgr lowercases it), name (one record's name, -1 or "" for none),
+    # word (a keyword), int, tres, wall, list, share (a fair-share number or 'parent')
+    kind: str
 
 
 # An association's limits (accounts and users), by module option.
@@ -47,11 +54,14 @@ ASSOCIATION_LIMITS = (
 )
 
 
+# `show association` fills in a parent's limits, QoS and default QoS where the association has
+# none of its own; WOPLimits shows its own only, so "not set" reads as not set.
+OWN_ONLY = ("WOPLimits",)
 # What every association (an account's or a user's, in one cluster) holds besides its limits.
 ASSOCIATION_FIELDS = (
     Field("fairshare", "Fairshare", "Fairshare", "share"),
     Field("qos", "QOS", "QOS", "list"),
-    Field("default_qos", "DefaultQOS", "DefaultQOS", "text"),
+    Field("default_qos", "DefaultQOS", "DefaultQOS", "name"),
 ) + ASSOCIATION_LIMITS
 
 
@@ -77,18 +87,21 @@ def wall_minutes(text: str) -> int:
 
 
 def tres_counts(text: str) -> Dict[str, int]:
-    """TRES limits by name (memory in MiB); an empty text is no limit."""
+    """TRES limits by name (sizes in MiB); an empty text or -1 is no limit."""
     counts: Dict[str, int] = {}
-    for item in filter(None, str(text).replace(" ", "").split(",")):
+    text = str(text).replace(" ", "")
+    if text == "-1":
+        return counts
+    for item in filter(None, text.split(",")):
         match = TRES_ITEM.match(item)
         if not match:
             raise SacctmgrError("a TRES limit is name=count (cpu=4,mem=10G,gres/gpu=2), got %r" % item)
         name, count, unit = match.groups()
         value = int(count)
-        if name == "mem" and value >= 0:
+        if SIZED_TRES.match(name) and value >= 0:
             value = int(value * MEM_UNITS[unit or "M"])
         elif unit:
-            raise SacctmgrError("only mem takes a unit, got %r" % item)
+            raise SacctmgrError("only mem and bb/ TRES take a unit, got %r" % item)
         counts[name] = value
     return counts
 
@@ -111,8 +124,12 @@ def normal_form(kind: str, value: Any) -> Any:
     if kind == "share":
         text = str(value).strip().lower()
         return text or None
+    if kind in ("name", "word"):
+        # Names and words sacctmgr lowercases; a name of "" or -1 is none.
+        text = str(value).strip().lower()
+        return None if text in ("", "-1") else PREEMPT_MODE_SHOWN.get(text, text)
     text = str(value)
-    return text if text else None
+    return text.lower() if text else None
 
 
 def set_value(field: Field, desired: Any, actual: Any) -> str:
@@ -122,7 +139,7 @@ def set_value(field: Field, desired: Any, actual: Any) -> str:
         dropped = [name for name in tres_counts(actual or "") if name not in wanted]
         items = ["%s=%d" % (k, v) for k, v in wanted.items() if v >= 0] + ["%s=-1" % name for name in dropped]
         return "%s=%s" % (field.key, ",".join(items) or "-1")
-    if field.kind in ("int", "wall") and normal_form(field.kind, desired) is None:
+    if field.kind in ("int", "wall", "name") and normal_form(field.kind, desired) is None:
         return "%s=-1" % field.key
     if field.kind == "list":
         # An empty list: sacctmgr clears Flags with -1, the other lists with nothing (measured).
@@ -138,7 +155,8 @@ def list_items(value: Any) -> List[str]:
 
 def check_name(what: str, name: Any) -> None:
     if not isinstance(name, str) or not NAME.match(name):
-        raise SacctmgrError("%s: a name is one word of letters, digits, '_', '.' or '-', got %r" % (what, name))
+        raise SacctmgrError("%s: a name is one lowercase word of letters, digits, '_', '.' or '-' (sacctmgr "
+                            "lowercases names), got %r" % (what, name))
 
 
 def check_settings(fields: Sequence[Field], wanted: Mapping[str, Any], where: str = "") -> None:
@@ -157,6 +175,10 @@ def check_settings(fields: Sequence[Field], wanted: Mapping[str, Any], where: st
         if field.kind == "list":
             for item in list_items(value):
                 check_name(option, item)
+        if field.kind == "name" and normal_form("name", value) is not None:
+            check_name(option, value)
+        if field.kind == "word" and not re.match(r"^[A-Za-z][A-Za-z,]*$", str(value)):
+            raise SacctmgrError("%s: one word (or words joined by ','), got %r" % (option, value))
         try:
             normal_form(field.kind, value)
         except SacctmgrError as err:
@@ -190,9 +212,10 @@ class Sacctmgr:
             raise SacctmgrError("sacctmgr %s: %s" % (" ".join(argv), (err or out).strip()))
         return out
 
-    def show(self, entity: str, where: Sequence[str], columns: Sequence[str]) -> List[Dict[str, str]]:
-        """Rows of `sacctmgr show ENTITY where ... format=...` as dicts by column."""
-        condition = ["where", *where] if where else []
+    def show(self, entity: str, where: Sequence[str], columns: Sequence[str],
+             options: Sequence[str] = ()) -> List[Dict[str, str]]:
+        """Rows of `sacctmgr show ENTITY [OPTIONS] where ... format=...` as dicts by column."""
+        condition = [*options, "where", *where] if where else list(options)
         # -i here too: a query sacctmgr has doubts about asks "continue? (N/y)" and, with no
         # terminal to answer, asks again for ever (measured with `show account where cluster=`).
         out = self.call("-i", "-n", "-P", "show", entity, *condition, "format=" + ",".join(columns))
