@@ -26,8 +26,12 @@ notes:
     API, reading its parsable output. Only settings that differ are changed; an option left
     out is not managed.
   - Numbers and wall times take V(-1) to clear a limit. TRES limits are complete when given
-    (a TRES left out of the value is cleared); memory compares in MiB (V(mem=10G) equals
-    V(mem=10240)).
+    (a TRES left out of the value is cleared, V(-1) clears them all); memory compares in MiB
+    (V(mem=10G) equals V(mem=10240)).
+  - Names (accounts, users, QoS) are lowercase words, as sacctmgr stores them; it also
+    lowercases descriptions, so they compare without case.
+  - Settings are read as the association holds them itself, not as it inherits them from its
+    parent account.
 """
 
     LIMITS = r"""
@@ -70,6 +74,6 @@ options:
     type: list
     elements: str
   default_qos:
-    description: The QoS of jobs that name none; one of O(qos).
+    description: The QoS of jobs that name none; one of O(qos). V(-1) clears it.
     type: str
 """
