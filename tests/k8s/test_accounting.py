@@ -35,6 +35,9 @@ CLUSTER = "acct"
 NODESET = "cpu"
 NODE = "%s-%s-0" % (CLUSTER, NODESET)
 ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
+# Two CPUs: two jobs at once, so a limit (not a full node) is what holds a job back.
+WIDE = {"resources": {"cpu": 2, "cpuRequest": "100m", "memory": "1536Mi"}}
+SHARES = {"light": 1, "heavy": 9}
 # MariaDB with a 256 MiB buffer pool (half its memory).
 DATABASE_RESOURCES = dict(TINY, memory="512Mi")
 
@@ -51,7 +54,27 @@ def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def slurm(localkube_cluster: Cluster, images: dict, operator: Operator) -> SlurmView:
+def site_database(localkube_cluster: Cluster, images: dict) -> str:
+    """The cluster with a database outside its namespace, applied before the main one so their
+    pods start together (the test waits for it later); the site's namespace."""
+    kube = localkube_cluster
+    site = kube.namespace + "-site"
+    host = external_database(kube, site, images["mariadb"])
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db", "namespace": kube.namespace},
+              "stringData": {C.DB_PASSWORD_SECRET_KEY: EXTERNAL_PASSWORD}}
+    to_site = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": site}}}],
+               "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}
+    spec = dict(tiny_cluster_spec(), egress={"to": [to_site]}, accounting={
+        "enabled": True, "resources": TINY, "database": {"host": host, "passwordSecret": "site-db"}})
+    spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
+    kube.apply(manifests(secret, cluster_manifest(kube.namespace, EXTERNAL, images, spec)))
+    yield site
+    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", EXTERNAL, "--wait=true", check=False, timeout=180)
+    kube.kubectl("delete", "namespace", site, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def slurm(localkube_cluster: Cluster, images: dict, operator: Operator, site_database: str) -> SlurmView:
     kube = localkube_cluster
     spec = dict(tiny_cluster_spec(), accounting={
         "enabled": True, "resources": TINY,
@@ -62,7 +85,7 @@ def slurm(localkube_cluster: Cluster, images: dict, operator: Operator) -> Slurm
                                     PriorityCalcPeriod=1)}
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
     kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, images, spec),
-                         nodeset_manifest(kube.namespace, CLUSTER, NODESET, 1)))
+                         nodeset_manifest(kube.namespace, CLUSTER, NODESET, 1, WIDE)))
     wait_ready(kube, CLUSTER, operator)
     view = SlurmView(kube, CLUSTER)
     # slurmctld registers the cluster with slurmdbd when it first connects.
@@ -72,6 +95,18 @@ def slurm(localkube_cluster: Cluster, images: dict, operator: Operator) -> Slurm
     yield view
     kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
     kube.kubectl("-n", kube.namespace, "delete", "nodeset", NODESET, "--wait=true", check=False, timeout=180)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fair_share_usage(slurm: SlurmView) -> list:
+    """Accounts with shares 1 and 9 use the node alike, first thing: slurmctld's decay pass
+    (PriorityCalcPeriod, a minute) counts their usage while the other tests run."""
+    for account, share in SHARES.items():
+        slurm.run("sacctmgr", "-i", "add", "account", account, "Fairshare=%d" % share)
+    slurm.run("sacctmgr", "-i", "add", "user", "root", "Account=%s" % ",".join(SHARES))
+    wait_for(lambda: "heavy" in slurm.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=heavy"), 60, 2)
+    return [slurm.run("sbatch", "--parsable", "-A", account, "-w", NODE, "-c1", "-o", "/dev/null", "--wrap",
+                      "sleep 5").split()[0] for account in SHARES]
 
 
 def sacct_rows(slurm: SlurmView, jobs: list) -> dict:
@@ -128,43 +163,6 @@ def pending_reason(slurm: SlurmView, job: str) -> str:
     return (slurm.job(job) or {}).get("state_reason", "")
 
 
-def test_the_heavier_share_account_gets_the_higher_priority_for_the_same_load(slurm: SlurmView):
-    """Fair share: accounts with shares 1 and 9 use the node alike; their next pending jobs are
-    ordered by share (sprio's FAIRSHARE)."""
-    for account, share in (("light", 1), ("heavy", 9)):
-        slurm.run("sacctmgr", "-i", "add", "account", account, "Fairshare=%d" % share)
-    slurm.run("sacctmgr", "-i", "add", "user", "root", "Account=light,heavy")
-    wait_for(lambda: "heavy" in slurm.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=heavy"), 60, 2)
-    used = [slurm.run("sbatch", "--parsable", "-A", account, "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 15")
-            .split()[0] for account in ("light", "heavy")]
-
-    def raw_usage() -> dict:
-        out = slurm.run("sshare", "-n", "-P", "-A", "light,heavy", "-o", "Account,User,RawUsage")
-        rows = [row.split("|") for row in out.splitlines() if row.count("|") == 2]
-        usage = {r[0].strip(): int(r[2] or 0) for r in rows if not r[1].strip()}
-        return usage if len(usage) == 2 and min(usage.values()) > 0 else {}
-
-    wait_for(lambda: all(slurm.job_state(j) == "COMPLETED" for j in used), 120, 2)
-    wait_for(raw_usage, 150, 5)  # the decay thread's next pass (PriorityCalcPeriod)
-    blocker = slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 300").split()[0]
-    waiting = {account: slurm.run("sbatch", "--parsable", "-A", account, "-w", NODE, "-o", "/dev/null",
-                                  "--wrap", "true").split()[0] for account in ("light", "heavy")}
-    try:
-        def fairshare() -> dict:
-            """Each waiting job's weighted fair-share priority, once sprio lists both (pending
-            jobs only, once the scheduler has seen them) and the decay pass has ranked the new
-            associations (a new one counts 0 until then)."""
-            out = slurm.kube.exec("%s-controller-0" % CLUSTER, "sprio", "-h", "-o", "%i %F", check=False)
-            found = dict(line.split() for line in out.stdout.splitlines() if len(line.split()) == 2)
-            factors = {account: int(found.get(job, 0)) for account, job in waiting.items()}
-            return factors if min(factors.values()) > 0 else {}
-
-        factors = wait_for(fairshare, 150, 5, explain=lambda: slurm.run("sshare", "-a", "-l"))
-        assert factors["heavy"] > factors["light"], (factors, slurm.run("sshare", "-a", "-l"))
-    finally:
-        slurm.run("scancel", blocker, *waiting.values())
-
-
 def test_a_qos_limit_of_one_job_per_user_holds_the_second(slurm: SlurmView):
     slurm.run("sacctmgr", "-i", "add", "qos", "single", "MaxJobsPerUser=1")
     slurm.run("sacctmgr", "-i", "modify", "user", "root", "set", "qos+=single")
@@ -218,6 +216,38 @@ def test_slurm_cluster_info_reports_slurmdbd_and_the_queue_of_records(slurm: Slu
     accounting = info["accounting"]
     assert accounting["slurmdbd_reachable"] and CLUSTER in accounting["clusters"], accounting
     assert accounting["dbd_agent_queue_size"] == 0, accounting
+
+
+def test_the_heavier_share_account_gets_the_higher_priority_for_the_same_load(slurm: SlurmView,
+                                                                             fair_share_usage: list):
+    """Fair share: accounts with shares 1 and 9 used the node alike (fair_share_usage); their
+    next pending jobs are ordered by share (sprio's FAIRSHARE)."""
+    def raw_usage() -> dict:
+        out = slurm.run("sshare", "-n", "-P", "-A", ",".join(SHARES), "-o", "Account,User,RawUsage")
+        rows = [row.split("|") for row in out.splitlines() if row.count("|") == 2]
+        usage = {r[0].strip(): int(r[2] or 0) for r in rows if not r[1].strip()}
+        return usage if len(usage) == 2 and min(usage.values()) > 0 else {}
+
+    wait_for(lambda: all(slurm.job_state(j) == "COMPLETED" for j in fair_share_usage), 120, 2)
+    wait_for(raw_usage, 150, 5)  # the decay thread's next pass (PriorityCalcPeriod)
+    blocker = slurm.run("sbatch", "--parsable", "-w", NODE, "--exclusive", "-o", "/dev/null", "--wrap",
+                        "sleep 300").split()[0]
+    waiting = {account: slurm.run("sbatch", "--parsable", "-A", account, "-w", NODE, "-o", "/dev/null",
+                                  "--wrap", "true").split()[0] for account in SHARES}
+    try:
+        def fairshare() -> dict:
+            """Each waiting job's weighted fair-share priority, once sprio lists both (pending
+            jobs only, once the scheduler has seen them) and the decay pass has ranked the new
+            associations (a new one counts 0 until then)."""
+            out = slurm.kube.exec("%s-controller-0" % CLUSTER, "sprio", "-h", "-o", "%i %F", check=False)
+            found = dict(line.split() for line in out.stdout.splitlines() if len(line.split()) == 2)
+            factors = {account: int(found.get(job, 0)) for account, job in waiting.items()}
+            return factors if min(factors.values()) > 0 else {}
+
+        factors = wait_for(fairshare, 150, 5, explain=lambda: slurm.run("sshare", "-a", "-l"))
+        assert factors["heavy"] > factors["light"], (factors, slurm.run("sshare", "-a", "-l"))
+    finally:
+        slurm.run("scancel", blocker, *waiting.values())
 
 
 # ---------------------------------------------------------------------------- the accounting modules
@@ -330,36 +360,22 @@ def external_database(kube: Cluster, namespace: str, image: str) -> str:
     return "mariadb.%s.svc.cluster.local" % namespace
 
 
-def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(localkube_cluster: Cluster, images: dict,
-                                                                       operator: Operator):
+def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(localkube_cluster: Cluster, operator: Operator,
+                                                                       site_database: str):
     kube = localkube_cluster
-    site = kube.namespace + "-site"
-    host = external_database(kube, site, images["mariadb"])
-    try:
-        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db", "namespace": kube.namespace},
-                  "stringData": {C.DB_PASSWORD_SECRET_KEY: EXTERNAL_PASSWORD}}
-        to_site = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": site}}}],
-                   "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}
-        spec = dict(tiny_cluster_spec(), egress={"to": [to_site]}, accounting={
-            "enabled": True, "resources": TINY, "database": {"host": host, "passwordSecret": "site-db"}})
-        spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
-        kube.apply(manifests(secret, cluster_manifest(kube.namespace, EXTERNAL, images, spec)))
-        wait_ready(kube, EXTERNAL, operator)
-        # No MariaDB of its own; slurmctld registered through slurmdbd into the site's database.
-        assert kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % EXTERNAL,
-                            check=False).returncode != 0
+    wait_ready(kube, EXTERNAL, operator)
+    # No MariaDB of its own; slurmctld registered through slurmdbd into the site's database.
+    assert kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % EXTERNAL,
+                        check=False).returncode != 0
 
-        def site_tables() -> str:
-            return kube.kubectl("-n", site, "exec", "mariadb", "--", "mariadb", "-N", "-e",
-                                "show tables from slurm_acct_db like '%s_job_table'" % EXTERNAL, check=False).stdout
+    def site_tables() -> str:
+        return kube.kubectl("-n", site_database, "exec", "mariadb", "--", "mariadb", "-N", "-e",
+                            "show tables from slurm_acct_db like '%s_job_table'" % EXTERNAL, check=False).stdout
 
-        wait_for(lambda: "%s_job_table" % EXTERNAL in site_tables(), 120, 3)
-        clusters = kube.exec("%s-controller-0" % EXTERNAL, "sacctmgr", "-i", "-n", "-P", "show", "cluster",
-                             "format=Cluster").stdout.split()
-        assert clusters == [EXTERNAL]
-    finally:
-        kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", EXTERNAL, "--wait=true", check=False, timeout=180)
-        kube.kubectl("delete", "namespace", site, "--wait=false", check=False)
+    wait_for(lambda: "%s_job_table" % EXTERNAL in site_tables(), 120, 3)
+    clusters = kube.exec("%s-controller-0" % EXTERNAL, "sacctmgr", "-i", "-n", "-P", "show", "cluster",
+                         "format=Cluster").stdout.split()
+    assert clusters == [EXTERNAL]
 
 
 def test_deleting_the_cluster_keeps_the_database_claim(slurm: SlurmView):

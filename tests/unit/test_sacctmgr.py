@@ -131,3 +131,9 @@ def test_dropping_the_default_account_without_naming_a_new_one_is_refused_before
     user = SlurmUser({"DefaultAccount": "old"}, {"old": {"Account": "old"}, "keep": {"Account": "keep"}})
     with pytest.raises(SacctmgrError, match="^default_account: accounts drops old"):
         check_request(None, "demo", "alice", {"accounts": ["keep"]}, user)
+
+
+def test_flags_are_words_of_any_case_and_names_are_not():
+    check_settings(QOS_FIELDS, {"flags": ["DenyOnLimit", "NoReserve"]})
+    with pytest.raises(SacctmgrError, match="^flags: flags are words"):
+        check_settings(QOS_FIELDS, {"flags": ["Deny-On-Limit"]})

@@ -26,7 +26,7 @@ QOS_FIELDS = (
     Field("priority", "Priority", "Priority", "int"),
     Field("preempt", "Preempt", "Preempt", "list"),
     Field("preempt_mode", "PreemptMode", "PreemptMode", "word"),
-    Field("flags", "Flags", "Flags", "list"),
+    Field("flags", "Flags", "Flags", "words"),
     Field("max_jobs_per_user", "MaxJobsPerUser", "MaxJobsPU", "int"),
     Field("max_submit_jobs_per_user", "MaxSubmitJobsPerUser", "MaxSubmitPU", "int"),
     Field("max_tres_per_user", "MaxTRESPerUser", "MaxTRESPU", "tres"),

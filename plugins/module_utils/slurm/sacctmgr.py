@@ -38,7 +38,8 @@ class Field(NamedTuple):
     key: str  # what `sacctmgr ... set KEY=value` takes
     column: str  # what `format=COLUMN` shows
     # text (free text; sacctmgr lowercases it), name (one record's name, -1 or "" for none),
-    # word (a keyword), int, tres, wall, list, share (a fair-share number or 'parent')
+    # word (a keyword), words (a list of flags), list (of names), int, tres, wall, share (a
+    # fair-share number or 'parent')
     kind: str
 
 
@@ -119,7 +120,7 @@ def normal_form(kind: str, value: Any) -> Any:
     if kind == "tres":
         counts = {k: v for k, v in tres_counts(value).items() if v >= 0}
         return counts or None
-    if kind == "list":
+    if kind in ("list", "words"):
         return sorted(i.lower() for i in list_items(value)) or None
     if kind == "share":
         text = str(value).strip().lower()
@@ -141,9 +142,12 @@ def set_value(field: Field, desired: Any, actual: Any) -> str:
         return "%s=%s" % (field.key, ",".join(items) or "-1")
     if field.kind in ("int", "wall", "name") and normal_form(field.kind, desired) is None:
         return "%s=-1" % field.key
+    if field.kind == "words":
+        # An empty list of flags: sacctmgr clears them with -1 (measured).
+        return "%s=%s" % (field.key, ",".join(list_items(desired)) or "-1")
     if field.kind == "list":
-        # An empty list: sacctmgr clears Flags with -1, the other lists with nothing (measured).
-        return "%s=%s" % (field.key, ",".join(list_items(desired)) or ("-1" if field.key == "Flags" else ""))
+        # An empty list of names: nothing clears it (measured with Preempt).
+        return "%s=%s" % (field.key, ",".join(list_items(desired)))
     return "%s=%s" % (field.key, desired)
 
 
@@ -179,6 +183,10 @@ def check_settings(fields: Sequence[Field], wanted: Mapping[str, Any], where: st
             check_name(option, value)
         if field.kind == "word" and not re.match(r"^[A-Za-z][A-Za-z,]*$", str(value)):
             raise SacctmgrError("%s: one word (or words joined by ','), got %r" % (option, value))
+        if field.kind == "words":
+            for item in list_items(value):
+                if not re.match(r"^[A-Za-z]+$", item):
+                    raise SacctmgrError("%s: flags are words of letters, got %r" % (option, item))
         try:
             normal_form(field.kind, value)
         except SacctmgrError as err:
@@ -196,7 +204,7 @@ def shown(fields: Sequence[Field], row: Mapping[str, str]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for field in fields:
         text = row.get(field.column, "")
-        out[field.option] = [i for i in text.split(",") if i] if field.kind == "list" else text
+        out[field.option] = [i for i in text.split(",") if i] if field.kind in ("list", "words") else text
     return out
 
 
