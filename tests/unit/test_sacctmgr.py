@@ -103,7 +103,7 @@ def test_a_user_gains_accounts_before_its_default_moves_and_loses_others_last():
 
 
 def test_names_must_be_lowercase_as_sacctmgr_stores_them():
-    with pytest.raises(SacctmgrError, match="^preempt: a name is one lowercase word"):
+    with pytest.raises(SacctmgrError, match=r"^preempt: a name is one lowercase word"):
         check_settings(QOS_FIELDS, {"preempt": ["Normal"]})
 
 
@@ -129,11 +129,11 @@ def test_descriptions_compare_as_sacctmgr_lowercases_them():
 
 def test_dropping_the_default_account_without_naming_a_new_one_is_refused_before_any_write():
     user = SlurmUser({"DefaultAccount": "old"}, {"old": {"Account": "old"}, "keep": {"Account": "keep"}})
-    with pytest.raises(SacctmgrError, match="^default_account: accounts drops old"):
+    with pytest.raises(SacctmgrError, match=r"^default_account: accounts drops old"):
         check_request(None, "demo", "alice", {"accounts": ["keep"]}, user)
 
 
 def test_flags_are_words_of_any_case_and_names_are_not():
     check_settings(QOS_FIELDS, {"flags": ["DenyOnLimit", "NoReserve"]})
-    with pytest.raises(SacctmgrError, match="^flags: flags are words"):
+    with pytest.raises(SacctmgrError, match=r"^flags: flags are words"):
         check_settings(QOS_FIELDS, {"flags": ["Deny-On-Limit"]})
