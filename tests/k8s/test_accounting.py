@@ -218,8 +218,8 @@ def test_slurm_cluster_info_reports_slurmdbd_and_the_queue_of_records(slurm: Slu
     assert accounting["dbd_agent_queue_size"] == 0, accounting
 
 
-def test_the_heavier_share_account_gets_the_higher_priority_for_the_same_load(slurm: SlurmView,
-                                                                             fair_share_usage: list):
+def test_the_heavier_share_account_gets_the_higher_priority_for_the_same_load(
+        slurm: SlurmView, fair_share_usage: list):
     """Fair share: accounts with shares 1 and 9 used the node alike (fair_share_usage); their
     next pending jobs are ordered by share (sprio's FAIRSHARE)."""
     def raw_usage() -> dict:
