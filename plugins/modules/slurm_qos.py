@@ -124,13 +124,11 @@ requests:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import (
     ACCOUNTING_ARGS,
-    SacctmgrError,
-    kube_for,
-    outcome_result,
-    sacctmgr_for,
+    Outcome,
+    Sacctmgr,
+    run_accounting_module,
     with_common,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_qos import ensure_qos, wanted_qos
@@ -158,12 +156,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        mgr = sacctmgr_for(kube_for(module), p["cluster"], p["namespace"])
-        outcome = ensure_qos(mgr, p["name"], p["state"], wanted_qos(p), module.check_mode)
-    except (SacctmgrError, KubeError) as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**outcome_result(outcome, module._diff))
+
+    def ensure(mgr: Sacctmgr) -> Outcome:
+        return ensure_qos(mgr, p["name"], p["state"], wanted_qos(p), module.check_mode)
+
+    run_accounting_module(module, ensure, module._diff)
 
 
 if __name__ == "__main__":

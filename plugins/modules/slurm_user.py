@@ -90,14 +90,12 @@ requests:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import (
     ACCOUNTING_ARGS,
     ASSOCIATION_ARGS,
-    SacctmgrError,
-    kube_for,
-    outcome_result,
-    sacctmgr_for,
+    Outcome,
+    Sacctmgr,
+    run_accounting_module,
     with_common,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_user import ensure_user, wanted_user
@@ -117,12 +115,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    try:
-        mgr = sacctmgr_for(kube_for(module), p["cluster"], p["namespace"])
-        outcome = ensure_user(mgr, p["cluster"], p["name"], p["state"], wanted_user(p), module.check_mode)
-    except (SacctmgrError, KubeError) as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**outcome_result(outcome, module._diff))
+
+    def ensure(mgr: Sacctmgr) -> Outcome:
+        return ensure_user(mgr, p["cluster"], p["name"], p["state"], wanted_user(p), module.check_mode)
+
+    run_accounting_module(module, ensure, module._diff)
 
 
 if __name__ == "__main__":

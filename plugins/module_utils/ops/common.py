@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Dict, List, NamedTuple
+from typing import Any, Callable, Dict, List, NamedTuple
 
 from ansible.module_utils.basic import missing_required_lib
 
@@ -99,6 +99,17 @@ def outcome_result(outcome: Outcome, diff: bool) -> Dict[str, Any]:
     if diff:
         out["diff"] = {"before": outcome.before, "after": outcome.after}
     return out
+
+
+def run_accounting_module(module: Any, ensure: Callable[[Sacctmgr], Outcome], diff: bool) -> None:
+    """What the accounting modules do after parsing their options: one ensure through sacctmgr
+    in the cluster's controller pod, then the module's result, or its failure naming the cause."""
+    p = module.params
+    try:
+        outcome = ensure(sacctmgr_for(kube_for(module), p["cluster"], p["namespace"]))
+    except (SacctmgrError, KubeError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**outcome_result(outcome, diff))
 
 
 class Change(NamedTuple):
