@@ -10,7 +10,8 @@
 # slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base,
 # each with the SPANK plugin copied out of the `spank-build` image (Slurm's clients load
 # plugstack.conf too); operator runs kopf with the collection; slurmdbd and mariadb (the
-# accounting daemon and its in-cluster database) FROM base.
+# accounting daemon and its in-cluster database) and exporter (Prometheus, with the
+# collection's metric families) FROM base.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
 # the images it is built from, its build arguments), so an unchanged image is never
 # rebuilt and a tag names one content. The manifest of the last build is also written to
@@ -25,7 +26,7 @@
 set -euo pipefail
 
 readonly SUITE=trixie
-readonly ALL_IMAGES=(base spank-build controller worker login jail operator slurmdbd mariadb)
+readonly ALL_IMAGES=(base spank-build controller worker login jail operator slurmdbd mariadb exporter prometheus)
 # Python of the images (trixie's): wheels are fetched for it.
 readonly IMAGE_PYTHON=3.13
 
@@ -56,7 +57,7 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
 parents_of() {
   case "$1" in
     base) echo rootfs ;;
-    spank-build | operator | slurmdbd | mariadb) echo base ;;
+    spank-build | operator | slurmdbd | mariadb | exporter | prometheus) echo base ;;
     # Every image that runs srun/sbatch needs the plugin: the clients load plugstack.conf too.
     controller | worker | login | jail) echo "base spank-build" ;;
     *) die "unknown image: $1 (known: ${ALL_IMAGES[*]})" ;;
@@ -209,10 +210,15 @@ stage_context() {
       # The node checks (standard library only) run on workers and, for long checks, in the jail.
       cp "$here/node/nodecheck.py" "$here/node/nccl_check.py" "$ctx/common/"
       ;;
-    slurmdbd | mariadb)
+    slurmdbd | mariadb | exporter)
       mkdir -p "$ctx/common"
       cp "$here/common/slurmkube-entrypoint" "$here/common/slurmkube-munge-key" "$ctx/common/"
       write_constants_sh >"$ctx/common/constants.sh"
+      if [[ "$name" == exporter ]]; then
+        mkdir -p "$ctx/collection"
+        tar -C "$repo" --exclude=__pycache__ --exclude='*.pyc' -cf - galaxy.yml meta plugins |
+          tar -C "$ctx/collection" -xf -
+      fi
       ;;
     spank-build)
       mkdir -p "$ctx/src"

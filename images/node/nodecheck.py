@@ -504,19 +504,20 @@ def probe_memory(limits: Limits) -> List[str]:
     return []
 
 
-def fast_problems(args: argparse.Namespace, limits: Limits) -> List[str]:
-    """The node-local checks the fast health check delegates to Python."""
-    problems: List[str] = []
+def fast_problems(args: argparse.Namespace, limits: Limits) -> List[Tuple[str, str]]:
+    """The node-local checks the fast health check delegates to Python: (check, problem) pairs."""
+    problems: List[Tuple[str, str]] = []
     wanted = set(args.checks.split(",")) & set(limits.checks)
     if "scratch" in wanted and args.scratch_dir:
-        problems.extend(probe_scratch(args.scratch_dir, limits))
+        problems.extend(("scratch", p) for p in probe_scratch(args.scratch_dir, limits))
     if "memory" in wanted:
-        problems.extend(probe_memory(limits))
+        problems.extend(("memory", p) for p in probe_memory(limits))
     if "clock" in wanted:
         now = datetime.datetime.now(datetime.timezone.utc)
-        problems.extend(clock_problems(now, parse_controller_time(args.controller_config or ""), limits))
+        found = clock_problems(now, parse_controller_time(args.controller_config or ""), limits)
+        problems.extend(("clock", p) for p in found)
     if "gpu" in wanted:
-        problems.extend(probe_gpus(args.gres or "", limits))
+        problems.extend(("gpu", p) for p in probe_gpus(args.gres or "", limits))
     return problems
 
 
@@ -564,13 +565,15 @@ def nccl_long_check(args: argparse.Namespace, limits: Limits) -> Tuple[List[str]
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    """Subcommands: fast (prints problems), cpu, latency, nccl (print one result line)."""
+    """Subcommands: fast (prints problems; with --tagged, each after its check's name), cpu,
+    latency, nccl (print one result line)."""
     parser = argparse.ArgumentParser(prog="slurmkube-nodecheck", description=__doc__.splitlines()[0])
     parser.add_argument("--config", help="rendered health config (KEY=value lines)")
     parser.add_argument("--node", default=socket.gethostname())
     sub = parser.add_subparsers(dest="command", required=True)
     fast = sub.add_parser("fast")
     fast.add_argument("--checks", default=",".join(FAST_CHECKS))
+    fast.add_argument("--tagged", action="store_true", help="print each problem as <check><TAB><problem>")
     fast.add_argument("--scratch-dir")
     fast.add_argument("--gres", help="the node's Gres from slurmctld")
     fast.add_argument("--controller-config", help="output of `scontrol show config`")
@@ -594,8 +597,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     limits = limits_from_config(parse_config(text))
     if args.command == "fast":
         problems = fast_problems(args, limits)
-        for problem in problems:
-            sys.stdout.write(problem + "\n")
+        for check, problem in problems:
+            sys.stdout.write(("%s\t%s\n" % (check, problem)) if args.tagged else problem + "\n")
         return 1 if problems else 0
     check = {"cpu": lambda: cpu_long_check(args.node, limits), "latency": lambda: latency_long_check(args, limits),
              "nccl": lambda: nccl_long_check(args, limits)}[args.command]

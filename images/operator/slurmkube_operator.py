@@ -8,6 +8,10 @@ Replicas elect a leader through a Lease (plugins/module_utils/operator/leader.py
 named by SLURMKUBE_OPERATOR_NAMESPACE; without it (a local `kopf run`) the process leads
 alone. Every handler is filtered on leadership and a standby writes nothing, not even
 kopf's own annotations, so what it skipped is still news to the leader.
+
+Prometheus metrics (C.OPERATOR_METRICS_PORT): reconcile passes and their durations, API
+writes, node steps and requeues by event reason, and where each cluster stands
+(plugins/module_utils/operator/telemetry.py).
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import kopf
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError, api_client
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import status_unchanged, without_empty_maps
@@ -38,6 +44,25 @@ _locks_guard = threading.Lock()
 # Objects a dry run found applied, kept across passes: a timer pass over an unchanged cluster
 # then costs reads only (passes of different clusters touch different objects).
 SEEN_EQUAL = SeenEqual()
+
+KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
+disable_created_metrics()  # *_created series would double what Prometheus stores, for nothing we read
+
+
+def served(metric: telemetry.Metric, labels: Sequence[str] = telemetry.CLUSTER_LABELS) -> Any:
+    """The prometheus-client object of one of telemetry's metrics."""
+    extra = {"buckets": telemetry.PASS_BUCKETS} if metric.kind == "histogram" else {}
+    return KINDS[metric.kind](metric.name, metric.help, tuple(labels) + metric.labels, **extra)
+
+
+LEADER = served(telemetry.LEADER, ())
+PASSES = served(telemetry.PASSES)
+PASS_SECONDS = served(telemetry.PASS_SECONDS)
+WRITES = served(telemetry.WRITES)
+EVENTS = served(telemetry.EVENTS)
+STATE = {name: served(metric) for name, metric in telemetry.STATE.items()}
+# The label values each cluster's state gauges were set with, so a deleted cluster's go too.
+_state_labels: Dict[str, set] = {}
 
 
 def kube() -> Kube:
@@ -85,6 +110,7 @@ def campaign(elector: LeaderElector, logger: logging.Logger) -> None:
             logger.error("lost the lease %s/%s: exiting", elector.namespace, elector.name)
             os._exit(1)
         was_leader = elector.is_leader()
+        LEADER.set(1 if was_leader else 0)
         time.sleep(ELECTION_RETRY_SECONDS)
 
 
@@ -93,6 +119,7 @@ def start_election(logger: logging.Logger) -> None:
     namespace = os.environ.get(C.ENV_OPERATOR_NAMESPACE)
     if not namespace:
         _election["elector"] = None
+        LEADER.set(1)
         return
     identity = os.environ.get(C.ENV_OPERATOR_IDENTITY) or socket.gethostname()
     elector = LeaderElector(kube(), namespace, C.OPERATOR_NAME, identity)
@@ -110,6 +137,11 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
     # every handler that succeeds. Our transitions are posted explicitly.
     settings.posting.level = logging.WARNING
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # probes every few seconds
+    # Told which namespaces to watch, the operator may not list namespaces or CRDs at cluster
+    # scope: kopf's restricted mode takes the names as given instead of retrying refused lists.
+    if os.environ.get(C.ENV_WATCH_NAMESPACES):
+        settings.scanning.disabled = True
+    start_http_server(C.OPERATOR_METRICS_PORT)
     start_election(logger)
     threading.Thread(target=resync_forever, args=(logger,), name="resync", daemon=True).start()
 
@@ -122,11 +154,41 @@ def hand_over(**_: Any) -> None:
         elector.release()
 
 
-def write_status_if_changed(obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+def write_status_if_changed(obj: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """A status equal to the live one is not written (no-op passes make no API writes)."""
     status = without_empty_maps(status)
-    if not status_unchanged(status, obj.get("status") or {}):
-        kube().apply_status(obj, status)
+    if status_unchanged(status, obj.get("status") or {}):
+        return False
+    kube().apply_status(obj, status)
+    return True
+
+
+def forget_cluster(namespace: str, name: str) -> None:
+    """A deleted cluster's state gauges go with it (alerts must not fire on what is gone)."""
+    for gauge_name, values in _state_labels.pop("%s/%s" % (namespace, name), set()):
+        STATE[gauge_name].remove(*values)
+
+
+def forget_deleted_clusters(clusters: List[Mapping[str, Any]]) -> None:
+    """Deleting a cluster calls no handler of ours: the resync notices it is gone."""
+    live = {"%s/%s" % (c["metadata"]["namespace"], c["metadata"]["name"]) for c in clusters}
+    for key in set(_state_labels) - live:
+        namespace, name = key.split("/", 1)
+        with cluster_lock(namespace, name):
+            forget_cluster(namespace, name)
+
+
+def record_state(namespace: str, name: str, status: Mapping[str, Any],
+                 nodeset_status: Mapping[str, Mapping[str, Any]], wanted: Mapping[str, int]) -> None:
+    """Set the cluster's state gauges; a node set that left is forgotten."""
+    now = {(g.name, (namespace, name) + tuple(value for _name, value in g.labels)): g.value
+           for g in telemetry.cluster_gauges(status, nodeset_status, wanted)}
+    key = "%s/%s" % (namespace, name)
+    for gone in _state_labels.get(key, set()) - set(now):
+        STATE[gone[0]].remove(*gone[1])
+    for (gauge_name, values), value in now.items():
+        STATE[gauge_name].labels(*values).set(value)
+    _state_labels[key] = set(now)
 
 
 def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
@@ -134,22 +196,38 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
     if not leading():
         return
     meta = body["metadata"]
-    with cluster_lock(meta["namespace"], meta["name"]):
-        live = kube().get(C.GROUP_VERSION, C.KIND_CLUSTER, meta["name"], meta["namespace"])
+    namespace, name = meta["namespace"], meta["name"]
+    with cluster_lock(namespace, name):
+        live = kube().get(C.GROUP_VERSION, C.KIND_CLUSTER, name, namespace)
         if live is None or live["metadata"].get("deletionTimestamp"):
+            forget_cluster(namespace, name)
             return
         started = time.monotonic()
-        outcome = Reconciler(kube(), seen=SEEN_EQUAL).reconcile(live)
+        try:
+            outcome = Reconciler(kube(), seen=SEEN_EQUAL).reconcile(live)
+        except Exception:
+            PASSES.labels(namespace, name, telemetry.RESULT_ERROR).inc()
+            raise
+        finally:
+            PASS_SECONDS.labels(namespace, name).observe(time.monotonic() - started)
+        PASSES.labels(namespace, name, telemetry.pass_result(outcome.events)).inc()
         for event in outcome.events:
             kube().post_event(live, event.kind, event.reason, event.message, C.OPERATOR_NAME)
+            EVENTS.labels(namespace, name, event.reason).inc()
+        WRITES.labels(namespace, name, "event").inc(len(outcome.events))
+        WRITES.labels(namespace, name, "object").inc(len(outcome.applied))
         if outcome.applied:
             logger.info("applied %s (pass of %.1f s)", ", ".join(outcome.applied), time.monotonic() - started)
-        write_status_if_changed(live, outcome.status)
-        for name, status in outcome.nodeset_status.items():
-            nodeset = kube().get(C.GROUP_VERSION, C.KIND_NODESET, name, meta["namespace"])
+        statuses = int(write_status_if_changed(live, outcome.status))
+        wanted: Dict[str, int] = {}
+        for nodeset_name, status in outcome.nodeset_status.items():
+            nodeset = kube().get(C.GROUP_VERSION, C.KIND_NODESET, nodeset_name, namespace)
             if nodeset is not None:
+                wanted[nodeset_name] = int((nodeset.get("spec") or {}).get("replicas", 0))
                 status = dict(status, observedGeneration=nodeset["metadata"].get("generation", 0))
-                write_status_if_changed(nodeset, status)
+                statuses += write_status_if_changed(nodeset, status)
+        WRITES.labels(namespace, name, "status").inc(statuses)
+        record_state(namespace, name, outcome.status, outcome.nodeset_status, wanted)
 
 
 @kopf.on.resume(C.API_GROUP, C.API_VERSION, C.PLURAL_CLUSTER, when=leading)
@@ -182,6 +260,7 @@ def resync_forever(logger: logging.Logger) -> None:
         except KubeError as exc:
             logger.warning("resync: %s", exc)
             continue
+        forget_deleted_clusters(clusters)
         for cluster in clusters:
             try:
                 reconcile_cluster(cluster, logger)

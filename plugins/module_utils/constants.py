@@ -42,6 +42,8 @@ COMPONENT_HEALTHCHECK = "healthcheck"
 COMPONENT_CONFIG = "config"
 COMPONENT_SLURMDBD = "slurmdbd"
 COMPONENT_DATABASE = "mariadb"
+COMPONENT_EXPORTER = "exporter"
+COMPONENT_OPERATOR = "operator"  # the operator's pods (what scrape configs and alerts select)
 
 # The container of each component's pods that runs its daemon (and munged): what the exec API
 # is pointed at.
@@ -116,6 +118,11 @@ ROLE_JAIL_POPULATE = "jail-populate"
 ROLE_LONG_CHECKS = "long-checks"  # submit the long health checks as Slurm jobs (CronJob)
 ROLE_SLURMDBD = "slurmdbd"
 ROLE_DATABASE = "database"  # the in-cluster MariaDB of slurmdbd
+ROLE_EXPORTER = "exporter"  # the Prometheus exporter (issue 17)
+ENV_EXPORTER_PORT = "SLURMKUBE_EXPORTER_PORT"
+ENV_EXPORTER_MIN_INTERVAL = "SLURMKUBE_EXPORTER_MIN_INTERVAL"
+EXPORTER_PROGRAM = "/opt/slurmkube/slurmkube_exporter.py"  # in the exporter image
+EXPORTER_USER = "nobody"  # the exporter reads Slurm; it needs no privilege
 
 # Accounting (issue 16): slurmdbd and its database.
 SLURMDBD_PORT = 6819
@@ -144,6 +151,7 @@ DRAIN_REASON_PLANNED_RE = "^" + DRAIN_REASON_PREFIX + \
 
 # The operator: its name (Deployment, ServiceAccount, leader Lease) and what its pods are told.
 OPERATOR_NAME = "slurmkube-operator"
+OPERATOR_METRICS_PORT = 9342  # the operator's Prometheus metrics (its Service's port "metrics")
 ENV_OPERATOR_NAMESPACE = "SLURMKUBE_OPERATOR_NAMESPACE"  # where its leader Lease lives
 ENV_OPERATOR_IDENTITY = "SLURMKUBE_OPERATOR_IDENTITY"  # the pod name: who holds the Lease
 ENV_WATCH_NAMESPACES = "SLURMKUBE_WATCH_NAMESPACES"  # comma-separated; empty: every namespace
@@ -158,5 +166,8 @@ NCCL_CHECK_PROGRAM = "/usr/local/lib/slurmkube/nccl_check.py"  # jail image only
 LONG_CHECKS_SUBMIT_PROGRAM = "/usr/local/sbin/slurmkube-long-checks-submit"
 # Where long checks leave their output and per-node result lines, inside the jail.
 LONG_CHECK_RESULTS_DIR = "/var/log/slurmkube/long-checks"
+# Where each node's fast check leaves every check's last verdict, inside the jail (the
+# exporter reads them): "time <epoch>" then "<check> pass|fail" lines, one file per node.
+HEALTH_RESULTS_DIR = "/var/log/slurmkube/health"
 # The long check's part of a drain reason: the fast check never resumes these.
 DRAIN_REASON_LONG_CHECK = "long check:"

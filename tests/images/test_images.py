@@ -920,10 +920,27 @@ def test_scratch_check_drains_with_its_reason_from_the_rendered_settings_and_res
         assert node["reason"].endswith("need 1024 MiB and 100%")
         report = cluster.exec(worker, C.HEALTHCHECK_PROGRAM, "--report", check=False)
         assert report.returncode == 1 and report.stdout.startswith("scratch %s: " % C.NODE_TMP_DIR)
+        # Each check's verdict, for the exporter, in the jail: only scratch failed.
+        assert health_results(cluster, worker)["scratch"] == "fail"
     finally:
         write_health_settings(cluster, {})
     wait_for("the health check to resume " + worker, lambda: "DRAIN" not in cluster.node(worker)["state"],
              timeout=6 * HEALTHCHECK_INTERVAL)  # fmt: skip
+
+    def passed() -> dict:
+        results = health_results(cluster, worker)
+        return results if results.get("scratch") == "pass" else {}
+
+    results = wait_for("a passing verdict for scratch", passed, timeout=3 * HEALTHCHECK_INTERVAL)
+    assert set(results) == {"time", "munged", "slurmd", "jail", "scratch", "memory", "clock", "gpu"}, results
+    assert {v for k, v in results.items() if k != "time"} == {"pass"}, results
+    assert abs(int(results["time"]) - time.time()) < 10 * HEALTHCHECK_INTERVAL
+
+
+def health_results(cluster: Cluster, worker: str) -> dict:
+    """The fast check's last verdicts for a node, as the exporter reads them from the jail."""
+    path = cluster.root / "jail" / C.HEALTH_RESULTS_DIR.lstrip("/") / worker
+    return dict(line.split(" ", 1) for line in path.read_text().splitlines()) if path.exists() else {}
 
 
 def test_fast_check_leaves_the_operators_planned_drains(cluster):

@@ -1,19 +1,29 @@
 """Health checks on a real Kubernetes (localkube): nodes broken for real are drained with the
 right reason and come back when repaired; an admin's drain stays; the long-check CronJob's job
 records per-node results; a node drained for a hardware reason gets a new pod and rejoins.
+
+Monitoring (issue 17) rides on the same cluster, where checks fail for real: its exporter and
+the operator are scraped by a real Prometheus (Debian's) with the shipped alert rules, which
+must see a node drained by a failing check within two scrape intervals and raise the alert;
+every family has samples, every dashboard and rule expression is queried.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, wait_for
+import yaml
+from localkube_helpers import REPO, Cluster, localkube, wait_for
+from prometheus_helpers import SCRAPER, Prometheus, deploy_prometheus, prometheus_operator_crds
 from slurm_helpers import (
+    SLURM_IMAGES,
+    TINY,
     TINY_NODES,
     Operator,
     SlurmView,
@@ -26,6 +36,8 @@ from slurm_helpers import (
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm import metrics as M
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module, run_role
@@ -42,14 +54,35 @@ LONG_CHECKS = {"enabled": True, "schedule": "0 0 1 1 *", "minMemoryBandwidthMibP
                "minComputeMibPerSecond": 1, "maxLatencyMicroseconds": 100000}
 
 
+# Prometheus scrapes every SCRAPE_INTERVAL s; the exporter asks Slurm at most every EXPORTER_INTERVAL s.
+SCRAPE_INTERVAL = 5
+EXPORTER_INTERVAL = 2
+
+
 @pytest.fixture(scope="module")
-def hc(localkube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
+def monitoring_images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
+    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "exporter", "prometheus"],
+                           capture_output=True, text=True, timeout=3600, check=False)
+    assert build.returncode == 0, build.stderr[-4000:]
+    refs = json.loads(build.stdout)
+    for name in ("exporter", "prometheus"):
+        localkube("import-image", refs[name])
+    return dict(slurm_images, **refs)
+
+
+@pytest.fixture(scope="module")
+def hc(localkube_cluster: Cluster, monitoring_images: dict, operator: Operator) -> Cluster:
     kube = localkube_cluster
     spec = dict(tiny_cluster_spec(), healthChecks={"interval": INTERVAL, "replaceDrainedNodes": True,
-                                                   "longChecks": LONG_CHECKS})
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
+                                                   "longChecks": LONG_CHECKS},
+                exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": EXPORTER_INTERVAL,
+                          "scrapeFrom": [SCRAPER]})
+    spec["images"] = dict({n: monitoring_images[n] for n in (*SLURM_IMAGES, "exporter")}, pullPolicy="Never")
+    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, monitoring_images, spec),
                          nodeset_manifest(kube.namespace, CLUSTER, "cpu", len(WORKERS), TINY_NODES)))
     wait_ready(kube, CLUSTER, operator)
+    # Started now, so the rates the dashboards show have a window of samples by the last test.
+    deploy_prometheus(kube, monitoring_images["prometheus"], CLUSTER, SCRAPE_INTERVAL)
     yield kube
     kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
     kube.kubectl("-n", kube.namespace, "delete", "nodesets", "--all", "--wait=true", check=False, timeout=180)
@@ -291,3 +324,155 @@ def test_node_failing_a_hardware_check_gets_a_new_pod_and_rejoins(hc: Cluster, s
         wait_for(lambda w=worker: hc.get_json("pod", w)["metadata"]["uid"] != uids[w], 420, 3)
         hc.wait_pod_ready(worker, timeout=300)
         wait_idle(slurm, worker, 300)
+
+
+# --------------------------------------------------------------------------- monitoring (issue 17)
+
+@pytest.fixture(scope="module")
+def prometheus(hc: Cluster) -> Prometheus:
+    return Prometheus(hc)
+
+
+def prometheus_pod(hc: Cluster) -> str:
+    return hc.get_json("pods", "-l", "app=prometheus-test")["items"][0]["metadata"]["name"]
+
+
+def test_promtool_passes_the_shipped_rules_and_their_unit_tests(hc: Cluster):
+    pod = prometheus_pod(hc)
+    checked = hc.exec(pod, "promtool", "check", "rules", "/etc/prometheus/slurmkube.rules.yml", check=False)
+    assert checked.returncode == 0 and "SUCCESS" in checked.stdout, checked.stdout + checked.stderr
+    tested = hc.exec(pod, "promtool", "test", "rules", "/etc/prometheus/slurmkube.rules.test.yml", check=False)
+    assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
+
+
+def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds_exist(hc: Cluster, tmp_path: Path):
+    role_vars = {"monitoring_namespace": hc.namespace, "monitoring_watch_namespaces": [hc.namespace],
+                 "monitoring_labels": {"release": "kps"}, "monitoring_kubeconfig": hc.env["KUBECONFIG"]}
+    without = dict(role_vars, monitoring_grafana_dashboards=False)
+    proc, result = run_role(tmp_path, "monitoring", without, "monitoring_result", env=hc.env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result == {"service_monitor": False, "prometheus_rule": False, "dashboards": [], "changed": False}
+    crds = prometheus_operator_crds()
+    for crd in crds:
+        hc.kubectl("apply", "--server-side", "-f", str(crd))
+    try:
+        for name in ("servicemonitors", "prometheusrules"):
+            hc.kubectl("wait", "--for=condition=Established", "crd/%s.monitoring.coreos.com" % name, "--timeout=60s")
+        proc, checked = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", "--check", env=hc.env)
+        assert proc.returncode == 0 and checked["changed"] is True, proc.stdout[-3000:]
+        assert not hc.get_json("servicemonitors")["items"]  # check mode wrote nothing
+        proc, first = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", env=hc.env)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert first["service_monitor"] and first["prometheus_rule"] and first["changed"], first
+        assert sorted(first["dashboards"]) == sorted(p.name for p in (REPO / "monitoring" / "grafana").glob("*.json"))
+        # Accepted by the prometheus-operator's own schemas; it selects the exporter's and the
+        # operator's Services by the labels they carry.
+        monitor = hc.get_json("servicemonitor", "slurmkube")
+        assert monitor["metadata"]["labels"]["release"] == "kps"
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [hc.namespace]}
+        selector = monitor["spec"]["selector"]
+        for service in ("%s-%s" % (CLUSTER, C.COMPONENT_EXPORTER), C.OPERATOR_NAME):
+            labels = hc.get_json("service", service)["metadata"]["labels"]
+            assert all(labels.get(k) == v for k, v in selector["matchLabels"].items()), labels
+            assert labels[C.LABEL_COMPONENT] in selector["matchExpressions"][0]["values"], labels
+        shipped = yaml.safe_load((REPO / "monitoring" / "prometheus" / "slurmkube.rules.yml").read_text())
+        assert hc.get_json("prometheusrule", "slurmkube")["spec"] == shipped
+        dashboards = hc.get_json("configmaps", "-l", "grafana_dashboard=1")["items"]
+        assert len(dashboards) == len(first["dashboards"])
+        proc, again = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", env=hc.env)
+        assert proc.returncode == 0 and again["changed"] is False, proc.stdout[-3000:]
+        proc, gone = run_role(tmp_path, "monitoring", dict(role_vars, monitoring_state="absent"), "monitoring_result",
+                              env=hc.env)
+        assert proc.returncode == 0 and gone["changed"] is True, proc.stdout[-3000:]
+        assert not hc.get_json("servicemonitors")["items"] and not hc.get_json("prometheusrules")["items"]
+        assert not hc.get_json("configmaps", "-l", "grafana_dashboard=1")["items"]
+    finally:
+        for crd in crds:
+            hc.kubectl("delete", "-f", str(crd), "--wait=true", check=False, timeout=120)
+
+
+def exporter_families() -> set:
+    """Every family name the exporter has (each is there with no samples too)."""
+    empty_nodes = json.dumps({"nodes": []})
+    families = M.node_families(empty_nodes) + M.job_families("") + \
+        M.scheduler_families(json.dumps({"statistics": {}})) + [M.up_family(True)] + M.jail_families(0, 0, 0, 0) + \
+        M.health_families({}, set()) + M.long_check_families({}, set())
+    return {f.name + ("_total" if f.kind == "counter" and not f.name.endswith("_total") else "") for f in families}
+
+
+# Families that cannot have samples on this machine, and why (the test reports them by name).
+NO_SAMPLES_HERE = {"slurm_node_gpu_bus_bandwidth_bytes_per_second": "no GPUs: the NCCL long check never runs"}
+
+
+def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_alert(
+        hc: Cluster, slurm: SlurmView, prometheus: Prometheus):
+    """The last test of the module: the long checks before it left their results, the operator
+    replaced pods. Breaking the jail drains both nodes (a check's drain); Prometheus sees it within
+    two scrape intervals, the alert goes pending, and with a job pending behind the drained nodes
+    every family has samples and every dashboard and rule expression is asked."""
+    wait_for(lambda: prometheus.targets_up("exporter") and prometheus.targets_up("operator"), 120, 2)
+    for worker in WORKERS:
+        wait_idle(slurm, worker, 120)
+    drained_nodes = 'sum(slurm_nodes{slurmkube_cluster="hc",state="drain"}) or vector(0)'
+    wait_for(lambda: prometheus.value(drained_nodes) == 0, 60, 1)
+    marker = "%s/%s" % (C.JAIL_MOUNT_PATH, C.JAIL_MARKER_FILE)
+    hc.exec(WORKERS[0], "mv", marker, marker + ".away")
+    try:
+        for worker in WORKERS:
+            wait_drained(slurm, worker, 6 * INTERVAL)
+        seen_in_slurm = time.monotonic()
+        wait_for(lambda: prometheus.value(drained_nodes) == 2, 60, 0.5)
+        # Two scrapes, plus the exporter's cache of Slurm's answer.
+        assert time.monotonic() - seen_in_slurm <= 2 * SCRAPE_INTERVAL + EXPORTER_INTERVAL + 1
+        checks = prometheus.query('slurm_node_health_check_failed{check="jail"} == 1')
+        assert {r["metric"]["node"] for r in checks} >= set(WORKERS), checks
+        assert prometheus.value('sum(slurm_nodes_unavailable{reason="health-check"})') == 2
+
+        def alerted() -> list:
+            return [a for a in prometheus.alerts() if a["labels"]["alertname"] == "SlurmNodesDrainedByChecks"
+                    and a["state"] in ("pending", "firing")]
+
+        alert = wait_for(alerted, 3 * SCRAPE_INTERVAL, 1)[0]
+        assert alert["labels"]["slurmkube_cluster"] == CLUSTER and alert["labels"]["node_set"] == "cpu", alert
+
+        # A job waits behind the drained nodes: the queue families have samples too.
+        job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true").strip()
+        wait_for(lambda: prometheus.value('sum(slurm_jobs_pending{slurmkube_cluster="hc"})') >= 1, 60, 1)
+        wanted = exporter_families() | set(telemetry.served_names())
+        missing = wanted - prometheus.names() - set(NO_SAMPLES_HERE)
+        assert not missing, "families without samples: %s" % sorted(missing)
+        # What the operator did in this module's earlier tests is counted.
+        assert prometheus.value('sum(slurmkube_operator_events_total{slurmkube_cluster="hc",'
+                                'reason="NodeDeletePod"})') >= 2
+        assert prometheus.value('max(slurmkube_operator_leader)') == 1
+        assert prometheus.value('slurmkube_nodeset_replicas{slurmkube_cluster="hc",kind="desired"}') == 2
+
+        # Every dashboard panel returns data, but those that cannot here; every rule is valid and
+        # every metric it reads has samples.
+        # Grafana's $cluster variable, as "All" sends it.
+        dashboards = [expr.replace("$cluster", ".*") for expr in dashboard_expressions()]
+        empty = [expr for expr in dashboards if not prometheus.query(expr)]
+        explained = [expr for expr in empty if any(name in expr for name in NO_SAMPLES_HERE)]
+        assert empty == explained, "dashboard expressions with no data: %s" % (set(empty) - set(explained))
+        names = prometheus.names()
+        for rule in rule_expressions():
+            prometheus.query(rule)  # a malformed expression fails here
+            unread = {n for n in re.findall(r"\b(slurm(?:kube)?_[a-z_]+)\b", rule)
+                      if not n.startswith("slurmkube_cluster") and not n.startswith("slurmkube_namespace")} - names
+            assert not unread, "rule %r reads metrics with no samples: %s" % (rule, unread)
+        slurm.run("scancel", job)
+    finally:
+        hc.exec(WORKERS[0], "mv", marker + ".away", marker)
+    for worker in WORKERS:
+        wait_idle(slurm, worker, 6 * INTERVAL)
+    wait_for(lambda: prometheus.value(drained_nodes) == 0, 60, 1)
+
+
+def dashboard_expressions() -> list:
+    return [target["expr"] for path in sorted((REPO / "monitoring" / "grafana").glob("*.json"))
+            for panel in json.loads(path.read_text())["panels"] for target in panel["targets"]]
+
+
+def rule_expressions() -> list:
+    rules = yaml.safe_load((REPO / "monitoring" / "prometheus" / "slurmkube.rules.yml").read_text())
+    return [r["expr"] for group in rules["groups"] for r in group["rules"]]

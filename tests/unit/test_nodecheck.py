@@ -247,6 +247,18 @@ def test_command_line_fast_check_reports_scratch(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("scratch %s: " % tmp_path)
 
 
+def test_command_line_fast_check_tags_each_problem_with_its_check(tmp_path, capsys):
+    """The health check records a verdict per check from these tags."""
+    config = tmp_path / "health.conf"
+    config.write_text("SLURMKUBE_HC_SCRATCH_MIN_FREE_PERCENT=101\n")
+    code = N.main(["--config", str(config), "fast", "--tagged", "--checks", "scratch,memory",
+                   "--scratch-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["scratch"], out
+    assert out.startswith("scratch\tscratch %s: " % tmp_path)
+
+
 def test_command_line_nccl_judges_a_saved_run(capsys):
     code = N.main(["--node", "g-0", "nccl", str(GPU / "all-reduce-2080ti-pcie-no-p2p.txt")])
     assert code == 1

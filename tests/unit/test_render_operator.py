@@ -74,7 +74,8 @@ def test_watch_scope_is_the_same_for_kopf_and_the_resync():
     assert "--all-namespaces" in kopf_command(())
     scoped = kopf_command(("hpc-a", "hpc-b"))
     assert "--all-namespaces" not in scoped and {"--namespace=hpc-a", "--namespace=hpc-b"} <= set(scoped)
-    deployment = render_operator("ops", "img", watch_namespaces=("hpc-a", "hpc-b"))[-1]
+    deployment = next(o for o in render_operator("ops", "img", watch_namespaces=("hpc-a", "hpc-b"))
+                      if o["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "SLURMKUBE_WATCH_NAMESPACES", "value": "hpc-a,hpc-b"} in container["env"]
     assert kopf_command(("hpc-a", "hpc-b")) == container["command"]
@@ -120,3 +121,14 @@ def test_a_namespace_dropped_from_the_watch_list_keeps_no_grant_and_removal_leav
     assert not ensure_operator(kube, OperatorSettings("ops", "img", watch_namespaces=("hpc-a",)), False).changed
     remove_operator(kube, "ops", remove_crds=False, check_mode=False)
     assert not [o for kind in ("Role", "RoleBinding", "ClusterRole") for o in kube.list(RBAC, kind)]
+
+
+def test_metrics_are_served_on_a_named_port_behind_a_service_prometheus_discovers():
+    objects = {o["kind"]: o for o in render_operator("ops", "img")}
+    container = objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "metrics", "containerPort": 9342, "protocol": "TCP"} in container["ports"]
+    service = objects["Service"]
+    assert service["spec"]["selector"] == objects["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"][0]["name"] == "metrics"
+    for annotated in (service["metadata"], objects["Deployment"]["spec"]["template"]["metadata"]):
+        assert annotated["annotations"]["prometheus.io/port"] == "9342"

@@ -205,6 +205,7 @@ class Images:
         "Root filesystem users see; copied into the jail volume.", "slurmkube/jail:latest", pattern=IMAGE_REF
     )
     slurmdbd: str = spec_field("slurmdbd image (accounting).", "slurmkube/slurmdbd:latest", pattern=IMAGE_REF)
+    exporter: str = spec_field("Prometheus exporter image.", "slurmkube/exporter:latest", pattern=IMAGE_REF)
     mariadb: str = spec_field(
         "MariaDB image of the in-cluster accounting database.", "slurmkube/mariadb:latest", pattern=IMAGE_REF
     )
@@ -502,10 +503,18 @@ class Accounting:
 
 @dataclass(frozen=True)
 class Exporter:
-    """Prometheus exporter of Slurm state."""
+    """Prometheus exporter of the cluster's Slurm state: a Deployment of its own (it reports
+    slurmctld down while slurmctld's pod is replaced) with a Service whose port is 'metrics'."""
 
     enabled: bool = spec_field("Run the exporter.", False)
     port: int = spec_field("Metrics port.", 9341, minimum=1, maximum=65535)
+    min_interval_seconds: int = spec_field(
+        "Slurm is asked at most this often, however many Prometheus servers scrape; between two "
+        "asks a scrape gets the last answers.", 15, minimum=1, maximum=3600)
+    scrape_from: List[FreeForm] = spec_field(
+        "Who may scrape: NetworkPolicy 'from' peers ({namespaceSelector: ...}, {podSelector: "
+        "...}); any pod in any namespace when empty.", factory=list)
+    resources: Resources = spec_field("Resources of the exporter pod.", factory=Resources)
 
 
 # Where API servers, kubelets and cloud metadata live: never reached through egress.internet.

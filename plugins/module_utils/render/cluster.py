@@ -10,6 +10,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import N
 from ansible_collections.slurmkube.core.plugins.module_utils.render import (
     accounting,
     controller,
+    exporter,
     jail,
     login,
     policy,
@@ -58,6 +59,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Render
         login.render_login_statefulset(cluster),
         policy.render_login_pdb(cluster),
         render_healthcheck_cronjob(cluster),
+        *exporter.render_exporter(cluster),
     ]
     maybe += policy.render_network_policies(cluster)
     return RenderedCluster([m for m in maybe if m is not None], files)

@@ -43,7 +43,7 @@ def namespaced_rules() -> List[Dict[str, Any]]:
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "update", "delete"]},
         {"apiGroups": [""], "resources": ["services", "configmaps", "serviceaccounts", "persistentvolumeclaims"],
          "verbs": WRITE},
-        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": WRITE},
+        {"apiGroups": ["apps"], "resources": ["statefulsets", "deployments"], "verbs": WRITE},
         {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": WRITE},
         {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": WRITE},
@@ -131,6 +131,7 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
         "env": [_downward(C.ENV_OPERATOR_NAMESPACE, "metadata.namespace"),
                 _downward(C.ENV_OPERATOR_IDENTITY, "metadata.name"),
                 {"name": C.ENV_WATCH_NAMESPACES, "value": ",".join(watch_namespaces)}],
+        "ports": [{"name": "metrics", "containerPort": C.OPERATOR_METRICS_PORT, "protocol": "TCP"}],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 20},
         # kopf answers only once its startup handlers ran: a pod that crashes at start is never
         # counted available, so waiting for the Deployment means waiting for working operators.
@@ -148,13 +149,30 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": {C.LABEL_NAME: OPERATOR_NAME}},
             "template": {
-                "metadata": {"labels": _labels()},
+                "metadata": {"labels": dict(_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR}),
+                             "annotations": metrics_annotations()},
                 "spec": {"serviceAccountName": OPERATOR_NAME, "containers": [container],
                          "volumes": [{"name": "tmp", "emptyDir": {}}],
                          "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}},
             },
         },
     }
+    service = {
+        "apiVersion": "v1", "kind": "Service", "metadata": {
+            "name": OPERATOR_NAME, "namespace": namespace, "annotations": metrics_annotations(),
+            # The component, as on the pods: a ServiceMonitor selects the exporters' and this Service by it.
+            "labels": dict(_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR})},
+        # Headless: Prometheus scrapes every replica (the leader and the standbys), not one at random.
+        "spec": {"clusterIP": "None", "selector": {C.LABEL_NAME: OPERATOR_NAME},
+                 "ports": [{"name": "metrics", "port": C.OPERATOR_METRICS_PORT, "targetPort": "metrics",
+                            "protocol": "TCP"}]},
+    }
     grants = [obj for role in watched_roles for obj in (role, _binding(role, namespace))]
     return [account, cluster_role, _binding(cluster_role, namespace), *grants, lease_role,
-            _binding(lease_role, namespace), deployment]
+            _binding(lease_role, namespace), deployment, service]
+
+
+def metrics_annotations() -> Dict[str, str]:
+    """What a Prometheus without the prometheus-operator discovers the operator's metrics by."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(C.OPERATOR_METRICS_PORT),
+            "prometheus.io/path": "/metrics"}

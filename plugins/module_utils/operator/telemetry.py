@@ -1,0 +1,104 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the operator's Prometheus metrics say about one reconcile pass. Pure: the operator
+program feeds these numbers to prometheus-client, and the tests read them directly.
+
+Every label is bounded: the cluster and node set names an admin chose, and event reasons,
+which are a fixed set written in this collection (NodeDrain, JobRequeued, NodeDeletePod, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any, FrozenSet, List, Mapping, NamedTuple, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+
+# A pass that found a bad spec changes nothing: it is counted apart from one that worked.
+RESULT_OK = "ok"
+RESULT_INVALID = "invalid"
+RESULT_ERROR = "error"
+
+
+class Metric(NamedTuple):
+    """One metric the operator serves: its full name (counters without _total), kind, help and
+    labels beyond CLUSTER_LABELS (which every metric but the leader gauge has)."""
+
+    name: str
+    kind: str  # counter | histogram | gauge
+    help: str
+    labels: Tuple[str, ...]
+
+
+# Named as the scrape configs name the exporter's targets (slurmkube_cluster), so one dashboard
+# variable and one alert grouping cover both; "namespace" stays the operator pod's own.
+CLUSTER_LABELS = ("slurmkube_namespace", "slurmkube_cluster")
+PASS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+LEADER = Metric("slurmkube_operator_leader", "gauge", "1 while this operator process holds the leader Lease.", ())
+PASSES = Metric("slurmkube_operator_reconcile_passes", "counter",
+                "Reconcile passes by result (ok, invalid spec, error).", ("result",))
+PASS_SECONDS = Metric("slurmkube_operator_reconcile_duration_seconds", "histogram", "Duration of reconcile passes.",
+                      ())
+WRITES = Metric("slurmkube_operator_api_writes", "counter", "Writes to the Kubernetes API: objects applied "
+                "(kind=object), statuses written, events posted.", ("kind",))
+EVENTS = Metric("slurmkube_operator_events", "counter", "What the operator did, by its Event's reason (NodeDrain, "
+                "NodeDeletePod: a replacement, JobRequeued, MungeKeyRotated, ...).", ("reason",))
+# The gauges cluster_gauges sets, by the name it gives them.
+STATE = {m.name[len("slurmkube_"):]: m for m in (
+    Metric("slurmkube_cluster_nodes", "gauge", "Slurm nodes the cluster wants (kind=desired) and has in service "
+           "(kind=ready).", ("kind",)),
+    Metric("slurmkube_cluster_ready", "gauge", "1 when the SlurmCluster is Ready.", ()),
+    Metric("slurmkube_controller_ready", "gauge", "1 when slurmctld's pod is ready and answers.", ()),
+    Metric("slurmkube_munge_key_rotation_pending", "gauge", "1 while a munge key rotation is not finished "
+           "everywhere.", ()),
+    Metric("slurmkube_nodeset_replicas", "gauge", "A node set's replicas (kind=desired) and worker pods ready "
+           "(kind=pods_ready).", ("kind", "node_set")),
+    Metric("slurmkube_nodeset_ready", "gauge", "1 when every node of the node set is in service.", ("node_set",)),
+)}
+METRICS = (LEADER, PASSES, PASS_SECONDS, WRITES, EVENTS, *STATE.values())
+
+
+def served_names() -> FrozenSet[str]:
+    """Every sample name Prometheus gets from the operator (counters' _total, histograms' parts)."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    return frozenset(m.name + suffix for m in METRICS for suffix in suffixes[m.kind])
+
+
+class Gauge(NamedTuple):
+    """One gauge sample: its name without the prefix, its labels beyond namespace and cluster."""
+
+    name: str
+    labels: Tuple[Tuple[str, str], ...]
+    value: float
+
+
+def pass_result(events: List[Event]) -> str:
+    """ok, or invalid when the pass refused the spec."""
+    return RESULT_INVALID if any(e.reason == "InvalidSpec" for e in events) else RESULT_OK
+
+
+def condition_true(status: Mapping[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def cluster_gauges(status: Mapping[str, Any], nodeset_status: Mapping[str, Mapping[str, Any]],
+                   wanted: Mapping[str, int]) -> List[Gauge]:
+    """Where the cluster stands after a pass: its nodes wanted and in service, each node set's
+    replicas (`wanted`: its spec) and pods ready and whether it is Ready (every node in service),
+    whether slurmctld answers, whether a munge key rotation is unfinished."""
+    nodes = status.get("nodes") or {}
+    gauges = [
+        Gauge("cluster_nodes", (("kind", "desired"),), float(nodes.get("desired", 0))),
+        Gauge("cluster_nodes", (("kind", "ready"),), float(nodes.get("ready", 0))),
+        Gauge("cluster_ready", (), 1.0 if condition_true(status, "Ready") else 0.0),
+        Gauge("controller_ready", (), 1.0 if condition_true(status, "ControllerReady") else 0.0),
+        Gauge("munge_key_rotation_pending", (), 0.0 if condition_true(status, "MungeKeyInUse") else 1.0),
+    ]
+    for name, replicas in sorted(wanted.items()):
+        counts = nodeset_status.get(name) or {}
+        gauges += [
+            Gauge("nodeset_replicas", (("kind", "desired"), ("node_set", name)), float(replicas)),
+            Gauge("nodeset_replicas", (("kind", "pods_ready"), ("node_set", name)),
+                  float(counts.get("readyReplicas", 0))),
+            Gauge("nodeset_ready", (("node_set", name),), 1.0 if condition_true(counts, "Ready") else 0.0),
+        ]
+    return gauges

@@ -1,0 +1,118 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Prometheus exporter: a one-pod Deployment of its own, a Service whose port is named
+'metrics', and the NetworkPolicy that lets Prometheus in.
+
+Its own pod rather than a container beside slurmctld: while slurmctld's pod is replaced the
+exporter still answers, with slurm_up 0, and its scrapes never take from slurmctld's CPU
+limit. It runs munged with the cluster's key and asks Slurm's clients, as a user would, and
+reads the jail (read-only) for its usage and the health checks' results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+
+METRICS_PATH = "/metrics"
+
+
+def exporter_name(cluster: SlurmCluster) -> str:
+    return object_name(cluster, C.COMPONENT_EXPORTER)
+
+
+def scrape_annotations(port: int) -> Dict[str, str]:
+    """What a Prometheus without the prometheus-operator discovers targets by."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": METRICS_PATH}
+
+
+def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
+    exporter = cluster.spec.exporter
+    images = cluster.spec.images
+    return {
+        "name": "exporter",
+        "image": images.exporter,
+        "imagePullPolicy": images.pull_policy,
+        "env": common.env(cluster, C.ROLE_EXPORTER) + [
+            {"name": C.ENV_EXPORTER_PORT, "value": str(exporter.port)},
+            {"name": C.ENV_EXPORTER_MIN_INTERVAL, "value": str(exporter.min_interval_seconds)},
+        ],
+        "ports": [{"name": "metrics", "containerPort": exporter.port, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": METRICS_PATH, "port": exporter.port}, "periodSeconds": 30,
+                           "timeoutSeconds": 25},
+        "resources": common.resources(exporter.resources),
+        "securityContext": common.confined_security_context(),
+        # The jail, read-only: its usage and the health checks' results.
+        "volumeMounts": common.common_mounts() + [
+            {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True}],
+    }
+
+
+def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
+    exporter = cluster.spec.exporter
+    pod_labels = object_labels(cluster.name, C.COMPONENT_EXPORTER)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": common.metadata(cluster, exporter_name(cluster), C.COMPONENT_EXPORTER),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
+            "template": {
+                "metadata": {"labels": pod_labels, "annotations": scrape_annotations(exporter.port)},
+                "spec": {
+                    **common.pod_identity(cluster),
+                    "containers": [_exporter_container(cluster)],
+                    "volumes": [common.config_volume(cluster), common.munge_volume(cluster),
+                                common.jail_volume(cluster)],
+                    **common.login_hosts_dns(cluster),
+                },
+            },
+        },
+    }
+
+
+def render_exporter_service(cluster: SlurmCluster) -> common.Manifest:
+    port = cluster.spec.exporter.port
+    metadata = common.metadata(cluster, exporter_name(cluster), C.COMPONENT_EXPORTER)
+    metadata["annotations"] = scrape_annotations(port)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        # Headless: Prometheus discovers the pod behind it, whatever discovery it has (DNS included).
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(cluster.name, C.COMPONENT_EXPORTER),
+            "ports": [{"name": "metrics", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def render_scrape_policy(cluster: SlurmCluster) -> common.Manifest:
+    """Prometheus lives outside the cluster's pods: it may reach the metrics port, nothing else."""
+    exporter = cluster.spec.exporter
+    rule: Dict[str, Any] = {"ports": [{"protocol": "TCP", "port": exporter.port}]}
+    if exporter.scrape_from:
+        rule["from"] = [dict(peer) for peer in exporter.scrape_from]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": common.metadata(cluster, object_name(cluster, "metrics"), C.COMPONENT_CONFIG),
+        "spec": {"podSelector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
+                 "policyTypes": ["Ingress"], "ingress": [rule]},
+    }
+
+
+def render_exporter(cluster: SlurmCluster) -> List[common.Manifest]:
+    """The exporter's objects when spec.exporter.enabled, in apply order."""
+    if not cluster.spec.exporter.enabled:
+        return []
+    objects = [render_exporter_service(cluster), render_exporter_deployment(cluster)]
+    if cluster.spec.network_policy:
+        objects.append(render_scrape_policy(cluster))
+    return objects

@@ -1,0 +1,69 @@
+"""The shipped dashboards are what tools/gen_dashboards.py makes, and they and the alert rules
+ask only for metrics the exporter or the operator serves (or Prometheus' own `up`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+
+import yaml
+from examples import FIXTURES
+
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics import (
+    health_families,
+    jail_families,
+    job_families,
+    long_check_families,
+    node_families,
+    scheduler_families,
+    up_family,
+)
+
+REPO = FIXTURES.parents[2]
+
+
+def generator():
+    """tools/gen_dashboards.py, imported from its file (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("gen_dashboards", REPO / "tools" / "gen_dashboards.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def served_names() -> set:
+    """Every family name the exporter serves (each family is there even with no samples) and
+    every sample name of the operator."""
+    slurm = FIXTURES / "slurm"
+    families = node_families((slurm / "nodes-drained.json").read_text()) + \
+        job_families("main|PENDING|Priority|alice\n") + \
+        scheduler_families((slurm / "sdiag.json").read_text()) + [up_family(True)] + \
+        jail_families(1, 1, 1, 1) + health_families({}, set()) + long_check_families({}, set())
+    return {f.name for f in families} | set(telemetry.served_names())
+
+
+def asked(expression: str) -> set:
+    return set(re.findall(r"\b(slurm(?:kube)?_[a-z_]+)\b", expression)) - {"slurmkube_cluster", "slurmkube_namespace"}
+
+
+def rule_expressions() -> list:
+    rules = yaml.safe_load((REPO / "monitoring" / "prometheus" / "slurmkube.rules.yml").read_text())
+    return [r["expr"] for group in rules["groups"] for r in group["rules"]]
+
+
+def test_committed_dashboards_equal_generated():
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "gen_dashboards.py"), "--check"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_dashboards_and_rules_ask_for_served_metrics_only():
+    wanted = {name for expr in generator().expressions() + rule_expressions() for name in asked(expr)}
+    assert wanted <= served_names(), wanted - served_names()
+
+
+def test_there_is_a_dashboard_for_the_overview_nodes_queue_and_operator():
+    assert set(generator().DASHBOARDS) == {"slurmkube-overview", "slurmkube-nodes", "slurmkube-queue",
+                                           "slurmkube-operator"}

@@ -1,0 +1,48 @@
+"""The operator program's metrics as Prometheus reads them: the names telemetry.py declares, a
+cluster's state gauges set after a pass and gone once the cluster is."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from prometheus_client import REGISTRY, generate_latest
+
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
+
+PROGRAM = Path(__file__).resolve().parents[2] / "images" / "operator" / "slurmkube_operator.py"
+SPEC = importlib.util.spec_from_file_location("slurmkube_operator", PROGRAM)
+OPERATOR = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(OPERATOR)
+
+READY = {"type": "Ready", "status": "True"}
+
+
+def samples() -> dict:
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in generate_latest(REGISTRY).decode().splitlines() if line.startswith("slurmkube_")}
+
+
+def test_served_names_are_the_declared_ones():
+    OPERATOR.PASSES.labels("hpc", "a", "ok").inc()
+    OPERATOR.PASS_SECONDS.labels("hpc", "a").observe(0.2)
+    OPERATOR.WRITES.labels("hpc", "a", "status").inc()
+    OPERATOR.EVENTS.labels("hpc", "a", "NodeDrain").inc()
+    OPERATOR.record_state("hpc", "a", {"nodes": {"desired": 1, "ready": 1}, "conditions": [READY]},
+                          {"cpu": {"readyReplicas": 1, "conditions": [READY]}}, {"cpu": 1})
+    names = {key.split("{")[0] for key in samples()}
+    assert names == set(telemetry.served_names())
+
+
+def test_a_cluster_gone_from_the_resync_takes_its_gauges_along():
+    status = {"nodes": {"desired": 2, "ready": 1}, "conditions": []}
+    OPERATOR.record_state("hpc", "b", status, {"cpu": {"readyReplicas": 1}}, {"cpu": 2})
+    OPERATOR.record_state("hpc", "c", status, {}, {})
+    ready = 'slurmkube_nodeset_ready{node_set="cpu",slurmkube_cluster="b",slurmkube_namespace="hpc"}'
+    assert samples()[ready] == 0
+    # A node set that left is forgotten at the next pass.
+    OPERATOR.record_state("hpc", "b", status, {}, {})
+    assert ready not in samples()
+    OPERATOR.forget_deleted_clusters([{"metadata": {"namespace": "hpc", "name": "c"}}])
+    clusters = {key for key in samples() if key.startswith("slurmkube_cluster_nodes")}
+    assert clusters and all('slurmkube_cluster="c"' in key for key in clusters), clusters

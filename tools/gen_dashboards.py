@@ -1,0 +1,137 @@
+"""Write the Grafana dashboards (monitoring/grafana/*.json) from the panel lists below.
+
+    python tools/gen_dashboards.py           write them
+    python tools/gen_dashboards.py --check   exit 1 when a committed file differs
+
+Every panel is one PromQL expression over the exporter's and the operator's metrics; a k8s
+test runs each against a live Prometheus. Dashboards take the cluster as a variable.
+Dashboards: cluster overview, nodes and health, queue and scheduler, operator.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+OUT = Path(__file__).resolve().parent.parent / "monitoring" / "grafana"
+CLUSTER = 'slurmkube_cluster=~"$cluster"'
+
+# (title, expression, legend, kind) per panel; kind is timeseries or stat.
+Panel = Tuple[str, str, str, str]
+DASHBOARDS: Dict[str, Tuple[str, Sequence[Panel]]] = {
+    "slurmkube-overview": ("Slurm cluster overview", (
+        ("slurmctld up", "slurm_up{%s}" % CLUSTER, "{{slurmkube_cluster}}", "stat"),
+        ("Nodes by state", "sum by (state) (slurm_nodes{%s})" % CLUSTER, "{{state}}", "timeseries"),
+        ("CPUs allocated", "sum(slurm_cpus{%s,kind=\"allocated\"}) / sum(slurm_cpus{%s,kind=\"total\"})"
+         % (CLUSTER, CLUSTER), "allocated", "stat"),
+        ("Jobs by state", "sum by (state) (slurm_jobs{%s})" % CLUSTER, "{{state}}", "timeseries"),
+        ("GPUs allocated", "sum by (node_set) (slurm_gpus{%s,kind=\"allocated\"})" % CLUSTER, "{{node_set}}",
+         "timeseries"),
+    )),
+    "slurmkube-nodes": ("Slurm nodes and health", (
+        ("Unavailable nodes by reason", "sum by (node_set, state, reason) (slurm_nodes_unavailable{%s})" % CLUSTER,
+         "{{node_set}} {{state}} {{reason}}", "timeseries"),
+        ("Nodes by node set", "sum by (node_set, state) (slurm_nodes{%s})" % CLUSTER, "{{node_set}} {{state}}",
+         "timeseries"),
+        ("Failing health checks", "sum by (node, check) (slurm_node_health_check_failed{%s}) > 0" % CLUSTER,
+         "{{node}} {{check}}", "timeseries"),
+        ("Seconds since each node's health check", "time() - slurm_node_health_check_timestamp_seconds{%s}"
+         % CLUSTER, "{{node}}", "timeseries"),
+        ("Failed long checks", "sum by (node, check) (slurm_node_long_check_failed{%s})" % CLUSTER,
+         "{{node}} {{check}}", "timeseries"),
+        ("Memory bandwidth (long check)", "slurm_node_memory_bandwidth_bytes_per_second{%s}" % CLUSTER, "{{node}}",
+         "timeseries"),
+        ("GPU all-reduce bus bandwidth (long check)", "slurm_node_gpu_bus_bandwidth_bytes_per_second{%s}"
+         % CLUSTER, "{{node}}", "timeseries"),
+        ("Jail volume used", "1 - slurm_jail_volume_free_bytes{%s} / slurm_jail_volume_size_bytes{%s}"
+         % (CLUSTER, CLUSTER), "{{slurmkube_cluster}}", "stat"),
+        ("Memory allocated", "sum by (node_set) (slurm_memory_bytes{%s,kind=\"allocated\"})" % CLUSTER,
+         "{{node_set}}", "timeseries"),
+    )),
+    "slurmkube-queue": ("Slurm queue and scheduler", (
+        ("Pending jobs by reason", "sum by (reason) (slurm_jobs_pending{%s})" % CLUSTER, "{{reason}}",
+         "timeseries"),
+        ("Jobs per user", "sum by (user) (slurm_user_jobs{%s})" % CLUSTER, "{{user}}", "timeseries"),
+        ("Scheduling cycle", "slurm_scheduler_cycle_last_seconds{%s}" % CLUSTER, "main", "timeseries"),
+        ("Backfill cycle", "slurm_backfill_cycle_last_seconds{%s}" % CLUSTER, "backfill", "timeseries"),
+        ("RPC rate", "sum by (type) (rate(slurm_rpcs_total{%s}[5m]))" % CLUSTER, "{{type}}", "timeseries"),
+        ("Accounting records waiting", "slurm_dbd_agent_queue_size{%s}" % CLUSTER, "dbd queue", "timeseries"),
+    )),
+    "slurmkube-operator": ("slurmkube operator", (
+        ("Operators answering", "sum(up{component=\"operator\"})", "up", "stat"),
+        ("Leader", "max(slurmkube_operator_leader)", "leader", "stat"),
+        ("Reconcile passes by result", "sum by (slurmkube_cluster, result) "
+         "(rate(slurmkube_operator_reconcile_passes_total{%s}[5m]))" % CLUSTER,
+         "{{slurmkube_cluster}} {{result}}", "timeseries"),
+        ("Reconcile pass duration (p90)", "histogram_quantile(0.9, sum by (slurmkube_cluster, le) "
+         "(rate(slurmkube_operator_reconcile_duration_seconds_bucket{%s}[5m])))" % CLUSTER,
+         "{{slurmkube_cluster}}", "timeseries"),
+        ("API writes", "sum by (slurmkube_cluster, kind) (rate(slurmkube_operator_api_writes_total{%s}[5m]))"
+         % CLUSTER, "{{slurmkube_cluster}} {{kind}}", "timeseries"),
+        ("Drains, replacements, requeues", "sum by (slurmkube_cluster, reason) "
+         "(increase(slurmkube_operator_events_total{%s}[1h]))" % CLUSTER, "{{slurmkube_cluster}} {{reason}}",
+         "timeseries"),
+        ("Node sets: replicas and in service", "slurmkube_nodeset_replicas{%s}" % CLUSTER,
+         "{{node_set}} {{kind}}", "timeseries"),
+        ("Munge key rotation pending", "max by (slurmkube_cluster) (slurmkube_munge_key_rotation_pending{%s})"
+         % CLUSTER, "{{slurmkube_cluster}}", "stat"),
+    )),
+}
+
+
+def panel(index: int, spec: Panel) -> Dict[str, Any]:
+    title, expr, legend, kind = spec
+    return {
+        "id": index + 1,
+        "type": kind,
+        "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"h": 8, "w": 12, "x": (index % 2) * 12, "y": (index // 2) * 8},
+        "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
+    }
+
+
+def dashboard(uid: str, title: str, panels: Sequence[Panel]) -> Dict[str, Any]:
+    return {
+        "uid": uid,
+        "title": title,
+        "tags": ["slurm", "slurmkube"],
+        "schemaVersion": 39,
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {"list": [
+            {"name": "datasource", "type": "datasource", "query": "prometheus"},
+            {"name": "cluster", "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
+             "query": "label_values(slurm_up, slurmkube_cluster)", "includeAll": True, "multi": True},
+        ]},
+        "panels": [panel(i, p) for i, p in enumerate(panels)],
+    }
+
+
+def rendered() -> Dict[str, str]:
+    return {uid + ".json": json.dumps(dashboard(uid, title, panels), indent=2, sort_keys=True) + "\n"
+            for uid, (title, panels) in DASHBOARDS.items()}
+
+
+def expressions() -> List[str]:
+    return [p[1] for _title, panels in DASHBOARDS.values() for p in panels]
+
+
+def main(argv: Sequence[str]) -> int:
+    files = rendered()
+    if "--check" in argv:
+        stale = [name for name, text in files.items()
+                 if not (OUT / name).exists() or (OUT / name).read_text() != text]
+        if stale:
+            print("stale dashboards (run tools/gen_dashboards.py): %s" % ", ".join(stale), file=sys.stderr)
+            return 1
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (OUT / name).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
