@@ -140,3 +140,12 @@ def test_jail_usage_and_node_names():
     assert families["slurm_jail_volume_files_free"] == {(): 7.0}
     text = (SLURM / "nodes-drained.json").read_text()
     assert node_names(text) == {n["name"] for n in json.loads(text)["nodes"]}
+
+
+def test_an_nccl_result_line_becomes_bus_bandwidth_and_a_failed_check():
+    """The line nodecheck.py prints for the recorded 2x RTX 2080 Ti all-reduce (test_nodecheck's
+    test_command_line_nccl_judges_a_saved_run), as the long check's log holds it."""
+    line = "slurmkube-result node=g-0 busbw_gb_per_s=4.00 FAIL: all-reduce bus bandwidth 4.00 GB/s < 10.00 GB/s\n"
+    families = by_name(long_check_families({"g-0.log": (1.0, line)}, {"g-0"}))
+    assert families["slurm_node_gpu_bus_bandwidth_bytes_per_second"] == {(("node", "g-0"),): 4e9}
+    assert families["slurm_node_long_check_failed"] == {(("check", "node"), ("node", "g-0")): 1.0}

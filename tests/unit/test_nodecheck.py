@@ -39,6 +39,14 @@ def test_healthy_p100_parses_and_passes(p100):
     assert N.gpu_problems(p100, 1, DEFAULTS) == []
 
 
+def test_healthy_h200_recorded_on_a_lent_machine_passes_and_a_missing_second_gpu_is_named():
+    h200 = N.parse_nvidia_smi_xml(fixture("h200-healthy.xml"))
+    assert h200 == [N.GpuState("00000000:00:06.0", 35, 0, False, False, False, False)]
+    assert N.gpu_problems(h200, 1, DEFAULTS) == []
+    # What the fast check printed on that machine with --gres gpu:2 (fixtures/gpu/README.md).
+    assert N.gpu_problems(h200, 2, DEFAULTS) == ["1 of 2 GPUs visible to nvidia-smi"]
+
+
 def test_aggregate_ecc_history_alone_is_not_a_problem(p100):
     # The P100 has 3 lifetime single-bit errors and none since the driver loaded.
     assert "<total>3</total>" in fixture("p100-healthy.xml")
