@@ -21,11 +21,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import I
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import cluster_role_name
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
-# Every image a SlurmCluster names (the model's Images, but its pull policy); the accounting
-# ones count only where accounting is on.
-ACCOUNTING_IMAGE_FIELDS = ("slurmdbd", "mariadb")
+# Every image a SlurmCluster names (the model's Images, but its pull policy); the images of an
+# optional part count only where the spec turns that part on.
+OPTIONAL_IMAGE_FIELDS = {"slurmdbd": "accounting", "mariadb": "accounting", "exporter": "exporter"}
 IMAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Images)
-                     if f.name != "pull_policy" and f.name not in ACCOUNTING_IMAGE_FIELDS)
+                     if f.name != "pull_policy" and f.name not in OPTIONAL_IMAGE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,12 @@ def effective_image(name: str) -> str:
 
 def image_validation(prefixes: Sequence[str]) -> Dict[str, str]:
     images = "[%s]" % ", ".join(effective_image(name) for name in IMAGE_FIELDS)
-    accounting = "(%s && object.spec.accounting.enabled ? [%s] : [])" % (
-        spec_has("accounting.enabled"), ", ".join(effective_image(name) for name in ACCOUNTING_IMAGE_FIELDS))
+    optional = " + ".join(
+        "(%s && object.spec.%s.enabled ? [%s] : [])" % (spec_has(part + ".enabled"), part, ", ".join(
+            effective_image(name) for name, owner in OPTIONAL_IMAGE_FIELDS.items() if owner == part))
+        for part in sorted(set(OPTIONAL_IMAGE_FIELDS.values())))
     return {
-        "expression": "(%s + %s).all(i, %s.exists(p, i.startsWith(p)))" % (images, accounting, cel_list(prefixes)),
+        "expression": "(%s + %s).all(i, %s.exists(p, i.startsWith(p)))" % (images, optional, cel_list(prefixes)),
         "message": "spec.images: only images starting with %s are allowed here" % (", ".join(prefixes) or "nothing"),
         "reason": "Forbidden",
     }
