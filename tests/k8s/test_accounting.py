@@ -228,10 +228,17 @@ def test_the_heavier_share_account_gets_the_higher_priority_for_the_same_load(
         usage = {r[0].strip(): int(r[2] or 0) for r in rows if not r[1].strip()}
         return usage if len(usage) == 2 and min(usage.values()) > 0 else {}
 
+    def queue() -> str:
+        return slurm.run("squeue", "-o", "%i %a %T %r %N") + slurm.run("sprio", "-o", "%i %a %F")
+
     wait_for(lambda: all(slurm.job_state(j) == "COMPLETED" for j in fair_share_usage), 120, 2)
     wait_for(raw_usage, 150, 5)  # the decay thread's next pass (PriorityCalcPeriod)
+    # The node empty, then held whole by a running blocker: the two jobs must wait (a job left
+    # by an earlier test once let one of them start at once, and sprio never listed it).
+    wait_for(lambda: not slurm.run("squeue", "-h", "-w", NODE).strip(), 120, 2, explain=queue)
     blocker = slurm.run("sbatch", "--parsable", "-w", NODE, "--exclusive", "-o", "/dev/null", "--wrap",
                         "sleep 300").split()[0]
+    slurm.wait_running(blocker)
     waiting = {account: slurm.run("sbatch", "--parsable", "-A", account, "-w", NODE, "-o", "/dev/null",
                                   "--wrap", "true").split()[0] for account in SHARES}
     try:
@@ -244,7 +251,7 @@ def test_the_heavier_share_account_gets_the_higher_priority_for_the_same_load(
             factors = {account: int(found.get(job, 0)) for account, job in waiting.items()}
             return factors if min(factors.values()) > 0 else {}
 
-        factors = wait_for(fairshare, 150, 5, explain=lambda: slurm.run("sshare", "-a", "-l"))
+        factors = wait_for(fairshare, 150, 5, explain=lambda: queue() + slurm.run("sshare", "-a", "-l"))
         assert factors["heavy"] > factors["light"], (factors, slurm.run("sshare", "-a", "-l"))
     finally:
         slurm.run("scancel", blocker, *waiting.values())

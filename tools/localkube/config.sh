@@ -144,9 +144,6 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
-# ConfigMap edits (slurm.conf, health-check settings) reach mounted volumes at a pod's next
-# sync: every 10 s here rather than every minute, for quick turns on one machine.
-syncFrequency: 10s
 maxPods: 200
 registerNode: true
 # Keep the kubelet's files under our state dir (down removes it), not /usr/libexec, /var/log.
