@@ -29,6 +29,14 @@ SUBMOUNT_HOST_DIR = "/mnt/slurmkube/submounts"
 UNUSED_CAPABILITIES = ("NET_RAW", "MKNOD", "SETFCAP")
 
 
+METRICS_PATH = "/metrics"
+
+
+def scrape_annotations(port: int) -> Dict[str, str]:
+    """What a Prometheus without the prometheus-operator discovers metrics targets by."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": METRICS_PATH}
+
+
 def confined_security_context() -> Dict[str, Any]:
     """Pods that mount nothing (slurmctld, the long checks' submitter): the runtime's default
     seccomp profile, no privilege escalation (no setuid binary raises anyone), fewer capabilities."""

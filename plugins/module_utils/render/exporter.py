@@ -18,16 +18,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.labels import objec
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
-METRICS_PATH = "/metrics"
-
 
 def exporter_name(cluster: SlurmCluster) -> str:
     return object_name(cluster, C.COMPONENT_EXPORTER)
-
-
-def scrape_annotations(port: int) -> Dict[str, str]:
-    """What a Prometheus without the prometheus-operator discovers targets by."""
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": METRICS_PATH}
 
 
 def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -42,7 +35,7 @@ def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
             {"name": C.ENV_EXPORTER_MIN_INTERVAL, "value": str(exporter.min_interval_seconds)},
         ],
         "ports": [{"name": "metrics", "containerPort": exporter.port, "protocol": "TCP"}],
-        "readinessProbe": {"httpGet": {"path": METRICS_PATH, "port": exporter.port}, "periodSeconds": 30,
+        "readinessProbe": {"httpGet": {"path": common.METRICS_PATH, "port": exporter.port}, "periodSeconds": 30,
                            "timeoutSeconds": 25},
         "resources": common.resources(exporter.resources),
         "securityContext": common.confined_security_context(),
@@ -63,7 +56,7 @@ def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
             "replicas": 1,
             "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
             "template": {
-                "metadata": {"labels": pod_labels, "annotations": scrape_annotations(exporter.port)},
+                "metadata": {"labels": pod_labels, "annotations": common.scrape_annotations(exporter.port)},
                 "spec": {
                     **common.pod_identity(cluster),
                     "containers": [_exporter_container(cluster)],
@@ -79,7 +72,7 @@ def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
 def render_exporter_service(cluster: SlurmCluster) -> common.Manifest:
     port = cluster.spec.exporter.port
     metadata = common.metadata(cluster, exporter_name(cluster), C.COMPONENT_EXPORTER)
-    metadata["annotations"] = scrape_annotations(port)
+    metadata["annotations"] = common.scrape_annotations(port)
     return {
         "apiVersion": "v1",
         "kind": "Service",

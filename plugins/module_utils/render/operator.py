@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import scrape_annotations
 
 OPERATOR_NAME = C.OPERATOR_NAME
 OPERATOR_SCRIPT = "/opt/slurmkube/slurmkube_operator.py"
@@ -150,7 +151,7 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
             "selector": {"matchLabels": {C.LABEL_NAME: OPERATOR_NAME}},
             "template": {
                 "metadata": {"labels": dict(_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR}),
-                             "annotations": metrics_annotations()},
+                             "annotations": scrape_annotations(C.OPERATOR_METRICS_PORT)},
                 "spec": {"serviceAccountName": OPERATOR_NAME, "containers": [container],
                          "volumes": [{"name": "tmp", "emptyDir": {}}],
                          "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}},
@@ -159,7 +160,7 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
     }
     service = {
         "apiVersion": "v1", "kind": "Service", "metadata": {
-            "name": OPERATOR_NAME, "namespace": namespace, "annotations": metrics_annotations(),
+            "name": OPERATOR_NAME, "namespace": namespace, "annotations": scrape_annotations(C.OPERATOR_METRICS_PORT),
             # The component, as on the pods: a ServiceMonitor selects the exporters' and this Service by it.
             "labels": dict(_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR})},
         # Headless: Prometheus scrapes every replica (the leader and the standbys), not one at random.
@@ -171,8 +172,3 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
     return [account, cluster_role, _binding(cluster_role, namespace), *grants, lease_role,
             _binding(lease_role, namespace), deployment, service]
 
-
-def metrics_annotations() -> Dict[str, str]:
-    """What a Prometheus without the prometheus-operator discovers the operator's metrics by."""
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(C.OPERATOR_METRICS_PORT),
-            "prometheus.io/path": "/metrics"}
