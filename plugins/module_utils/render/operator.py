@@ -171,4 +171,3 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
     grants = [obj for role in watched_roles for obj in (role, _binding(role, namespace))]
     return [account, cluster_role, _binding(cluster_role, namespace), *grants, lease_role,
             _binding(lease_role, namespace), deployment, service]
-
