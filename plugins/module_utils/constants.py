@@ -88,6 +88,9 @@ SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 JAIL_RUN_PROGRAM = "/usr/lib/slurmkube/slurmkube-jail-run"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 WORKER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-worker-stop"  # the worker's preStop hook
+CONTROLLER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-controller-stop"  # slurmctld's preStop hook
+# Written by that hook: slurmctld's readiness probe fails from then on.
+CONTROLLER_STOPPING_FILE = "/run/slurmkube/controller-stopping"
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"
 JAIL_POPULATE_PROGRAM = "/usr/local/sbin/slurmkube-jail-populate"
 ENTRYPOINT_PROGRAM = "/usr/local/sbin/slurmkube-entrypoint"

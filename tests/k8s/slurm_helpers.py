@@ -160,6 +160,24 @@ def our_writes(kube: Cluster, cluster: str) -> Dict[str, str]:
     return out
 
 
+def kopf_retries_pending(kube: Cluster, cluster: str) -> Dict[str, str]:
+    """The cluster's objects on which a kopf handler failed and waits for its retry (kopf keeps
+    that progress as a JSON annotation with a retry count, and clears it when the retry is done,
+    up to a minute later: a write, though the cluster did not change)."""
+    objs = [o for o in kube.get_json("slurmcluster,nodeset")["items"]
+            if o["metadata"]["name"] == cluster or (o.get("spec") or {}).get("clusterName") == cluster]
+    pending = {}
+    for obj in objs:
+        for key, value in (obj["metadata"].get("annotations") or {}).items():
+            try:
+                record = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "retries" in record and not record.get("success"):
+                pending["%s/%s" % (obj["kind"], obj["metadata"]["name"])] = "%s: %s" % (key, record.get("message"))
+    return pending
+
+
 def cluster_status(kube: Cluster, name: str) -> dict:
     return kube.get_json("slurmcluster", name).get("status") or {}
 

@@ -267,6 +267,19 @@ def test_a_stopping_worker_hands_its_jobs_back_first():
     assert hook == {"exec": {"command": [C.WORKER_STOP_PROGRAM]}}
 
 
+def test_a_stopping_controller_leaves_its_service_before_slurmctld_is_signalled():
+    sts = by_kind_and_name(render_cluster(*example("cpu-only")).objects)[("StatefulSet", "cpu-controller")]
+    container = containers(sts)[0]
+    program, delay = container["lifecycle"]["preStop"]["exec"]["command"]
+    probe = container["readinessProbe"]
+    assert program == C.CONTROLLER_STOP_PROGRAM
+    # The hook's file fails the probe; the hook waits out enough failed probes, and slurmctld
+    # still has most of the grace period to save its state.
+    assert C.CONTROLLER_STOPPING_FILE in probe["exec"]["command"][-1]
+    assert int(delay) > probe["periodSeconds"] * probe["failureThreshold"]
+    assert int(delay) * 4 < sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+
+
 def egress_of(spec):
     model = parse_cluster({"metadata": {"name": "demo", "namespace": "hpc"}, "spec": spec})
     return {o["metadata"]["name"]: o for o in render_network_policies(model)}.get("demo-egress")

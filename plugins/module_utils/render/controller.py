@@ -37,6 +37,17 @@ def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
     }
 
 
+# slurmctld accepts TCP and its pod is not stopping. Kept short: a stopping pod must leave the
+# Service within the preStop delay below.
+CONTROLLER_READINESS: Dict[str, Any] = {
+    "exec": {"command": ["bash", "-c", "[[ ! -e %s ]] && exec 3<>/dev/tcp/127.0.0.1/%d"
+                         % (C.CONTROLLER_STOPPING_FILE, C.SLURMCTLD_PORT)]},
+    "periodSeconds": 2, "timeoutSeconds": 2, "failureThreshold": 2,
+}
+# Until the probe has failed, plus a few seconds for the EndpointSlice and kube-proxy to follow.
+CONTROLLER_STOP_DELAY = CONTROLLER_READINESS["periodSeconds"] * CONTROLLER_READINESS["failureThreshold"] + 4
+
+
 def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
     images = cluster.spec.images
     mounts: List[Dict[str, Any]] = common.common_mounts() + [
@@ -50,7 +61,9 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "imagePullPolicy": images.pull_policy,
         "env": common.env(cluster, C.ROLE_CONTROLLER),
         "ports": [{"name": "slurmctld", "containerPort": C.SLURMCTLD_PORT, "protocol": "TCP"}],
-        "readinessProbe": common.tcp_probe(C.SLURMCTLD_PORT, period=5),
+        "readinessProbe": CONTROLLER_READINESS,
+        # Not ready first, stopped once the Service has dropped the pod (see the hook's header).
+        "lifecycle": {"preStop": {"exec": {"command": [C.CONTROLLER_STOP_PROGRAM, str(CONTROLLER_STOP_DELAY)]}}},
         "resources": common.resources(cluster.spec.controller.resources),
         "securityContext": common.confined_security_context(),
         "volumeMounts": mounts,
