@@ -117,8 +117,8 @@ def test_a_steady_cluster_sees_no_writes(slurm_cluster: Cluster, operator: Opera
     assert len(before) > 10 and all(before.values())
     time.sleep(35)
     after = our_writes(slurm_cluster, CLUSTER)
-    assert after == before, "\n".join(line for line in operator.logs(400).splitlines()
-                                       if "etry" in line or "failed" in line or "rror" in line)
+    why = [line for line in operator.logs(400).splitlines() if "etry" in line or "failed" in line or "rror" in line]
+    assert after == before, "\n".join(why)
 
 
 def test_the_operator_asks_for_nothing_its_grants_refuse(slurm_cluster: Cluster, operator: Operator):
