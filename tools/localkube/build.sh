@@ -20,8 +20,10 @@ lk_go() {
 # A wrapper module: `go install k8s.io/kubernetes/...@v` refuses modules with replace
 # directives, and k8s.io/kubernetes replaces its staging modules (k8s.io/api, ...) with
 # local directories. We require it and pin every staging module to the matching v0.x.
+# lk_write_wrapper_module DIR VERSION COMMAND...
 lk_write_wrapper_module() {
   local dir=$1 ver=$2 staging_ver="v0.${2#v1.}"
+  shift 2
   mkdir -p "$dir"
   lk_go mod download -json "k8s.io/kubernetes@$ver" >"$dir/download.json" || return 1
   local gomod
@@ -43,7 +45,7 @@ lk_write_wrapper_module() {
     echo
     echo "import ("
     local c
-    for c in "${LK_K8S_COMMANDS[@]}"; do
+    for c in "$@"; do
       echo "	_ \"k8s.io/kubernetes/cmd/$c\""
     done
     echo ")"
@@ -57,15 +59,19 @@ lk_go_build_in() {
   cd "$dir" && lk_go mod tidy && mkdir -p out && lk_go build -trimpath -ldflags "$ldflags" -o out/ "$@"
 }
 
-lk_build_kubernetes() {
-  local ver=$LK_K8S_VERSION
+# Build Kubernetes $LK_K8S_VERSION commands into DEST, unless all are there.
+# lk_build_k8s_commands DEST COMMAND...
+lk_build_k8s_commands() {
+  local dest=$1 ver=$LK_K8S_VERSION
+  shift
   local work="$LK_CACHE/build/kubernetes-$ver"
+  [[ $* == "${LK_K8S_COMMANDS[*]}" ]] || work+="-$(printf '%s-' "$@" | sed 's/-$//')"
   local missing=0 c
-  for c in "${LK_K8S_COMMANDS[@]}"; do [[ -x $LK_BIN/$c ]] || missing=1; done
+  for c in "$@"; do [[ -x $dest/$c ]] || missing=1; done
   ((missing)) || return 0
-  lk_log "building Kubernetes $ver (${LK_K8S_COMMANDS[*]}); this takes many minutes"
+  lk_log "building Kubernetes $ver ($*); this takes many minutes"
   progress_run "downloading the Kubernetes $ver module" "$LK_CACHE/logs/build-kubernetes.log" \
-    lk_write_wrapper_module "$work" "$ver" || lk_die "cannot fetch Kubernetes $ver"
+    lk_write_wrapper_module "$work" "$ver" "$@" || lk_die "cannot fetch Kubernetes $ver"
   local minor=${ver#v1.}
   minor=${minor%%.*}
   local x=(
@@ -81,11 +87,15 @@ lk_build_kubernetes() {
   local ldflags="-s -w" v
   for v in "${x[@]}"; do ldflags+=" -X $v"; done
   local pkgs=()
-  for c in "${LK_K8S_COMMANDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-  progress_run "building Kubernetes $ver" "$LK_CACHE/logs/build-kubernetes.log" \
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  progress_run "building Kubernetes $ver ($*)" "$LK_CACHE/logs/build-kubernetes.log" \
     lk_go_build_in "$work" "$ldflags" "${pkgs[@]}" || lk_die "the Kubernetes build failed"
-  mkdir -p "$LK_BIN"
-  for c in "${LK_K8S_COMMANDS[@]}"; do install -m 0755 "$work/out/$c" "$LK_BIN/$c"; done
+  mkdir -p "$dest"
+  for c in "$@"; do install -m 0755 "$work/out/$c" "$dest/$c"; done
+}
+
+lk_build_kubernetes() {
+  lk_build_k8s_commands "$LK_BIN" "${LK_K8S_COMMANDS[@]}"
 }
 
 # go install into GOBIN=$1, outside any module (the progress_run subshell changes directory).

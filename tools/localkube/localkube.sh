@@ -16,24 +16,8 @@
 # $SLURMKUBE_CACHE/localkube/run, the kubeconfig at $SLURMKUBE_CACHE/localkube/kubeconfig.
 set -euo pipefail
 
-LK_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=tools/localkube/versions.env
-. "$LK_HERE/versions.env"
-LK_K8S_VERSION=${LOCALKUBE_K8S_VERSION}
-LK_COREDNS_VERSION=${LOCALKUBE_COREDNS_VERSION}
-LK_KUBE_ROUTER_VERSION=${LOCALKUBE_KUBE_ROUTER_VERSION}
-LK_DEB_SUITE=${LOCALKUBE_DEB_SUITE}
-LK_HOST_SUITE=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
-
-LK_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}/localkube"
-LK_BIN="$LK_CACHE/$LK_K8S_VERSION/bin"
-LK_RUN="$LK_CACHE/run"
-LK_KUBECONFIG="$LK_CACHE/kubeconfig"
-
-# Images made here (no registry): referenced by these names only.
-LK_PAUSE_IMAGE="localkube.local/pause:1"
-LK_COREDNS_IMAGE="localkube.local/coredns:$LK_COREDNS_VERSION"
-LK_TOOLBOX_IMAGE="localkube.local/toolbox:1"
+# shellcheck source=tools/localkube/build-env.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/build-env.sh"
 
 # The network: the node's IP is the bridge's, so pods reach the apiserver through it.
 LK_NODE_NAME=localkube
@@ -57,17 +41,6 @@ LK_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler contai
   provisioner)
 LK_KUBE_ROUTER_HEALTH_PORT=20244
 
-lk_log() { printf '[localkube %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-lk_die() {
-  lk_log "error: $*"
-  exit 1
-}
-
-# shellcheck source=tools/progress.sh
-. "$LK_HERE/../progress.sh"
-PROGRESS_TAG=localkube
-# shellcheck source=tools/localkube/build.sh
-. "$LK_HERE/build.sh"
 # shellcheck source=tools/localkube/pki.sh
 . "$LK_HERE/pki.sh"
 # shellcheck source=tools/localkube/config.sh

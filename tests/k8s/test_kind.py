@@ -1,0 +1,231 @@
+"""kind on this machine (tools/kind): a 3-node cluster made offline, as users know kind.
+
+The node image is built here (tools/kind/node-image.sh) unless the upstream one can be pulled;
+kind.sh makes the cluster (1 control plane + 2 workers) and takes it down. Every pod uses the
+toolbox image (static busybox), loaded with `kind load image-archive` as users load images.
+What a single-node cluster cannot show is shown here: pods on two nodes talk (each sees the
+other's own address), NetworkPolicy is enforced between nodes, one host directory is shared
+by every node, and the teardown leaves nothing on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from localkube_helpers import REPO, Cluster, wait_for
+
+pytestmark = pytest.mark.k8s
+
+KIND = REPO / "tools" / "kind" / "kind.sh"
+CACHE = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube"))
+TOOLBOX = "localkube.local/toolbox:1"
+NAMESPACE = "kt"
+
+
+def kind(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
+    result = subprocess.run(["bash", str(KIND), *args], text=True, capture_output=True, timeout=timeout, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kind.sh {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-6000:]}")
+    return result
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], text=True, capture_output=True, check=True, timeout=120).stdout
+
+
+def toolbox_archive() -> Path:
+    versions = dict(line.split("=", 1) for line in (REPO / "tools/localkube/versions.env").read_text().splitlines()
+                    if line and not line.startswith("#"))
+    return CACHE / "localkube" / versions["LOCALKUBE_K8S_VERSION"] / "bin" / "images" / "toolbox.tar"
+
+
+@pytest.fixture(scope="module")
+def cluster_name() -> str:
+    return "sk-test-" + uuid.uuid4().hex[:6]
+
+
+@pytest.fixture(scope="module")
+def lib_modules_existed() -> bool:
+    return Path("/lib/modules").exists()
+
+
+@pytest.fixture(scope="module")
+def volumes_before() -> set:
+    return set(docker("volume", "ls", "-q").split())
+
+
+@pytest.fixture(scope="module")
+def kind_cluster(cluster_name: str, lib_modules_existed: bool, volumes_before: set) -> Cluster:
+    if os.geteuid() != 0:
+        pytest.skip("kind here needs root (docker)")
+    try:
+        kind("up", cluster_name)
+        kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", cluster_name)
+        kubectl_dir = toolbox_archive().parents[1]
+        env = dict(os.environ, KUBECONFIG=kind("kubeconfig", cluster_name).stdout.strip(),
+                   PATH=str(kubectl_dir) + os.pathsep + os.environ["PATH"])
+        cluster = Cluster(env=env, namespace=NAMESPACE)
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        yield cluster
+    finally:
+        kind("down", cluster_name, check=False)
+
+
+def node_names(kube: Cluster) -> dict:
+    """Node name -> whether it runs the control plane."""
+    nodes = json.loads(kube.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    return {n["metadata"]["name"]: "node-role.kubernetes.io/control-plane" in n["metadata"]["labels"] for n in nodes}
+
+
+def workers(kube: Cluster) -> list:
+    return sorted(name for name, control in node_names(kube).items() if not control)
+
+
+def pod_on(name: str, node: str, command: str, labels: str = "{}", extra: str = "") -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {name}, labels: {labels}}}
+        spec:
+          nodeSelector: {{kubernetes.io/hostname: {node}}}
+          terminationGracePeriodSeconds: 0
+          containers:
+            - name: main
+              image: {TOOLBOX}
+              imagePullPolicy: Never
+              command: [sh, -c, '{command}']
+        """) + extra
+
+
+@pytest.fixture(scope="module")
+def web(kind_cluster: Cluster) -> Cluster:
+    """An HTTP server on the first worker behind a Service, a client on the second."""
+    first, second = workers(kind_cluster)[:2]
+    server = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -vv -p 8080 -h /www"
+    kind_cluster.apply(pod_on("web", first, server, labels="{app: web}")
+                       + textwrap.dedent("""\
+                           ---
+                           apiVersion: v1
+                           kind: Service
+                           metadata: {name: web}
+                           spec:
+                             selector: {app: web}
+                             ports: [{port: 80, targetPort: 8080}]
+                           """))
+    kind_cluster.apply(pod_on("client", second, "exec sleep 3600", labels="{app: client}"))
+    kind_cluster.wait_pod_ready("web")
+    kind_cluster.wait_pod_ready("client")
+    return kind_cluster
+
+
+def pod_ip(kube: Cluster, pod: str) -> str:
+    return kube.get_json("pod", pod)["status"]["podIP"]
+
+
+def fetch(kube: Cluster, url: str) -> subprocess.CompletedProcess:
+    return kube.exec("client", "wget", "-q", "-T", "3", "-O", "-", url, check=False)
+
+
+def test_one_control_plane_and_two_workers_are_ready_and_workloads_stay_off_the_control_plane(kind_cluster: Cluster):
+    nodes = json.loads(kind_cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    assert sorted(node_names(kind_cluster).values()) == [False, False, True]
+    for node in nodes:
+        ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", node["metadata"]["name"]
+        taints = {t["key"] for t in node["spec"].get("taints") or []}
+        control = "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
+        assert ("node-role.kubernetes.io/control-plane" in taints) == control, node["metadata"]["name"]
+
+
+def test_pods_on_two_nodes_talk_and_each_sees_the_others_own_address(web: Cluster):
+    first, second = workers(web)[:2]
+    assert web.get_json("pod", "web")["spec"]["nodeName"] == first
+    assert fetch(web, "http://%s:8080/" % pod_ip(web, "web")).stdout.strip() == "web"
+    client_ip = pod_ip(web, "client")
+    # busybox httpd -vv logs each request's peer: the client pod's own address, not a node's.
+    wait_for(lambda: client_ip in web.kubectl("-n", NAMESPACE, "logs", "web").stderr + web.kubectl(
+        "-n", NAMESPACE, "logs", "web").stdout, 10, 1)
+    assert web.get_json("pod", "client")["spec"]["nodeName"] == second
+
+
+def test_a_service_name_resolves_and_answers_from_another_node(web: Cluster):
+    assert fetch(web, "http://web.%s.svc.cluster.local/" % NAMESPACE).stdout.strip() == "web"
+
+
+def test_network_policy_is_enforced_between_nodes(web: Cluster):
+    url = "http://%s:8080/" % pod_ip(web, "web")
+    policy = textwrap.dedent("""\
+        apiVersion: networking.k8s.io/v1
+        kind: NetworkPolicy
+        metadata: {name: web-only-from-%s}
+        spec:
+          podSelector: {matchLabels: {app: web}}
+          policyTypes: [Ingress]
+          ingress: [{from: [{podSelector: {matchLabels: {app: %s}}}]}]
+        """)
+    web.apply(policy % ("nobody", "nobody"))
+    try:
+        wait_for(lambda: fetch(web, url).returncode != 0, 60, 2)
+        web.apply(policy % ("client", "client"))
+        wait_for(lambda: fetch(web, url).stdout.strip() == "web", 60, 2)
+    finally:
+        web.kubectl("-n", NAMESPACE, "delete", "networkpolicy", "--all")
+
+
+def test_every_node_shares_one_host_directory(kind_cluster: Cluster, cluster_name: str):
+    shared = kind("shared", cluster_name).stdout.strip()
+    first, second = workers(kind_cluster)[:2]
+    volume = ("      volumeMounts: [{name: shared, mountPath: /shared}]\n"
+              "  volumes: [{name: shared, hostPath: {path: %s}}]\n" % shared)
+    marker = uuid.uuid4().hex
+    kind_cluster.apply(pod_on("writer", first, f"echo {marker} > /shared/from-writer && exec sleep 3600", extra=volume))
+    kind_cluster.wait_pod_ready("writer")
+    kind_cluster.apply(pod_on("reader", second, "exec sleep 3600", extra=volume))
+    kind_cluster.wait_pod_ready("reader")
+    assert kind_cluster.exec("reader", "cat", "/shared/from-writer").stdout.strip() == marker
+    assert (Path(shared) / "from-writer").read_text().strip() == marker
+
+
+def test_the_default_storage_class_binds_a_claim(kind_cluster: Cluster):
+    node = workers(kind_cluster)[0]
+    kind_cluster.apply(textwrap.dedent("""\
+        apiVersion: v1
+        kind: PersistentVolumeClaim
+        metadata: {name: data}
+        spec:
+          accessModes: [ReadWriteOnce]
+          resources: {requests: {storage: 10Mi}}
+        """) + "---\n" + pod_on("user", node, "echo kept > /data/file && exec sleep 3600", extra=(
+        "      volumeMounts: [{name: data, mountPath: /data}]\n"
+        "  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]\n")))
+    kind_cluster.wait_pod_ready("user", timeout=180)
+    assert kind_cluster.get_json("pvc", "data")["status"]["phase"] == "Bound"
+    assert kind_cluster.exec("user", "cat", "/data/file").stdout.strip() == "kept"
+
+
+def test_up_again_reuses_the_cluster(kind_cluster: Cluster, cluster_name: str):
+    before = docker("ps", "-q", "--no-trunc", "--filter", "label=io.x-k8s.kind.cluster=" + cluster_name).split()
+    again = kind("up", cluster_name)
+    assert "exists" in again.stderr
+    after = docker("ps", "-q", "--no-trunc", "--filter", "label=io.x-k8s.kind.cluster=" + cluster_name).split()
+    assert sorted(after) == sorted(before) and len(after) == 3
+
+
+def test_down_leaves_nothing_behind(kind_cluster: Cluster, cluster_name: str, lib_modules_existed: bool,
+                                    volumes_before: set):
+    """Last: the module's cluster is gone afterwards."""
+    shared = Path(kind("shared", cluster_name).stdout.strip())
+    kind("down", cluster_name)
+    assert docker("ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + cluster_name).split() == []
+    assert set(docker("volume", "ls", "-q").split()) <= volumes_before
+    if not docker("ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster").split():
+        assert "kind" not in docker("network", "ls", "--format", "{{.Name}}").split()
+        assert Path("/lib/modules").exists() == lib_modules_existed
+    assert not shared.exists()
+    assert cluster_name not in kind("kind", "get", "clusters").stdout.split()

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# A kind cluster on this machine, made offline when it must be.
+#
+#   kind.sh up [NAME]          create the cluster unless it exists (1 control plane + workers)
+#   kind.sh down [NAME]        delete it and what it left on the host (network, /lib/modules)
+#   kind.sh kubeconfig [NAME]  print its kubeconfig's path
+#   kind.sh shared [NAME]      print the host directory every node mounts at the same path
+#   kind.sh kind ARGS...       run the pinned kind CLI (e.g. `load docker-image`)
+#
+# NAME defaults to slurmkube. The node image is the upstream kindest/node of our Kubernetes
+# version when it can be pulled (KIND_UPSTREAM_NODE_IMAGE), else the one node-image.sh builds
+# here. Only what this host needs is changed, after it was detected: a docker that cannot start
+# --privileged containers gets tools/kind/docker-unprivileged in kind's PATH (and containerd in
+# the nodes restrict_oom_score_adj), a cgroup v1 host gets failCgroupV1: false.
+#
+# Environment:
+#   SLURMKUBE_CACHE          cache (default /var/cache/slurmkube); kubeconfigs in its kind/
+#   SLURMKUBE_KIND_WORKERS   worker nodes (default 2)
+#   SLURMKUBE_KIND_SHARED    a host directory mounted at the same path in every node (default
+#                            $SLURMKUBE_CACHE/kind/clusters/<name>/shared): storage every node sees
+set -euo pipefail
+
+KIND_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$KIND_HERE/../.." && pwd)
+# shellcheck source=tools/kind/versions.env
+. "$KIND_HERE/versions.env"
+PROGRESS_TAG=kind
+# shellcheck source=tools/localkube/build-env.sh
+. "$REPO/tools/localkube/build-env.sh"
+# shellcheck source=tools/kind/lib.sh
+. "$KIND_HERE/lib.sh"
+
+# Pod and Service ranges that do not overlap localkube's (10.244.0.0/24, 10.96.0.0/16): both
+# may run on one machine.
+KIND_POD_SUBNET=10.246.0.0/16
+KIND_SERVICE_SUBNET=10.112.0.0/16
+
+# Where docker-unprivileged goes by the name docker, once `up` saw docker refuse --privileged.
+KIND_DOCKER_FRONT="$KIND_CACHE/docker-front"
+
+# The kind CLI, with the docker it needs here.
+kind_cli() {
+  if [[ -x $KIND_DOCKER_FRONT/docker ]]; then
+    PATH="$KIND_DOCKER_FRONT:$PATH" "$KIND_BIN/kind" "$@"
+  else
+    "$KIND_BIN/kind" "$@"
+  fi
+}
+
+cluster_dir() { echo "$KIND_CACHE/clusters/$1"; }
+kubeconfig_of() { echo "$(cluster_dir "$1")/kubeconfig"; }
+
+exists() { kind_cli get clusters 2>/dev/null | grep -qx "$1"; }
+
+# The node image: upstream's when it can be pulled, else ours (built if needed).
+node_image() {
+  if [[ -n ${KIND_UPSTREAM_NODE_IMAGE:-} ]] &&
+    { docker image inspect "$KIND_UPSTREAM_NODE_IMAGE" >/dev/null 2>&1 ||
+      timeout 300 docker pull "$KIND_UPSTREAM_NODE_IMAGE" >/dev/null 2>&1; }; then
+    echo "$KIND_UPSTREAM_NODE_IMAGE"
+  else
+    bash "$KIND_HERE/node-image.sh"
+  fi
+}
+
+# Whether docker here can start a --privileged container (any local image serves).
+docker_runs_privileged() {
+  local image=$1
+  docker run --rm --privileged --entrypoint /bin/true "$image" >/dev/null 2>&1
+}
+
+# The cluster's configuration for kind (image-specific settings only where needed).
+cluster_config() {
+  local name=$1 image=$2 unprivileged=$3 workers=$4 shared=$5 i
+  cat <<YAML
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+name: $name
+networking:
+  podSubnet: $KIND_POD_SUBNET
+  serviceSubnet: $KIND_SERVICE_SUBNET
+  kubeProxyMode: iptables
+nodes:
+YAML
+  for i in $(seq 0 "$workers"); do
+    if ((i == 0)); then echo "  - role: control-plane"; else echo "  - role: worker"; fi
+    printf '    extraMounts:\n      - {hostPath: %s, containerPath: %s}\n' "$shared" "$shared"
+  done
+  if ((unprivileged)); then
+    cat <<'YAML'
+containerdConfigPatches:
+  # Without CAP_SYS_RESOURCE runc cannot lower a process's OOM score adjustment: every pod
+  # sandbox would fail ("can't get final child's PID from pipe: EOF").
+  - |-
+    [plugins."io.containerd.grpc.v1.cri"]
+      restrict_oom_score_adj = true
+YAML
+  fi
+  echo "kubeadmConfigPatches:"
+  if [[ $image == "$KIND_NODE_REPO":* ]]; then
+    echo "  - |"
+    kind_kubeadm_patches | sed 's/^/    /'
+  fi
+  if [[ ! -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    printf '  - |\n    kind: KubeletConfiguration\n    failCgroupV1: false\n'
+  fi
+}
+
+up() {
+  local name=$1 workers=${SLURMKUBE_KIND_WORKERS:-2}
+  local dir shared image unprivileged=0 kubeconfig
+  kind_build_cli
+  dir=$(cluster_dir "$name")
+  kubeconfig=$(kubeconfig_of "$name")
+  if exists "$name"; then
+    kind_log "cluster $name exists; kubeconfig: $kubeconfig"
+    kind_cli export kubeconfig --name "$name" --kubeconfig "$kubeconfig" >/dev/null 2>&1
+    return 0
+  fi
+  mkdir -p "$dir"
+  shared=${SLURMKUBE_KIND_SHARED:-$dir/shared}
+  mkdir -p "$shared"
+  echo "$shared" >"$dir/shared-path"
+  image=$(node_image)
+  if docker_runs_privileged "$image"; then
+    rm -rf "$KIND_DOCKER_FRONT"
+  else
+    unprivileged=1
+    kind_log "docker cannot start --privileged containers here: nodes get every capability but CAP_SYS_RESOURCE"
+    mkdir -p "$KIND_DOCKER_FRONT"
+    ln -sf "$KIND_HERE/docker-unprivileged" "$KIND_DOCKER_FRONT/docker"
+  fi
+  # kind mounts the host's /lib/modules into every node; docker creates it where it is missing.
+  [[ -e /lib/modules ]] || : >"$dir/made-lib-modules"
+  cluster_config "$name" "$image" "$unprivileged" "$workers" "$shared" >"$dir/config.yaml"
+  kind_log "creating cluster $name ($image, 1 control plane + $workers workers)"
+  if ! progress_run "kind create cluster $name" "$dir/create.log" \
+    kind_cli create cluster --name "$name" --image "$image" --config "$dir/config.yaml" \
+    --kubeconfig "$kubeconfig" --wait 300s --retain; then
+    kind_die "kind create cluster failed; log: $dir/create.log (nodes kept: kind.sh down $name removes them)"
+  fi
+  wait_for_pod_routes "$name" 180 || kind_die "pod routes between the nodes of $name are still missing after 180 s"
+  kind_log "cluster $name is up; kubeconfig: $kubeconfig"
+}
+
+# Up means usable: kind waits for Ready nodes, but pods on two nodes talk only once the
+# network has given every node a route to every other node's pod range (kube-router learns them
+# over BGP a few seconds later).
+pod_routes_complete() {
+  local name=$1 cidrs node cidr
+  cidrs=$(docker exec "$name-control-plane" kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR}{"\n"}{end}') || return 1
+  while read -r node _; do
+    while read -r other cidr; do
+      [[ $other == "$node" ]] && continue
+      [[ -n $cidr && -n $(docker exec "$node" ip route show "$cidr") ]] || return 1
+    done <<<"$cidrs"
+  done <<<"$cidrs"
+}
+
+wait_for_pod_routes() {
+  local name=$1 deadline=$((SECONDS + $2))
+  until pod_routes_complete "$name"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 2
+  done
+}
+
+down() {
+  local name=$1 dir
+  dir=$(cluster_dir "$name")
+  if [[ -x $KIND_BIN/kind ]] && exists "$name"; then
+    kind_cli delete cluster --name "$name" --kubeconfig "$(kubeconfig_of "$name")" >&2
+  fi
+  # kind leaves its docker network (and its iptables rules) once no cluster uses it.
+  if docker network inspect kind >/dev/null 2>&1 &&
+    [[ -z $(docker ps -aq --filter network=kind) ]]; then
+    docker network rm kind >/dev/null
+  fi
+  if [[ -e $dir/made-lib-modules ]] && [[ -d /lib/modules ]] && [[ -z $(ls -A /lib/modules) ]] &&
+    [[ -z $(docker ps -aq --filter label=io.x-k8s.kind.cluster) ]]; then
+    rmdir /lib/modules
+  fi
+  rm -rf "$dir"
+  kind_log "cluster $name is gone"
+}
+
+main() {
+  local command=${1:-}
+  (($#)) && shift
+  case "$command" in
+    up) up "${1:-slurmkube}" ;;
+    down) down "${1:-slurmkube}" ;;
+    kubeconfig) kubeconfig_of "${1:-slurmkube}" ;;
+    shared) cat "$(cluster_dir "${1:-slurmkube}")/shared-path" ;;
+    kind)
+      kind_build_cli
+      kind_cli "$@"
+      ;;
+    *)
+      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"

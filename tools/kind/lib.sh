@@ -1,0 +1,42 @@
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
+# What node-image.sh and kind.sh share: the cache, the kind CLI, the node image's name and the
+# kubeadm settings that image needs. Sourced after tools/localkube/build-env.sh.
+
+KIND_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}/kind"
+KIND_BIN="$KIND_CACHE/$KIND_VERSION-$LK_K8S_VERSION/bin"
+KIND_NODE_REPO="slurmkube/kind-node"
+
+kind_log() { printf '[kind %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+kind_die() {
+  kind_log "error: $*"
+  exit 1
+}
+
+# The kind CLI, from its Go module (kind's go.mod has no replace directive).
+kind_build_cli() {
+  [[ -x $KIND_BIN/kind ]] && return 0
+  kind_log "building kind $KIND_VERSION"
+  mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
+  progress_run "building kind $KIND_VERSION" "$KIND_CACHE/logs/build-kind.log" \
+    lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" ||
+    kind_die "the kind build failed"
+}
+
+# The etcd image tag of the offline node image: Debian's etcd, whose version kubeadm's own
+# choice (3.6) is not (3.6 is not on the module proxy).
+kind_etcd_tag() {
+  "$LK_BIN/etcd" --version | sed -n 's/^etcd Version: \(.*\)/\1-0/p'
+}
+
+# kubeadm patches the offline node image needs (kind's kubeadmConfigPatches): the etcd and
+# CoreDNS that were built here, not the versions kubeadm would pull.
+kind_kubeadm_patches() {
+  cat <<YAML
+kind: ClusterConfiguration
+etcd:
+  local:
+    imageTag: "$(kind_etcd_tag)"
+dns:
+  imageTag: "$LK_COREDNS_VERSION"
+YAML
+}
