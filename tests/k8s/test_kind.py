@@ -209,6 +209,36 @@ def test_the_default_storage_class_binds_a_claim(kind_cluster: Cluster):
     assert kind_cluster.exec("user", "cat", "/data/file").stdout.strip() == "kept"
 
 
+def test_a_shared_claim_is_read_and_written_by_pods_on_two_nodes(kind_cluster: Cluster, cluster_name: str):
+    """slurmkube-shared: ReadWriteMany volumes in the host directory every node mounts."""
+    first, second = workers(kind_cluster)[:2]
+    claim = "      volumeMounts: [{name: jail, mountPath: /jail}]\n" \
+            "  volumes: [{name: jail, persistentVolumeClaim: {claimName: jail}}]\n"
+    kind_cluster.apply(textwrap.dedent("""\
+        apiVersion: v1
+        kind: PersistentVolumeClaim
+        metadata: {name: jail}
+        spec:
+          storageClassName: slurmkube-shared
+          accessModes: [ReadWriteMany]
+          resources: {requests: {storage: 10Mi}}
+        """))
+    wait_for(lambda: kind_cluster.get_json("pvc", "jail")["status"].get("phase") == "Bound", 60, 2)
+    kind_cluster.apply(pod_on("jail-a", first, "echo from-a > /jail/a && exec sleep 3600", extra=claim))
+    kind_cluster.apply(pod_on("jail-b", second, "echo from-b > /jail/b && exec sleep 3600", extra=claim))
+    kind_cluster.wait_pod_ready("jail-a")
+    kind_cluster.wait_pod_ready("jail-b")
+    assert kind_cluster.exec("jail-a", "cat", "/jail/b").stdout.strip() == "from-b"
+    assert kind_cluster.exec("jail-b", "cat", "/jail/a").stdout.strip() == "from-a"
+    volume = kind_cluster.get_json("pvc", "jail")["spec"]["volumeName"]
+    directory = Path(kind_cluster.get_json("pv", volume)["spec"]["hostPath"]["path"])
+    assert directory.parent == Path(kind("shared", cluster_name).stdout.strip()) / "volumes"
+    # A released volume's directory goes with it.
+    kind_cluster.kubectl("-n", NAMESPACE, "delete", "pod", "jail-a", "jail-b", "--wait=true", timeout=120)
+    kind_cluster.kubectl("-n", NAMESPACE, "delete", "pvc", "jail", "--wait=true", timeout=120)
+    wait_for(lambda: not directory.exists(), 60, 2)
+
+
 def test_up_again_reuses_the_cluster(kind_cluster: Cluster, cluster_name: str):
     before = docker("ps", "-q", "--no-trunc", "--filter", "label=io.x-k8s.kind.cluster=" + cluster_name).split()
     again = kind("up", cluster_name)

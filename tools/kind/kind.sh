@@ -140,7 +140,22 @@ up() {
     kind_die "kind create cluster failed; log: $dir/create.log (nodes kept: kind.sh down $name removes them)"
   fi
   wait_for_pod_routes "$name" 180 || kind_die "pod routes between the nodes of $name are still missing after 180 s"
+  add_shared_storage "$name" "$shared"
   kind_log "cluster $name is up; kubeconfig: $kubeconfig"
+}
+
+# The StorageClass slurmkube-shared over the directory every node mounts (our node image's
+# manifest; the upstream image has none, and then the cluster has no shared class).
+add_shared_storage() {
+  local name=$1 shared=$2 node="$1-control-plane"
+  if ! docker exec "$node" test -f /kind/manifests/shared-storage.yaml; then
+    kind_log "no shared StorageClass: $node's image has no /kind/manifests/shared-storage.yaml"
+    return 0
+  fi
+  mkdir -p "$shared/volumes"
+  docker exec "$node" sh -c "sed 's#@SHARED@#$shared#g' /kind/manifests/shared-storage.yaml |
+    kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -" >/dev/null ||
+    kind_die "cannot add the shared StorageClass to $name"
 }
 
 # Up means usable: kind waits for Ready nodes, but pods on two nodes talk only once the

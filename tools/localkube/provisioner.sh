@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# A tiny dynamic provisioner for one node: every pending claim of our StorageClass gets a
-# hostPath PersistentVolume in a directory of its own (any access mode, ReadWriteMany
-# included: all pods run on this node), and a released volume's directory is removed.
+# A tiny dynamic provisioner over one directory that every node sees at the same path (the only
+# node of localkube; on kind, a host directory mounted into every node): every pending claim of
+# our StorageClass gets a hostPath PersistentVolume in a directory of its own (any access mode,
+# ReadWriteMany included: every pod on any node sees the same files), and a released volume's
+# directory is removed.
 #   provisioner.sh KUBECTL KUBECONFIG VOLUME_DIR STORAGE_CLASS
+# An empty KUBECONFIG means in-cluster (its pod's service account).
 set -euo pipefail
 
 kubectl=$1 kubeconfig=$2 volume_dir=$3 class=$4
-k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
+k() {
+  if [[ -n $kubeconfig ]]; then
+    "$kubectl" --kubeconfig "$kubeconfig" "$@"
+  else
+    "$kubectl" "$@"
+  fi
+}
 
 provision() {
   local ns=$1 name=$2 uid=$3 size=$4 modes=$5 dir="$volume_dir/pvc-$3"
