@@ -261,6 +261,29 @@ def test_a_workers_budget_covers_only_pods_not_labelled_evictable_and_allows_no_
     assert C.LABEL_EVICTABLE not in sts["spec"]["template"]["metadata"]["labels"]
 
 
+def spread_of(nodeset_spec: dict) -> list:
+    raw = example_resources("cpu-only")
+    raw["nodesets"][0]["spec"].update(nodeset_spec)
+    template = by_kind_and_name(render_raw(raw))[("StatefulSet", "cpu-compute")]["spec"]["template"]
+    return template["spec"].get("topologySpreadConstraints", [])
+
+
+def test_a_node_sets_pods_spread_over_kubernetes_nodes_unless_told_otherwise():
+    sts = by_kind_and_name(render_cluster(*example("cpu-only")).objects)[("StatefulSet", "cpu-compute")]
+    assert spread_of({}) == [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": sts["spec"]["selector"]["matchLabels"]}, "nodeTaintsPolicy": "Honor"}]
+    zones = spread_of({"spread": {"topologyKey": "topology.kubernetes.io/zone", "maxSkew": 2,
+                                  "whenUnsatisfiable": "DoNotSchedule"}})
+    assert [(c["topologyKey"], c["maxSkew"], c["whenUnsatisfiable"]) for c in zones] == [
+        ("topology.kubernetes.io/zone", 2, "DoNotSchedule")]
+    assert spread_of({"spread": {"topologyKey": ""}}) == []
+    with pytest.raises(SpecError, match=r"whenUnsatisfiable"):
+        spread_of({"spread": {"whenUnsatisfiable": "Sometimes"}})
+    with pytest.raises(SpecError, match=r"maxSkew"):
+        spread_of({"spread": {"maxSkew": 0}})
+
+
 def test_a_stopping_worker_hands_its_jobs_back_first():
     sts = by_kind_and_name(render_cluster(*example("cpu-only")).objects)[("StatefulSet", "cpu-compute")]
     hook = containers(sts)[0]["lifecycle"]["preStop"]

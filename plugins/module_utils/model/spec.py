@@ -223,6 +223,26 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class Spread:
+    """How a node set's pods spread over Kubernetes nodes (a topology spread constraint)."""
+
+    topology_key: str = spec_field(
+        "Node label whose values the pods spread over: kubernetes.io/hostname gives each Slurm node a "
+        "Kubernetes node of its own while there are enough; topology.kubernetes.io/zone spreads them over "
+        "zones. Empty: no constraint.",
+        "kubernetes.io/hostname",
+        pattern="^$|" + RESOURCE_NAME,
+    )
+    max_skew: int = spec_field("How many more pods one value of the label may have than another.", 1, minimum=1)
+    when_unsatisfiable: str = spec_field(
+        "ScheduleAnyway: spread when possible, still run every pod when not (one Kubernetes node then runs "
+        "several Slurm nodes). DoNotSchedule: a pod that would break the spread stays Pending.",
+        "ScheduleAnyway",
+        enum=("ScheduleAnyway", "DoNotSchedule"),
+    )
+
+
+@dataclass(frozen=True)
 class Controller:
     """slurmctld: one pod, state kept on a persistent volume."""
 
@@ -600,6 +620,7 @@ class NodeSetSpec:
     features: List[str] = spec_field("Extra Slurm features of the nodes.", factory=list)
     gres: List[str] = spec_field("Extra GRES beyond GPUs, as 'name[:type]:count'.", factory=list)
     placement: Placement = spec_field("Where the node pods run.", factory=Placement)
+    spread: Spread = spec_field("How the node pods spread over Kubernetes nodes.", factory=Spread)
     drain_timeout_seconds: int = spec_field(
         "On scale-down, or when its Kubernetes node is being emptied (kubectl drain, an autoscaler), how "
         "long to wait for jobs on a draining node before requeueing them.",

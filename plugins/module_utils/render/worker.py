@@ -201,6 +201,21 @@ def worker_config_hash(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> st
     ])
 
 
+def topology_spread(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, Any]]:
+    """The node set's pods over the values of a node label; nodes whose taints they do not
+    tolerate (a control plane) are no place to spread to."""
+    spread = nodeset.spec.spread
+    if not spread.topology_key:
+        return []
+    return [{
+        "maxSkew": spread.max_skew,
+        "topologyKey": spread.topology_key,
+        "whenUnsatisfiable": spread.when_unsatisfiable,
+        "labelSelector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
+        "nodeTaintsPolicy": "Honor",
+    }]
+
+
 def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets: Sequence[NodeSet]) -> common.Manifest:
     """A node set's StatefulSet.
 
@@ -216,6 +231,9 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
     }
     pod_spec.update(common.login_hosts_dns(cluster))
     pod_spec.update(common.placement(nodeset.spec.placement))
+    spread = topology_spread(cluster, nodeset)
+    if spread:
+        pod_spec["topologySpreadConstraints"] = spread
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
