@@ -19,6 +19,19 @@ from pathlib import Path
 
 import pytest
 from localkube_helpers import REPO, Cluster, wait_for
+from slurm_helpers import (
+    SLURM_IMAGES,
+    TINY,
+    Operator,
+    SlurmView,
+    cluster_manifest,
+    manifests,
+    nodeset_manifest,
+    tiny_cluster_spec,
+    wait_ready,
+)
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 pytestmark = pytest.mark.k8s
 
@@ -155,7 +168,10 @@ def test_pods_on_two_nodes_talk_and_each_sees_the_others_own_address(web: Cluste
 
 
 def test_a_service_name_resolves_and_answers_from_another_node(web: Cluster):
-    assert fetch(web, "http://web.%s.svc.cluster.local/" % NAMESPACE).stdout.strip() == "web"
+    # kube-proxy on the client's node programs a new Service a moment after it is made.
+    url = "http://web.%s.svc.cluster.local/" % NAMESPACE
+    wait_for(lambda: fetch(web, url).stdout.strip() == "web", 30, 1,
+             explain=lambda: "%s\n%s" % (fetch(web, url), web.kubectl("-n", NAMESPACE, "get", "endpointslices").stdout))
 
 
 def test_network_policy_is_enforced_between_nodes(web: Cluster):
@@ -237,6 +253,58 @@ def test_a_shared_claim_is_read_and_written_by_pods_on_two_nodes(kind_cluster: C
     kind_cluster.kubectl("-n", NAMESPACE, "delete", "pod", "jail-a", "jail-b", "--wait=true", timeout=120)
     kind_cluster.kubectl("-n", NAMESPACE, "delete", "pvc", "jail", "--wait=true", timeout=120)
     wait_for(lambda: not directory.exists(), 60, 2)
+
+
+# ------------------------------------------------------------- Slurm over two Kubernetes nodes
+
+SLURM = "kc"
+
+
+@pytest.fixture(scope="module")
+def slurm(kind_cluster: Cluster, cluster_name: str, tmp_path_factory) -> SlurmView:
+    """A Slurm cluster of two nodes made by the operator, as users run it, on this kind cluster:
+    the project's images loaded with `kind load docker-image`, the jail on slurmkube-shared."""
+    wanted = (*SLURM_IMAGES, "operator")
+    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *wanted], capture_output=True, text=True,
+                           timeout=3600, check=False)
+    assert build.returncode == 0, build.stderr[-4000:]
+    images = json.loads(build.stdout)
+    kind("kind", "load", "docker-image", *[images[name] for name in wanted], "--name", cluster_name)
+    operator = Operator(kind_cluster, NAMESPACE, images["operator"])
+    operator.install(tmp_path_factory.mktemp("operator"), [NAMESPACE])
+    spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY},
+                jail={"size": "2Gi", "storageClassName": "slurmkube-shared"})
+    kind_cluster.apply(manifests(cluster_manifest(NAMESPACE, SLURM, images, spec),
+                                 nodeset_manifest(NAMESPACE, SLURM, "cpu", 2)))
+    wait_ready(kind_cluster, SLURM, operator)
+    return SlurmView(kind_cluster, SLURM)
+
+
+def kubernetes_node_of(kube: Cluster, pod: str) -> str:
+    return kube.get_json("pod", pod)["spec"]["nodeName"]
+
+
+def test_slurm_nodes_spread_over_the_workers_and_the_controller_and_login_avoid_the_control_plane(
+        slurm: SlurmView):
+    kube = slurm.kube
+    hosts = {kubernetes_node_of(kube, "%s-cpu-%d" % (SLURM, i)) for i in (0, 1)}
+    assert hosts == set(workers(kube)), "one Slurm node per Kubernetes worker (the node set's spread)"
+    for pod in ("%s-controller-0" % SLURM, "%s-login-0" % SLURM):
+        assert kubernetes_node_of(kube, pod) in workers(kube), pod
+
+
+def test_a_job_spans_two_kubernetes_nodes_and_jobs_on_each_share_the_jail(slurm: SlurmView):
+    """One root filesystem everywhere: what a job writes on one Kubernetes node, a job on the
+    other reads (the jail is one ReadWriteMany volume of slurmkube-shared)."""
+    first, second = "%s-cpu-0" % SLURM, "%s-cpu-1" % SLURM
+    slurm.run("sbatch", "--wait", "-N2", "-o", "/root/kind-span.out", "--wrap", "srun hostname")
+    slurm.run("sbatch", "--wait", "-w", first, "-o", "/dev/null", "--wrap",
+              "echo $SLURMD_NODENAME > /root/kind-written")
+    slurm.run("sbatch", "--wait", "-w", second, "-o", "/dev/null", "--wrap",
+              "cat /root/kind-written > /root/kind-read && echo $SLURMD_NODENAME >> /root/kind-read")
+    jail_root = C.JAIL_MOUNT_PATH + "/root/"
+    assert sorted(slurm.run("cat", jail_root + "kind-span.out").split()) == [first, second]
+    assert slurm.run("cat", jail_root + "kind-read").split() == [first, second]
 
 
 def test_up_again_reuses_the_cluster(kind_cluster: Cluster, cluster_name: str):
