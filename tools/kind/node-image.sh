@@ -76,7 +76,7 @@ stage_components() {
   done
   install -m 0755 "$KIND_BIN/local-path-provisioner" "$dir/bin/local-path-provisioner"
   install -m 0755 "$LK_CACHE/build/pause/rootfs/pause" "$dir/bin/pause"
-  # The shared StorageClass's provisioner (manifests/shared-storage.yaml).
+  # The shared StorageClass's provisioner (manifests/shared-storage.yaml.in).
   install -m 0755 "$LK_BIN/kubectl" "$dir/bin/kubectl"
   install -m 0755 "$REPO/tools/localkube/provisioner.sh" "$dir/bin/provisioner.sh"
 }
@@ -99,7 +99,7 @@ stage_node() {
   grep -q "sandbox_image = \"$(kubeadm_images | grep '/pause:')\"" "$dir/kind/files/etc/containerd/config.toml" ||
     kind_die "kind $KIND_VERSION's containerd config names no sandbox_image"
   for m in default-cni default-storage shared-storage; do
-    sed "s#@IMAGE@#$components_ref#g" "$KIND_HERE/manifests/$m.yaml" >"$dir/manifests/$m.yaml"
+    sed "s#@IMAGE@#$components_ref#g" "$KIND_HERE/manifests/$m.yaml.in" >"$dir/manifests/$m.yaml"
   done
 }
 
