@@ -43,12 +43,21 @@ kind_build_local_path() {
     "github.com/rancher/local-path-provisioner@$KIND_LOCAL_PATH_VERSION" || kind_die "the local-path build failed"
 }
 
-# Everything the contexts copy: localkube's binaries plus kubeadm, local-path and kind.
+# The sandbox program, from localkube's source (localkube keeps only its image).
+kind_build_pause() {
+  [[ -x $KIND_BIN/pause ]] && return 0
+  gcc -Os -static -o "$KIND_BIN/pause.tmp" "$REPO/tools/localkube/pause.c"
+  strip "$KIND_BIN/pause.tmp"
+  mv "$KIND_BIN/pause.tmp" "$KIND_BIN/pause"
+}
+
+# Everything the contexts copy: localkube's binaries plus kubeadm, local-path, pause and kind.
 kind_build_binaries() {
   mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
   lk_build
   lk_build_k8s_commands "$KIND_BIN" kubeadm
   kind_build_local_path
+  kind_build_pause
   kind_build_cli
 }
 
@@ -75,7 +84,7 @@ stage_components() {
     install -m 0755 "$LK_BIN/$b" "$dir/bin/$b"
   done
   install -m 0755 "$KIND_BIN/local-path-provisioner" "$dir/bin/local-path-provisioner"
-  install -m 0755 "$LK_CACHE/build/pause/rootfs/pause" "$dir/bin/pause"
+  install -m 0755 "$KIND_BIN/pause" "$dir/bin/pause"
   # The shared StorageClass's provisioner (manifests/shared-storage.yaml.in).
   install -m 0755 "$LK_BIN/kubectl" "$dir/bin/kubectl"
   install -m 0755 "$REPO/tools/localkube/provisioner.sh" "$dir/bin/provisioner.sh"
