@@ -20,15 +20,8 @@
 #                            $SLURMKUBE_CACHE/kind/clusters/<name>/shared): storage every node sees
 set -euo pipefail
 
-KIND_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$KIND_HERE/../.." && pwd)
-# shellcheck source=tools/kind/versions.env
-. "$KIND_HERE/versions.env"
-PROGRESS_TAG=kind
-# shellcheck source=tools/localkube/build-env.sh
-. "$REPO/tools/localkube/build-env.sh"
 # shellcheck source=tools/kind/lib.sh
-. "$KIND_HERE/lib.sh"
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 # Pod and Service ranges that do not overlap localkube's (10.244.0.0/24, 10.96.0.0/16): both
 # may run on one machine.

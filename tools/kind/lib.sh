@@ -1,6 +1,14 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
-# What node-image.sh and kind.sh share: the cache, the kind CLI, the node image's name and the
-# kubeadm settings that image needs. Sourced after tools/localkube/build-env.sh.
+# What node-image.sh and kind.sh share: the versions, localkube's build (build-env.sh), the
+# cache, the kind CLI, the node image's name and the kubeadm settings that image needs.
+
+KIND_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$KIND_HERE/../.." && pwd)
+# shellcheck source=tools/kind/versions.env
+. "$KIND_HERE/versions.env"
+PROGRESS_TAG=kind
+# shellcheck source=tools/localkube/build-env.sh
+. "$REPO/tools/localkube/build-env.sh"
 
 KIND_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}/kind"
 KIND_BIN="$KIND_CACHE/$KIND_VERSION-$LK_K8S_VERSION/bin"

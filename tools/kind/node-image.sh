@@ -21,15 +21,8 @@
 # binaries are cached in $SLURMKUBE_CACHE/kind.
 set -euo pipefail
 
-KIND_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$KIND_HERE/../.." && pwd)
-# shellcheck source=tools/kind/versions.env
-. "$KIND_HERE/versions.env"
-PROGRESS_TAG=kind
-# shellcheck source=tools/localkube/build-env.sh
-. "$REPO/tools/localkube/build-env.sh"
 # shellcheck source=tools/kind/lib.sh
-. "$KIND_HERE/lib.sh"
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 # Names the preloaded images go by: what kubeadm asks for (listed by kubeadm itself from the
 # cluster configuration kind.sh gives it) and ours, which only our manifests name.
@@ -61,7 +54,8 @@ kind_build_binaries() {
   kind_build_cli
 }
 
-# The images kubeadm pulls for the cluster configuration the offline image is used with.
+# The images kubeadm pulls for the cluster configuration the offline image is used with
+# (main keeps them in KUBEADM_IMAGES once kubeadm is built).
 kubeadm_images() {
   local config
   config=$(mktemp)
@@ -104,8 +98,10 @@ stage_node() {
   install -m 0755 "$KIND_BIN/kubeadm" "$dir/bin/kubeadm"
   echo "$LK_K8S_VERSION" >"$dir/version"
   # Pods' sandboxes run the pause image kubeadm names, the one preloaded (kind's build does so).
-  sed -i "s#^\( *sandbox_image = \).*#\1\"$(kubeadm_images | grep '/pause:')\"#" "$dir/kind/files/etc/containerd/config.toml"
-  grep -q "sandbox_image = \"$(kubeadm_images | grep '/pause:')\"" "$dir/kind/files/etc/containerd/config.toml" ||
+  local pause
+  pause=$(grep '/pause:' <<<"$KUBEADM_IMAGES")
+  sed -i "s#^\( *sandbox_image = \).*#\1\"$pause\"#" "$dir/kind/files/etc/containerd/config.toml"
+  grep -q "sandbox_image = \"$pause\"" "$dir/kind/files/etc/containerd/config.toml" ||
     kind_die "kind $KIND_VERSION's containerd config names no sandbox_image"
   for m in default-cni default-storage shared-storage; do
     sed "s#@IMAGE@#$components_ref#g" "$KIND_HERE/manifests/$m.yaml.in" >"$dir/manifests/$m.yaml"
@@ -137,7 +133,7 @@ write_components_archive() {
     esac
     entries+=("$(image_entry "$work/archive" "$layer_sha" "$name" \
       "{\"Entrypoint\":$entrypoint,\"Env\":[\"$path\"]}")")
-  done < <(kubeadm_images; echo "$KIND_OWN_IMAGE:${ref##*:}")
+  done < <(echo "$KUBEADM_IMAGES"; echo "$KIND_OWN_IMAGE:${ref##*:}")
   (IFS=,; printf '[%s]' "${entries[*]}") >"$work/archive/manifest.json"
   tar -C "$work/archive" -cf "$out.tmp" .
   mv "$out.tmp" "$out"
@@ -206,6 +202,7 @@ main() {
   (($# == 0)) || kind_die "usage: node-image.sh (no arguments)"
   local start=$SECONDS
   kind_build_binaries
+  KUBEADM_IMAGES=$(kubeadm_images)
   local rootfs mirror
   rootfs=$(bash "$REPO/images/build.sh" base | sed -n 's/.*"rootfs": "\(.*\)".*/\1/p')
   [[ -n $rootfs ]] || kind_die "images/build.sh named no rootfs"
@@ -218,7 +215,7 @@ main() {
   stage_node "$stage/node" "$components_ref"
   # This script and lib.sh count too: they say how the contexts become the image.
   node_tag=$(printf '%s|%s|%s|%s|%s' "$(dir_hash "$stage/node")" "$components_ref" "$rootfs" \
-    "$(kubeadm_images | tr '\n' ' ')" "$(cat "${BASH_SOURCE[0]}" "$KIND_HERE/lib.sh" | sha256sum)" |
+    "$(tr '\n' ' ' <<<"$KUBEADM_IMAGES")" "$(cat "${BASH_SOURCE[0]}" "$KIND_HERE/lib.sh" | sha256sum)" |
     sha256sum | cut -c1-12)
   ref="$KIND_NODE_REPO:$LK_K8S_VERSION-$node_tag"
   if docker image inspect "$ref" >/dev/null 2>&1; then
