@@ -32,6 +32,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import K
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.serving import stopping_pod_patch
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import status_unchanged, without_empty_maps
 
 RECONCILE_INTERVAL_SECONDS = 10
@@ -278,3 +279,18 @@ def nodeset_changed(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     cluster = kube().get(C.GROUP_VERSION, C.KIND_CLUSTER, name, body["metadata"]["namespace"]) if name else None
     if cluster is not None:
         reconcile_cluster(cluster, logger)
+
+
+@kopf.on.event("v1", "pods", labels={C.LABEL_COMPONENT: C.COMPONENT_CONTROLLER, C.LABEL_SERVING: "true"},
+               when=leading)
+def controller_pod_seen(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
+    """A slurmctld pod being deleted leaves its Service now, not when it stops (operator/serving.py)."""
+    patch = stopping_pod_patch(body)
+    if patch is None:
+        return
+    try:
+        kube().merge_patch("v1", "Pod", body["metadata"]["name"], body["metadata"]["namespace"], patch)
+    except KubeError as exc:  # gone already: nothing left to route to
+        logger.warning("could not take stopping pod %s out of its Service: %s", body["metadata"]["name"], exc)
+        return
+    logger.info("stopping pod %s is out of its Service", body["metadata"]["name"])

@@ -31,6 +31,10 @@ LABEL_NODESET = API_GROUP + "/nodeset"
 # pods without it, so an eviction (kubectl drain, an autoscaler) takes idle workers at once and
 # is refused for busy ones. The operator sets and removes it.
 LABEL_EVICTABLE = API_GROUP + "/evictable"
+# On slurmctld's pod, "true" while it takes new connections; its Service selects it. The operator
+# sets "false" as soon as the pod is being deleted: a terminating pod stays Ready (its readiness
+# probe is not reflected then) and kube-proxy would keep sending it connections until it stops.
+LABEL_SERVING = API_GROUP + "/serving"
 ANNOTATION_CONFIG_HASH = API_GROUP + "/config-hash"
 
 # Component names (the app.kubernetes.io/component label and object-name suffixes).
@@ -89,8 +93,6 @@ JAIL_RUN_PROGRAM = "/usr/lib/slurmkube/slurmkube-jail-run"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 WORKER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-worker-stop"  # the worker's preStop hook
 CONTROLLER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-controller-stop"  # slurmctld's preStop hook
-# Written by that hook: slurmctld's readiness probe fails from then on.
-CONTROLLER_STOPPING_FILE = "/run/slurmkube/controller-stopping"
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"
 JAIL_POPULATE_PROGRAM = "/usr/local/sbin/slurmkube-jail-populate"
 ENTRYPOINT_PROGRAM = "/usr/local/sbin/slurmkube-entrypoint"

@@ -291,16 +291,22 @@ def test_a_stopping_worker_hands_its_jobs_back_first():
 
 
 def test_a_stopping_controller_leaves_its_service_before_slurmctld_is_signalled():
-    sts = by_kind_and_name(render_cluster(*example("cpu-only")).objects)[("StatefulSet", "cpu-controller")]
+    objects = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
+    sts, service = objects[("StatefulSet", "cpu-controller")], objects[("Service", "cpu-controller")]
     container = containers(sts)[0]
-    program, delay = container["lifecycle"]["preStop"]["exec"]["command"]
-    probe = container["readinessProbe"]
+    program, *wait = container["lifecycle"]["preStop"]["exec"]["command"]
+    min_s, quiet, max_s = map(int, wait)
     assert program == C.CONTROLLER_STOP_PROGRAM
-    # The hook's file fails the probe; the hook waits out enough failed probes, and slurmctld
-    # still has most of the grace period to save its state.
-    assert C.CONTROLLER_STOPPING_FILE in probe["exec"]["command"][-1]
-    assert int(delay) > probe["periodSeconds"] * probe["failureThreshold"]
-    assert int(delay) * 4 < sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    # The Service selects the pod by a label the operator turns off when the pod is deleted; the
+    # StatefulSet does not select by it (a pod out of the Service is still the set's pod).
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["selector"][C.LABEL_SERVING] == "true"
+    assert C.LABEL_SERVING not in sts["spec"]["selector"]["matchLabels"]
+    # The hook counts connections: the kubelet's readiness probe, one per period, must leave
+    # quiet gaps longer than QUIET. slurmctld keeps a third of the grace period at least.
+    assert 2 <= quiet < container["readinessProbe"]["periodSeconds"]
+    assert min_s < max_s and max_s * 3 <= sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] * 2
 
 
 def egress_of(spec):

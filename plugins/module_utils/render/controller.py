@@ -22,6 +22,11 @@ def controller_name(cluster: SlurmCluster) -> str:
     return object_name(cluster, C.COMPONENT_CONTROLLER)
 
 
+def serving_labels(cluster: SlurmCluster) -> Dict[str, str]:
+    """The Service's selector: slurmctld's pod until the operator marks it stopping."""
+    return {**selector_labels(cluster.name, C.COMPONENT_CONTROLLER), C.LABEL_SERVING: "true"}
+
+
 def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
     """ClusterIP Service on 6817: the stable address in SlurmctldHost."""
     return {
@@ -30,22 +35,19 @@ def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
         "metadata": common.metadata(cluster, controller_name(cluster), C.COMPONENT_CONTROLLER),
         "spec": {
             "type": "ClusterIP",
-            "selector": selector_labels(cluster.name, C.COMPONENT_CONTROLLER),
+            "selector": serving_labels(cluster),
             "ports": [{"name": "slurmctld", "port": C.SLURMCTLD_PORT, "targetPort": C.SLURMCTLD_PORT,
                        "protocol": "TCP"}],
         },
     }
 
 
-# slurmctld accepts TCP and its pod is not stopping. Kept short: a stopping pod must leave the
-# Service within the preStop delay below.
-CONTROLLER_READINESS: Dict[str, Any] = {
-    "exec": {"command": ["bash", "-c", "[[ ! -e %s ]] && exec 3<>/dev/tcp/127.0.0.1/%d"
-                         % (C.CONTROLLER_STOPPING_FILE, C.SLURMCTLD_PORT)]},
-    "periodSeconds": 2, "timeoutSeconds": 2, "failureThreshold": 2,
-}
-# Until the probe has failed, plus a few seconds for the EndpointSlice and kube-proxy to follow.
-CONTROLLER_STOP_DELAY = CONTROLLER_READINESS["periodSeconds"] * CONTROLLER_READINESS["failureThreshold"] + 4
+# The preStop hook's MIN, QUIET and MAX seconds. The operator takes a stopping pod out of the
+# Service (C.LABEL_SERVING); the hook lets slurmctld serve at least MIN seconds, then until no
+# connection came in for QUIET (the Service has dropped the pod), at most MAX: slurmctld then has
+# the rest of the grace period to save its state.
+CONTROLLER_STOP_WAIT = (4, 3, 40)
+CONTROLLER_GRACE_SECONDS = 60
 
 
 def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -61,9 +63,9 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "imagePullPolicy": images.pull_policy,
         "env": common.env(cluster, C.ROLE_CONTROLLER),
         "ports": [{"name": "slurmctld", "containerPort": C.SLURMCTLD_PORT, "protocol": "TCP"}],
-        "readinessProbe": CONTROLLER_READINESS,
-        # Not ready first, stopped once the Service has dropped the pod (see the hook's header).
-        "lifecycle": {"preStop": {"exec": {"command": [C.CONTROLLER_STOP_PROGRAM, str(CONTROLLER_STOP_DELAY)]}}},
+        "readinessProbe": common.tcp_probe(C.SLURMCTLD_PORT, period=5),
+        # Signalled once the Service has dropped the pod (see the hook's header).
+        "lifecycle": {"preStop": {"exec": {"command": [C.CONTROLLER_STOP_PROGRAM, *map(str, CONTROLLER_STOP_WAIT)]}}},
         "resources": common.resources(cluster.spec.controller.resources),
         "securityContext": common.confined_security_context(),
         "volumeMounts": mounts,
@@ -83,7 +85,7 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
         # A force-deleted pod could leave two slurmctld on one state dir: give it time to stop.
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": CONTROLLER_GRACE_SECONDS,
         "containers": [_controller_container(cluster)],
         "volumes": [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster)],
     }
@@ -105,7 +107,7 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
             "template": {
                 "metadata": {
-                    "labels": object_labels(cluster.name, C.COMPONENT_CONTROLLER),
+                    "labels": {**object_labels(cluster.name, C.COMPONENT_CONTROLLER), **serving_labels(cluster)},
                     "annotations": {
                         C.ANNOTATION_CONFIG_HASH: content_hash([restart_settings(cluster, nodesets)]),
                     },
