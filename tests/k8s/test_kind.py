@@ -347,7 +347,7 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
     moving = next(p for p in ("%s-cpu-0" % SLURM, "%s-cpu-1" % SLURM) if kubernetes_node_of(kube, p) == lost)
     staying = next(p for p in ("%s-cpu-0" % SLURM, "%s-cpu-1" % SLURM) if p != moving)
     keep_an_operator_off(kube, lost)
-    kube.kubectl("-n", NAMESPACE, "patch", "nodeset", "%s-cpu" % SLURM, "--type=merge",
+    kube.kubectl("-n", NAMESPACE, "patch", "nodeset", "cpu", "--type=merge",
                  "-p", json.dumps({"spec": {"lostNodeTimeoutSeconds": 20}}))
     # The job starts on the node that will be lost (the other one drained meanwhile); its run
     # after a requeue (SLURM_RESTART_COUNT set) ends at once.
