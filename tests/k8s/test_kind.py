@@ -367,6 +367,7 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
         wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 3, explain=slurm.explain)
         finished = slurm.job(job)
         assert finished["restart_cnt"] >= 1 and finished["nodes"] == staying, finished
+
         # The pod, stuck on the lost node, is made again on the other one and its node serves.
         def moved() -> bool:
             pod = kube.get_json("pod", moving)
