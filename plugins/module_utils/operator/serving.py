@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating
 
 
 def stopping_pod_patch(pod: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """The merge patch that takes a slurmctld pod being deleted out of its Service; None otherwise."""
-    metadata = pod.get("metadata") or {}
-    serving = (metadata.get("labels") or {}).get(C.LABEL_SERVING) == "true"
-    if serving and metadata.get("deletionTimestamp"):
+    serving = ((pod.get("metadata") or {}).get("labels") or {}).get(C.LABEL_SERVING) == "true"
+    if serving and pod_terminating(pod):
         return {"metadata": {"labels": {C.LABEL_SERVING: "false"}}}
     return None
