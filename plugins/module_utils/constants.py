@@ -174,5 +174,8 @@ LONG_CHECK_RESULTS_DIR = "/var/log/slurmkube/long-checks"
 # Where each node's fast check leaves every check's last verdict, inside the jail (the
 # exporter reads them): "time <epoch>" then "<check> pass|fail" lines, one file per node.
 HEALTH_RESULTS_DIR = "/var/log/slurmkube/health"
+# The operator's reason for a worker whose Kubernetes node stopped reporting: "<prefix> kubernetes
+# node <name> lost" (the node is DOWN; its next registration returns it to service).
+REASON_NODE_LOST = "kubernetes node"
 # The long check's part of a drain reason: the fast check never resumes these.
 DRAIN_REASON_LONG_CHECK = "long check:"

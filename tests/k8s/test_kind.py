@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 from localkube_helpers import REPO, Cluster, wait_for
 from slurm_helpers import (
+    OPERATOR_LABEL,
     SLURM_IMAGES,
     TINY,
     Operator,
     SlurmView,
     cluster_manifest,
+    in_service,
     manifests,
     nodeset_manifest,
     tiny_cluster_spec,
@@ -273,7 +275,8 @@ def slurm(kind_cluster: Cluster, cluster_name: str, tmp_path_factory) -> SlurmVi
     operator = Operator(kind_cluster, NAMESPACE, images["operator"])
     operator.install(tmp_path_factory.mktemp("operator"), [NAMESPACE])
     spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY},
-                jail={"size": "2Gi", "storageClassName": "slurmkube-shared"})
+                jail={"size": "2Gi", "storageClassName": "slurmkube-shared"},
+                healthChecks={"replaceDrainedNodes": True})
     kind_cluster.apply(manifests(cluster_manifest(NAMESPACE, SLURM, images, spec),
                                  nodeset_manifest(NAMESPACE, SLURM, "cpu", 2)))
     wait_ready(kind_cluster, SLURM, operator)
@@ -305,6 +308,106 @@ def test_a_job_spans_two_kubernetes_nodes_and_jobs_on_each_share_the_jail(slurm:
     jail_root = C.JAIL_MOUNT_PATH + "/root/"
     assert sorted(slurm.run("cat", jail_root + "kind-span.out").split()) == [first, second]
     assert slurm.run("cat", jail_root + "kind-read").split() == [first, second]
+
+
+def kubernetes_node_ready(kube: Cluster, name: str) -> bool:
+    conditions = kube.get_json("node", name)["status"]["conditions"]
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def slurm_reason(slurm: SlurmView, node: str) -> str:
+    return slurm.run("sinfo", "-h", "-N", "-n", node, "-o", "%E").strip()
+
+
+def keep_an_operator_off(kube: Cluster, host: str) -> None:
+    """At least one operator replica runs elsewhere: the one left leads once the lease expires."""
+    def placed() -> list:
+        pods = kube.get_json("pods", "-l", OPERATOR_LABEL)["items"]
+        return [p["spec"].get("nodeName") for p in pods if not p["metadata"].get("deletionTimestamp")]
+    if any(node != host for node in placed()):
+        return
+    kube.kubectl("cordon", host)
+    try:
+        kube.kubectl("-n", NAMESPACE, "delete", "pod", "-l", OPERATOR_LABEL, "--wait=false")
+        wait_for(lambda: sum(node not in (host, None) for node in placed()) >= 1, 120, 2)
+    finally:
+        kube.kubectl("uncordon", host)
+
+
+def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewhere_and_the_pod_moves(
+        slurm: SlurmView):
+    """`docker stop` of a kind worker: once Kubernetes calls it NotReady, the operator sets its
+    Slurm node DOWN with the reason, Slurm requeues the job that ran there and it finishes on the
+    other node; after the node set's lostNodeTimeoutSeconds the stuck pod is deleted by force and
+    made again on the other Kubernetes node, and its Slurm node serves again. The stopped node
+    comes back Ready and nothing is left out of service."""
+    kube = slurm.kube
+    controller_host = kubernetes_node_of(kube, "%s-controller-0" % SLURM)
+    lost = next(h for h in workers(kube) if h != controller_host)
+    moving = next(p for p in ("%s-cpu-0" % SLURM, "%s-cpu-1" % SLURM) if kubernetes_node_of(kube, p) == lost)
+    staying = next(p for p in ("%s-cpu-0" % SLURM, "%s-cpu-1" % SLURM) if p != moving)
+    keep_an_operator_off(kube, lost)
+    kube.kubectl("-n", NAMESPACE, "patch", "nodeset", "cpu", "--type=merge",
+                 "-p", json.dumps({"spec": {"lostNodeTimeoutSeconds": 20}}))
+    # The job starts on the node that will be lost (the other one drained meanwhile); its run
+    # after a requeue (SLURM_RESTART_COUNT set) ends at once.
+    slurm.run("scontrol", "update", "nodename=" + staying, "state=drain", "reason=test: keep free")
+    try:
+        job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap",
+                        'test -n "$SLURM_RESTART_COUNT" || sleep 3600').strip()
+        slurm.wait_running(job)
+    finally:
+        slurm.run("scontrol", "update", "nodename=" + staying, "state=resume")
+    assert slurm.job(job)["nodes"] == moving
+    old_uid = kube.get_json("pod", moving)["metadata"]["uid"]
+    docker("stop", lost)
+    try:
+        reason = "%s %s %s lost" % (C.DRAIN_REASON_PREFIX, C.REASON_NODE_LOST, lost)
+        wait_for(lambda: slurm_reason(slurm, moving) == reason, 180, 3, explain=slurm.explain)
+        wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 3, explain=slurm.explain)
+        finished = slurm.job(job)
+        assert finished["restart_cnt"] >= 1 and finished["nodes"] == staying, finished
+
+        # The pod, stuck on the lost node, is made again on the other one and its node serves.
+        def moved() -> bool:
+            pod = kube.get_json("pod", moving)
+            return pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == controller_host
+        wait_for(moved, 120, 3, explain=slurm.explain)
+        wait_for(lambda: in_service(slurm.nodes().get(moving, set())), 120, 3, explain=slurm.explain)
+    finally:
+        docker("start", lost)
+    wait_for(lambda: kubernetes_node_ready(kube, lost), 180, 3)
+    wait_for(lambda: set(slurm.nodes()) == {moving, staying} and all(map(in_service, slurm.nodes().values())),
+             120, 3, explain=slurm.explain)
+    assert kube.get_json("pod", moving)["spec"]["nodeName"] == controller_host
+
+
+def test_a_hardware_drained_node_on_a_cordoned_kubernetes_node_is_replaced_on_another_and_rejoins(
+        slurm: SlurmView):
+    """A node drained for its hardware (here as a long check would: the fast check never lifts
+    that) gets a new pod;
+    its Kubernetes node is cordoned, so the pod lands on the other one, and the node serves again.
+    The other Slurm node on the cordoned host is drained for the eviction meanwhile, and serves
+    again once the host is uncordoned."""
+    kube = slurm.kube
+    nodes = ("%s-cpu-0" % SLURM, "%s-cpu-1" % SLURM)
+    replaced = nodes[0]
+    host = kubernetes_node_of(kube, replaced)
+    other_host = next(h for h in workers(kube) if h != host)
+    old_uid = kube.get_json("pod", replaced)["metadata"]["uid"]
+    kube.kubectl("cordon", host)
+    try:
+        slurm.run("scontrol", "update", "nodename=" + replaced, "state=drain", "reason=%s %s memory bandwidth "
+                  "512 MiB/s < 1000 MiB/s" % (C.DRAIN_REASON_PREFIX, C.DRAIN_REASON_LONG_CHECK))
+
+        def moved() -> bool:
+            pod = kube.get_json("pod", replaced)
+            return pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == other_host
+        wait_for(moved, 180, 3, explain=slurm.explain)
+        wait_for(lambda: in_service(slurm.nodes()[replaced]), 120, 3, explain=slurm.explain)
+    finally:
+        kube.kubectl("uncordon", host)
+    wait_for(lambda: all(in_service(slurm.nodes()[n]) for n in nodes), 120, 3, explain=slurm.explain)
 
 
 def test_up_again_reuses_the_cluster(kind_cluster: Cluster, cluster_name: str):

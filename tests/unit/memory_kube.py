@@ -25,6 +25,7 @@ class MemoryKube:
         self.objects = {}
         self.writes = 0
         self.version = 0
+        self.forced = []  # (kind, name) deleted with a grace period of 0
 
     def key(self, kind, name, namespace):
         return (kind, namespace, name)
@@ -77,8 +78,10 @@ class MemoryKube:
         merge_into(obj, patch)
         return copy.deepcopy(obj)
 
-    def delete(self, api_version, kind, name, namespace=None, propagation="Background"):
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background", grace_period_seconds=None):
         self.writes += 1
+        if grace_period_seconds == 0:
+            self.forced.append((kind, name))
         return self.objects.pop(self.key(kind, name, namespace), None) is not None
 
     def exec(self, *args, **kwargs):

@@ -59,6 +59,11 @@ class SlurmKube(MemoryKube):
             if words["state"] == "drain":
                 node["state"] = sorted(set(node["state"]) | {"DRAIN"})
                 node["reason"] = words["reason"]
+            elif words["state"] == "down":  # Slurm requeues the node's jobs at once
+                node["state"] = sorted((set(node["state"]) - {"IDLE", "ALLOCATED", "MIXED"}) | {"DOWN"})
+                node["reason"] = words["reason"]
+                for job_id in [j for j, job in self.jobs.items() if job["nodes"] == name and job["requeue"]]:
+                    del self.jobs[job_id]
             else:
                 node["state"] = [s for s in node["state"] if s != "DRAIN"]
                 node["reason"] = ""
@@ -73,10 +78,13 @@ class SlurmKube(MemoryKube):
         self.jobs[job_id] = {"job_id": job_id, "job_state": ["RUNNING"], "nodes": node, "requeue": requeue}
         self.nodes[node]["state"] = sorted((set(self.nodes[node]["state"]) - {"IDLE"}) | {"ALLOCATED"})
 
-    def host(self, name, cordoned):
-        """A Kubernetes node (cluster-scoped)."""
+    def host(self, name, cordoned, lost_since=None):
+        """A Kubernetes node (cluster-scoped); one lost since a time reports Ready Unknown from then."""
+        ready = {"type": "Ready", "status": "True"} if lost_since is None else {
+            "type": "Ready", "status": "Unknown", "lastTransitionTime": lost_since.strftime("%Y-%m-%dT%H:%M:%SZ")}
         self.objects[("Node", None, name)] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                                              "spec": {"unschedulable": True} if cordoned else {}}
+                                              "spec": {"unschedulable": True} if cordoned else {},
+                                              "status": {"conditions": [ready]}}
 
     def pod(self, name, created, ready=True, host="host-a"):
         sts = self.get("apps/v1", "StatefulSet", name.rsplit("-", 1)[0], "research")

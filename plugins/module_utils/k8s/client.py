@@ -193,11 +193,14 @@ class Kube:
         return result.to_dict()
 
     def delete(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None,
-               propagation: str = "Background") -> bool:
-        """Delete an object; False when it was already gone."""
+               propagation: str = "Background", grace_period_seconds: Optional[int] = None) -> bool:
+        """Delete an object; False when it was already gone. A grace period of 0 removes a pod
+        from the API at once, without its kubelet's word (a force delete)."""
+        body: Dict[str, Any] = {"propagationPolicy": propagation}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
         try:
-            self._resource(api_version, kind).delete(name=name, namespace=namespace,
-                                                     body={"propagationPolicy": propagation})
+            self._resource(api_version, kind).delete(name=name, namespace=namespace, body=body)
         except NotFoundError:
             return False
         except Exception as exc:

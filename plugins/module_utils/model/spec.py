@@ -627,6 +627,14 @@ class NodeSetSpec:
         3600,
         minimum=0,
     )
+    lost_node_timeout_seconds: int = spec_field(
+        "When the Kubernetes node under a pod stops reporting (NotReady), the pod's Slurm node is set "
+        "DOWN at once and Slurm requeues its jobs; after this many seconds the pod, stuck on the lost "
+        "node, is deleted by force so that its StatefulSet makes it again on another node. A node only "
+        "cut off from the control plane may still run the old pod until it reports again. 0: never.",
+        300,
+        minimum=0,
+    )
     catch_all: bool = spec_field("Join partitions that list no node sets.", True)
 
 

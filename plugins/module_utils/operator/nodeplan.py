@@ -10,9 +10,10 @@ idle first. Replacement (spec.healthChecks.replaceDrainedNodes) deletes the pod 
 node that the health checks drained for a hardware reason, one per node set at a time, and
 resumes the node once its new pod is ready. Evictions: a node whose Kubernetes node is being
 emptied is drained, its jobs finish or are requeued after the drain timeout, and only a node
-with no job may be evicted (the disruption budget covers the others). The decisions depend only on what Slurm and
-Kubernetes report: the drain reasons carry their start time, so an operator restart picks up
-where it was.
+with no job may be evicted (the disruption budget covers the others). A node whose Kubernetes
+node stopped reporting is set DOWN, and its pod deleted by force after a timeout. The decisions
+depend only on what Slurm and Kubernetes report: the drain reasons carry their start time, so
+an operator restart picks up where it was.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import 
     PURPOSE_UPDATE,
     drain_reason,
     is_hardware_drain,
+    node_lost_reason,
     parse_drain_reason,
 )
 
 
 class NodeAction(NamedTuple):
-    """One step on one node: drain, resume, requeue (its jobs), delete (from Slurm), delete-pod."""
+    """One step on one node: drain, down, resume, requeue (its jobs), delete (from Slurm),
+    delete-pod, force-delete-pod (its Kubernetes node is lost)."""
 
     kind: str
     node: str
@@ -105,6 +108,9 @@ class PodView(NamedTuple):
     leaving_host: bool = False
     # It carries constants.LABEL_EVICTABLE (no disruption budget covers it).
     evictable: bool = False
+    # The Kubernetes node it is bound to, and since when that node has not reported (None: it does).
+    host: str = ""
+    host_lost_since: Optional[datetime.datetime] = None
 
 
 def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[str, SlurmNode],
@@ -217,6 +223,34 @@ def plan_evictions(pods: Sequence[PodView], nodes: Mapping[str, SlurmNode], now:
                                       % drain_timeout_seconds))
         elif not pod.leaving_host and since is not None and pod.ready and node.responding:
             actions.append(NodeAction("resume", pod.name))
+    return actions
+
+
+def plan_lost_hosts(pods: Sequence[PodView], nodes: Mapping[str, SlurmNode], now: datetime.datetime,
+                    timeout_seconds: int) -> List[NodeAction]:
+    """Steps for the pods whose Kubernetes node stopped reporting (NotReady, after Kubernetes'
+    own grace period).
+
+    Their Slurm nodes go DOWN at once ('<prefix> kubernetes node <name> lost'), as Slurm itself
+    would after SlurmdTimeout: it requeues their jobs, which start elsewhere. A drained node keeps
+    its reason (an admin's drain survives the node's return). Once the node has been lost for
+    the timeout, the pod is deleted by force: Kubernetes never removes a pod whose kubelet cannot
+    confirm it stopped, and the StatefulSet makes a pod again only once the old one is gone. The
+    new pod's registration returns the node to service (ReturnToService=2), as does the old one's
+    when its Kubernetes node comes back first.
+    """
+    actions: List[NodeAction] = []
+    timeout = datetime.timedelta(seconds=timeout_seconds)
+    for pod in sorted(pods, key=lambda p: p.name):
+        if pod.host_lost_since is None:
+            continue
+        node = nodes.get(pod.name)
+        if node is not None and "DOWN" not in node.states:
+            reason = node.reason if node.draining and node.reason else node_lost_reason(pod.host)
+            actions.append(NodeAction("down", pod.name, reason))
+        if timeout_seconds and now - pod.host_lost_since >= timeout:
+            actions.append(NodeAction("force-delete-pod", pod.name, "kubernetes node %s lost for %ds or more"
+                                      % (pod.host, timeout_seconds)))
     return actions
 
 

@@ -31,6 +31,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
     ScalePlan,
     evictable,
     plan_evictions,
+    plan_lost_hosts,
     plan_replacements,
     plan_reregistration,
     plan_scale,
@@ -65,6 +66,14 @@ class JobNotRequeued(NamedTuple):
 
     job_id: int
     node: str
+
+
+def host_lost_since(node: Mapping[str, Any]) -> Optional[datetime.datetime]:
+    """Since when a Kubernetes node has not reported Ready (its kubelet is gone or failing), or None."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return None if condition.get("status") == "True" else parse_time(condition.get("lastTransitionTime"))
+    return None
 
 
 def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
@@ -115,13 +124,15 @@ class NodeSteps:
         """Drain, requeue, delete and resume nodes for scale-downs, updates, replacements and
         evictions; mark the pods an eviction may take now."""
         now = self.clock()
-        leaving_hosts = self.leaving_hosts()
+        hosts = self.kube.list("v1", "Node")
+        leaving_hosts = frozenset(h["metadata"]["name"] for h in hosts if host_is_leaving(h))
+        lost_hosts = {h["metadata"]["name"]: host_lost_since(h) for h in hosts if host_lost_since(h) is not None}
         for nodeset in nodesets:
             base = nodeset_object_name(nodeset)
             if base not in scaling:
                 continue
             live, scale = scaling[base]
-            every_pod = self.worker_pods(cluster, nodeset, leaving_hosts)
+            every_pod = self.worker_pods(cluster, nodeset, leaving_hosts, lost_hosts)
             pods = [p for p in every_pod if p.name not in scale.leaving]
             target = (live.get("status") or {}).get("updateRevision") or ""
             update = plan_update(pods, target, slurm_nodes, now) if target else []
@@ -130,17 +141,14 @@ class NodeSteps:
                 if cluster.spec.health_checks.replace_drained_nodes and not update else []
             lost = plan_reregistration(base, nodeset.spec.replicas, pods, slurm_nodes, now)
             evict = plan_evictions(pods, slurm_nodes, now, nodeset.spec.drain_timeout_seconds)
-            actions = scale.actions + update + replace + lost + evict
+            gone = plan_lost_hosts(every_pod, slurm_nodes, now, nodeset.spec.lost_node_timeout_seconds)
+            actions = scale.actions + update + replace + lost + evict + gone
             for action in actions:
                 self.perform(cluster, slurm, action, events)
-            deleted = {a.node for a in actions if a.kind == "delete-pod"}
+            deleted = {a.node for a in actions if a.kind in ("delete-pod", "force-delete-pod")}
             self.mark_evictable(cluster, [p for p in every_pod if p.name not in deleted], slurm_nodes)
             if cluster.spec.health_checks.enabled:
                 self.explain_unresponsive(cluster, pods, slurm, slurm_nodes, events)
-
-    def leaving_hosts(self) -> FrozenSet[str]:
-        """The Kubernetes nodes being emptied now."""
-        return frozenset(node["metadata"]["name"] for node in self.kube.list("v1", "Node") if host_is_leaving(node))
 
     def mark_evictable(self, cluster: SlurmCluster, pods: Sequence[PodView],
                        slurm_nodes: Mapping[str, SlurmNode]) -> None:
@@ -179,17 +187,19 @@ class NodeSteps:
                     self.kube.delete(api_version, kind, meta["name"], cluster.namespace)
                 events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
 
-    def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet, leaving_hosts: FrozenSet[str]) -> List[PodView]:
+    def worker_pods(self, cluster: SlurmCluster, nodeset: NodeSet, leaving_hosts: FrozenSet[str],
+                    lost_hosts: Mapping[str, datetime.datetime]) -> List[PodView]:
         """The node set's pods as the node planners see them."""
         pods = pods_by_name(self.kube, cluster.namespace,
                             selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name))
         views = []
         for pod in pods:
             labels = pod["metadata"].get("labels") or {}
+            host = (pod.get("spec") or {}).get("nodeName") or ""
             views.append(PodView(pod["metadata"]["name"], labels.get(REVISION_LABEL, ""), pod_ready(pod),
                                  pod_terminating(pod), parse_time(pod["metadata"].get("creationTimestamp")),
-                                 leaving_host=(pod.get("spec") or {}).get("nodeName") in leaving_hosts,
-                                 evictable=labels.get(C.LABEL_EVICTABLE) == "true"))
+                                 leaving_host=host in leaving_hosts, evictable=labels.get(C.LABEL_EVICTABLE) == "true",
+                                 host=host, host_lost_since=lost_hosts.get(host)))
         return views
 
     def explain_unresponsive(self, cluster: SlurmCluster, pods: Sequence[PodView], slurm: SlurmControl,
@@ -221,12 +231,16 @@ class NodeSteps:
             return
         if action.kind == "drain":
             slurm.drain([action.node], action.reason)
+        elif action.kind == "down":
+            slurm.down([action.node], action.reason)
         elif action.kind == "resume":
             slurm.resume([action.node])
         elif action.kind == "delete":
             slurm.delete([action.node])
         elif action.kind == "delete-pod":
             self.kube.delete("v1", "Pod", action.node, cluster.namespace)
+        elif action.kind == "force-delete-pod":
+            self.kube.delete("v1", "Pod", action.node, cluster.namespace, grace_period_seconds=0)
         events.append(Event("Normal", "Node" + action.kind.title().replace("-", ""),
                             "%s %s%s" % (action.kind, action.node, (": " + action.reason) if action.reason else "")))
 

@@ -111,6 +111,10 @@ class SlurmControl:
         """No new jobs on these nodes; running ones go on."""
         self._update(nodes, "state=drain", "reason=%s" % reason)
 
+    def down(self, nodes: Sequence[str], reason: str) -> None:
+        """The nodes failed: Slurm requeues their jobs (those sent with --no-requeue end NODE_FAIL)."""
+        self._update(nodes, "state=down", "reason=%s" % reason)
+
     def resume(self, nodes: Sequence[str]) -> None:
         """Take the nodes back into service."""
         self._update(nodes, "state=resume")

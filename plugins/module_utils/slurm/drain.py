@@ -39,6 +39,11 @@ def drain_reason(purpose: str, since: datetime.datetime) -> str:
                                .strftime(_TIME_FORMAT))
 
 
+def node_lost_reason(host: str) -> str:
+    """Why the operator set a worker DOWN: the Kubernetes node under its pod stopped reporting."""
+    return "%s %s %s lost" % (C.DRAIN_REASON_PREFIX, C.REASON_NODE_LOST, host)
+
+
 def parse_drain_reason(reason: str) -> Optional[Tuple[str, datetime.datetime]]:
     """(purpose, start) of a planned drain the operator wrote, None for any other reason."""
     match = _PLANNED.match(reason or "")

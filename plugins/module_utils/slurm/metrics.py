@@ -78,7 +78,7 @@ def node_state(states: Iterable[str]) -> str:
 
 def reason_kind(reason: str) -> str:
     """Who set a node's reason, as a bounded label: a planned drain by its purpose, the long
-    checks, the fast health check, a lost pod, or an admin ("other")."""
+    checks, the fast health check, a lost pod or Kubernetes node, or an admin ("other")."""
     if not reason:
         return "none"
     planned = parse_drain_reason(reason)
@@ -92,6 +92,8 @@ def reason_kind(reason: str) -> str:
         return "long-check"
     if why.startswith(("pod restarted", "pod stopping")):
         return "pod-lost"
+    if why.startswith(C.REASON_NODE_LOST + " "):
+        return "node-lost"
     return "health-check"
 
 
@@ -133,7 +135,7 @@ def node_families(nodes_json: str) -> List[Family]:
                "allocated, idle, other).",
                [(labels(node_set=s, state=st), n) for (s, st), n in sorted(by_state.items())]),
         Family("slurm_nodes_unavailable", "gauge", "Down or drained nodes by node set, state and who set the "
-               "reason (health-check, long-check, pod-lost, planned:<purpose>, other, none).",
+               "reason (health-check, long-check, pod-lost, node-lost, planned:<purpose>, other, none).",
                [(labels(node_set=s, state=st, reason=r), n) for (s, st, r), n in sorted(unavailable.items())]),
         *(Family("slurm_%s%s" % (what, "_bytes" if what == "memory" else ""), "gauge",
                  "%s of the nodes by node set, total and allocated." % what.capitalize(),
