@@ -365,8 +365,11 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
         reason = "%s %s %s lost" % (C.DRAIN_REASON_PREFIX, C.REASON_NODE_LOST, lost)
         wait_for(lambda: slurm_reason(slurm, moving) == reason, 180, 3, explain=slurm.explain)
         wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 3, explain=slurm.explain)
+        # It ran again away from the lost node: on the other Slurm node, or on its own node's new
+        # pod when that serves first (Slurm holds a requeued job for cred_expire, 30 s here, and
+        # the pod is made again after 20 s); the wait below finds that pod on the other host.
         finished = slurm.job(job)
-        assert finished["restart_cnt"] >= 1 and finished["nodes"] == staying, finished
+        assert finished["restart_cnt"] >= 1 and finished["nodes"] in (staying, moving), finished
 
         # The pod, stuck on the lost node, is made again on the other one and its node serves.
         def moved() -> bool:
