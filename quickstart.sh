@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The main job (README: "Run the main job"): deploy a working Slurm cluster and print how to
-# ssh in. With no kubeconfig it builds and starts the embedded Kubernetes (tools/localkube)
-# and the images on this machine; run it again and nothing changes.
+# ssh in. With no kubeconfig it makes a kind cluster on this machine (tools/kind: 1 control
+# plane + 2 workers, its node image built here when upstream's cannot be pulled) and the
+# images; run it again and nothing changes.
 #
-#   bash quickstart.sh                               the example cluster on this machine
+#   bash quickstart.sh                               the example cluster on kind, on this machine
+#   bash quickstart.sh -e slurmkube_kubernetes=localkube          on the embedded single node
+#   ansible-playbook playbooks/teardown.yml -e slurmkube_purge=true   delete it all again
 #   bash quickstart.sh -e slurmkube_kubeconfig=~/.kube/config -e @images.yml   your cluster
 #
 # Extra arguments go to ansible-playbook (playbooks/site.yml lists the settings).

@@ -27,9 +27,8 @@ from slurm_helpers import SLURM_IMAGES, Operator
 
 def pytest_collection_modifyitems(items: list) -> None:
     """test_localkube.py first: it takes the cluster down and up again, which would wipe the
-    session's operator and imported images under any module that ran before it. Then
-    test_quickstart.py, whose operator watches every namespace until it tears it down."""
-    first = ("test_localkube.py", "test_quickstart.py")
+    session's operator and imported images under any module that ran before it."""
+    first = ("test_localkube.py",)
     items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
 
 

@@ -24,8 +24,14 @@ def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subproce
 
 def localkube_env() -> dict:
     """KUBECONFIG and PATH (with our kubectl first), from `localkube.sh env`."""
+    return exported_env(localkube("env").stdout)
+
+
+def exported_env(exports: str) -> dict:
+    """This process's environment with the KUBECONFIG and PATH (kubectl first) that `localkube.sh env`
+    or `kind.sh env` print."""
     env = dict(os.environ)
-    for line in localkube("env").stdout.splitlines():
+    for line in exports.splitlines():
         key, value = line.removeprefix("export ").split("=", 1)
         if key == "PATH":
             value = shlex.split(value.removesuffix(':"$PATH"'))[0] + os.pathsep + os.environ["PATH"]

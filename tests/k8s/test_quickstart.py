@@ -1,9 +1,8 @@
-"""`bash quickstart.sh` twice on the embedded cluster: the second run changes nothing and its
---diff prints nothing, as a user re-running the main job expects.
-
-It runs right after test_localkube.py (conftest orders it): its operator watches every
-namespace, as quickstart's does, and is removed again (teardown.yml) before the session's own
-operator starts clusters of its own.
+"""`bash quickstart.sh` twice, as a new user runs it on a machine of their own: with no
+kubeconfig it makes a kind cluster (1 control plane + 2 workers, tools/kind), the second run
+changes nothing and its --diff prints nothing; the demo user's jobs on the two Kubernetes
+workers share one jail; teardown.yml with slurmkube_purge deletes the kind cluster and leaves
+nothing of it on the host.
 """
 
 from __future__ import annotations
@@ -13,14 +12,21 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, wait_for
+from localkube_helpers import REPO, Cluster, exported_env, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_playbook
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
 pytestmark = pytest.mark.k8s
+
+KIND = REPO / "tools" / "kind" / "kind.sh"
+# site.yml's kind cluster is named after the example cluster (demo).
+KIND_NAME = "slurmkube-demo"
 
 
 def play(*argv: str, timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -37,29 +43,82 @@ def recap(output: str) -> dict:
     return totals
 
 
+def kind(*args: str) -> str:
+    result = subprocess.run(["bash", str(KIND), *args], capture_output=True, text=True, timeout=600, check=True)
+    return result.stdout
+
+
+def in_controller(kube: Cluster, *argv: str) -> str:
+    return kube.kubectl("-n", "slurm", "exec", "demo-controller-0", "-c", "slurmctld", "--", *argv).stdout
+
+
 def demo_charges_its_account(kube: Cluster) -> None:
     """jail_user and slurm_user together: the demo user, in the jail and in slurmdbd with its
     account, runs a job (the example cluster enforces associations) recorded under it."""
-    def controller(*argv: str) -> str:
-        return kube.kubectl("-n", "slurm", "exec", "demo-controller-0", "-c", "slurmctld", "--", *argv).stdout
-
-    assoc = controller("sacctmgr", "-i", "-n", "-P", "show", "association", "where", "user=demo", "format=Account")
+    assoc = in_controller(kube, "sacctmgr", "-i", "-n", "-P", "show", "association", "where", "user=demo",
+                          "format=Account")
     assert assoc.split() == ["demo"], assoc
-    job = controller("runuser", "-u", "demo", "--", "sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true")
-    record = wait_for(lambda: controller("sacct", "-X", "-n", "-P", "-o", "State,Account,User", "-j",
-                                         job.split()[0]).strip() == "COMPLETED|demo|demo", 120, 2)
+    job = in_controller(kube, "runuser", "-u", "demo", "--", "sbatch", "--parsable", "-o", "/dev/null", "--wrap",
+                        "true")
+    record = wait_for(lambda: in_controller(kube, "sacct", "-X", "-n", "-P", "-o", "State,Account,User", "-j",
+                                            job.split()[0]).strip() == "COMPLETED|demo|demo", 120, 2)
     assert record
 
 
-def test_quickstart_twice_changes_nothing_the_second_time(localkube_cluster: Cluster, tmp_path):
+def demo_jobs_on_two_kubernetes_workers_share_the_jail(kube: Cluster) -> None:
+    """The example's cpu node set spreads over both workers, off the control plane, and what a job
+    writes on one Kubernetes node a job on the other reads: the jail is on kind's shared class."""
+    nodes = json.loads(kube.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    workers = {n["metadata"]["name"] for n in nodes
+               if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]}
+    assert len(nodes) == 3 and len(workers) == 2, [n["metadata"]["name"] for n in nodes]
+    pods = kube.get_json("pods")["items"]
+    assert {p["spec"].get("nodeName") for p in pods} <= workers, "a Slurm pod on the control plane"
+    hosts = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    first, second = "demo-cpu-0", "demo-cpu-1"
+    assert {hosts[first], hosts[second]} == workers, hosts
+    claim = kube.get_json("pvc", "demo-jail-data")["spec"]
+    assert claim["storageClassName"] == "slurmkube-shared", claim
+
+    def as_demo(node: str, script: str) -> None:
+        in_controller(kube, "runuser", "-u", "demo", "--", "sbatch", "--wait", "-w", node, "-o", "/dev/null",
+                      "--wrap", script)
+    as_demo(first, "echo $SLURMD_NODENAME > ~/quickstart-written")
+    as_demo(second, "cat ~/quickstart-written > ~/quickstart-read && echo $SLURMD_NODENAME >> ~/quickstart-read")
+    read = in_controller(kube, "cat", C.JAIL_MOUNT_PATH + "/home/demo/quickstart-read")
+    assert read.split() == [first, second], read
+
+
+def demo_logs_in_with_the_printed_command(output: str) -> None:
+    """The ssh command the play prints reaches the login node from this machine (the login
+    Service's NodePort on a kind node's address), and Slurm answers there."""
+    printed = re.search(r"ssh -i (\S+) -p (\d+) demo@([0-9.]+)", output)
+    assert printed, output[-3000:]
+    key, port, host = printed.groups()
+    login = subprocess.run(["ssh", "-i", key, "-p", port, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "demo@" + host,
+                            "srun", "-N1", "hostname"], capture_output=True, text=True, timeout=120, check=False)
+    assert login.returncode == 0 and login.stdout.strip().startswith("demo-"), login.stdout + login.stderr
+
+
+def kind_containers() -> list:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + KIND_NAME],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_leaves_nothing(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("kind here needs root (docker)")
     try:
         first = play("bash", "quickstart.sh")
         (tmp_path / "first.log").write_text(first.stdout + first.stderr)
         assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
+        kube = Cluster(env=exported_env(kind("env", KIND_NAME)), namespace="slurm")
         # the level Slurm's pods need, said on their namespace (Pod Security admission)
-        labels = json.loads(localkube_cluster.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]
+        labels = json.loads(kube.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]
         assert labels["labels"].get("pod-security.kubernetes.io/enforce") == "privileged", labels
-        demo_charges_its_account(localkube_cluster)
+        demo_charges_its_account(kube)
+        demo_jobs_on_two_kubernetes_workers_share_the_jail(kube)
         second = play("bash", "quickstart.sh", "--diff")
         output = second.stdout + second.stderr
         (tmp_path / "second.log").write_text(output)
@@ -68,8 +127,12 @@ def test_quickstart_twice_changes_nothing_the_second_time(localkube_cluster: Clu
         assert counts.get("ok", 0) > 0 and counts.get("changed") == 0 and counts.get("failed") == 0, counts
         # Ansible prints a diff as "--- before" / "+++ after" lines: none for unchanged objects.
         assert "--- before" not in output and "+++ after" not in output, output[-6000:]
-        assert "ssh -i" in second.stdout
+        demo_logs_in_with_the_printed_command(second.stdout)
     finally:
-        teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true",
-                                "-e", "slurmkube_remove_operator=true")
+        shared = Path(kind("shared", KIND_NAME).strip()) if kind_containers() else None
+        teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")
         assert teardown.returncode == 0, teardown.stdout[-4000:]
+    assert kind_containers() == []
+    assert shared is not None and not shared.exists()
+    again = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")
+    assert again.returncode == 0 and recap(again.stdout).get("changed") == 0, again.stdout[-4000:]

@@ -4,8 +4,10 @@
 #   kind.sh up [NAME]          create the cluster unless it exists (1 control plane + workers)
 #   kind.sh down [NAME]        delete it and what it left on the host (network, /lib/modules)
 #   kind.sh kubeconfig [NAME]  print its kubeconfig's path
+#   kind.sh env [NAME]         print shell exports of its KUBECONFIG and a PATH with kubectl
+#   kind.sh load NAME IMAGE... load local docker images into its workers (those they miss)
 #   kind.sh shared [NAME]      print the host directory every node mounts at the same path
-#   kind.sh kind ARGS...       run the pinned kind CLI (e.g. `load docker-image`)
+#   kind.sh kind ARGS...       run the pinned kind CLI
 #
 # NAME defaults to slurmkube. The node image is the upstream kindest/node of our Kubernetes
 # version when it can be pulled (KIND_UPSTREAM_NODE_IMAGE), else the one node-image.sh builds
@@ -44,6 +46,28 @@ cluster_dir() { echo "$KIND_CACHE/clusters/$1"; }
 kubeconfig_of() { echo "$(cluster_dir "$1")/kubeconfig"; }
 
 exists() { kind_cli get clusters 2>/dev/null | grep -qx "$1"; }
+
+# kubectl of our Kubernetes version: localkube's build when it was made (the offline node image
+# needs it), else kubectl alone.
+kubectl_dir() {
+  if [[ -x $LK_BIN/kubectl ]]; then
+    echo "$LK_BIN"
+  else
+    lk_build_k8s_commands "$KIND_BIN" kubectl
+    echo "$KIND_BIN"
+  fi
+}
+
+# Slurm's pods never run on the control plane (it keeps its taint in a multi-node cluster):
+# images go to the workers only, and kind skips a node that holds an image already.
+load() {
+  local name=$1 workers
+  shift
+  exists "$name" || kind_die "no kind cluster $name (kind.sh up $name makes it)"
+  workers=$(kind_cli get nodes --name "$name" | grep -v -- '-control-plane$' | paste -sd, -)
+  [[ -n $workers ]] || workers="$name-control-plane"
+  kind_cli load docker-image --name "$name" --nodes "$workers" "$@"
+}
 
 # The node image: upstream's when it can be pulled, else ours (built if needed).
 node_image() {
@@ -106,6 +130,7 @@ up() {
   dir=$(cluster_dir "$name")
   kubeconfig=$(kubeconfig_of "$name")
   if exists "$name"; then
+    kubectl_dir >/dev/null
     kind_log "cluster $name exists; kubeconfig: $kubeconfig"
     kind_cli export kubeconfig --name "$name" --kubeconfig "$kubeconfig" >/dev/null 2>&1
     return 0
@@ -115,6 +140,7 @@ up() {
   mkdir -p "$shared"
   echo "$shared" >"$dir/shared-path"
   image=$(node_image)
+  kubectl_dir >/dev/null # after the node image: its Kubernetes build has kubectl
   if docker_runs_privileged "$image"; then
     rm -rf "$KIND_DOCKER_FRONT"
   else
@@ -178,6 +204,7 @@ down() {
   local name=$1 dir
   dir=$(cluster_dir "$name")
   if [[ -x $KIND_BIN/kind ]] && exists "$name"; then
+    kind_log "deleting cluster $name"
     kind_cli delete cluster --name "$name" --kubeconfig "$(kubeconfig_of "$name")" >&2
   fi
   # kind leaves its docker network (and its iptables rules) once no cluster uses it.
@@ -200,6 +227,15 @@ main() {
     up) up "${1:-slurmkube}" ;;
     down) down "${1:-slurmkube}" ;;
     kubeconfig) kubeconfig_of "${1:-slurmkube}" ;;
+    env)
+      # shellcheck disable=SC2016 # $PATH is for the caller's shell to expand
+      printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\n' "$(kubeconfig_of "${1:-slurmkube}")" "$(kubectl_dir)"
+      ;;
+    load)
+      (($# >= 2)) || kind_die "usage: kind.sh load NAME IMAGE..."
+      kind_build_cli
+      load "$@"
+      ;;
     shared) cat "$(cluster_dir "${1:-slurmkube}")/shared-path" ;;
     kind)
       kind_build_cli
