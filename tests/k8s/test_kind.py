@@ -35,7 +35,7 @@ from slurm_helpers import (
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s, pytest.mark.kind]
 
 KIND = REPO / "tools" / "kind" / "kind.sh"
 CACHE = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube"))

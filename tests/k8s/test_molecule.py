@@ -71,6 +71,7 @@ def test_molecule_local_scenario(localkube_cluster: Cluster, tmp_path: Path):
     assert localkube("status", check=False).returncode == 0
 
 
+@pytest.mark.kind
 def test_molecule_default_scenario_on_kind(tmp_path: Path):
     """site.yml's default: a kind cluster made here (1 control plane, 2 workers), the node set spread
     over both workers, so verify's two jobs share the jail across Kubernetes nodes."""

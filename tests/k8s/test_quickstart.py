@@ -22,7 +22,7 @@ from playbook_runner import run_playbook
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s, pytest.mark.kind]
 
 KIND = REPO / "tools" / "kind" / "kind.sh"
 # site.yml's kind cluster is named after the example cluster (demo).

@@ -46,9 +46,14 @@ kind_build_pause() {
 
 # Everything the contexts copy: localkube's binaries plus kubeadm, local-path, pause and kind.
 kind_build_binaries() {
-  mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
-  lk_build
-  lk_build_k8s_commands "$KIND_BIN" kubeadm
+  mkdir -p "$KIND_BIN" "$KIND_CACHE/logs" "$LK_CACHE"
+  # The lock localkube.sh build/up/down hold: the tests run localkube and kind side by side,
+  # and two builds filling the same directories would corrupt them.
+  (
+    flock -w 3600 9 || kind_die "another localkube build held $LK_CACHE/lock for an hour"
+    lk_build
+    lk_build_k8s_commands "$KIND_BIN" kubeadm
+  ) 9>"$LK_CACHE/lock" || exit 1
   kind_build_local_path
   kind_build_pause
   kind_build_cli
