@@ -36,6 +36,14 @@ kind_build_local_path() {
     "github.com/rancher/local-path-provisioner@$KIND_LOCAL_PATH_VERSION" || kind_die "the local-path build failed"
 }
 
+kind_build_crictl() {
+  [[ -x $KIND_BIN/crictl ]] && return 0
+  kind_log "building crictl $KIND_CRICTL_VERSION"
+  progress_run "building crictl $KIND_CRICTL_VERSION" "$KIND_CACHE/logs/build-crictl.log" \
+    lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@$KIND_CRICTL_VERSION" || kind_die "the crictl build failed"
+}
+
 # The sandbox program, from localkube's source (localkube keeps only its image).
 kind_build_pause() {
   [[ -x $KIND_BIN/pause ]] && return 0
@@ -44,7 +52,7 @@ kind_build_pause() {
   mv "$KIND_BIN/pause.tmp" "$KIND_BIN/pause"
 }
 
-# Everything the contexts copy: localkube's binaries plus kubeadm, local-path, pause and kind.
+# Everything the contexts copy: localkube's binaries plus kubeadm, local-path, crictl, pause and kind.
 kind_build_binaries() {
   mkdir -p "$KIND_BIN" "$KIND_CACHE/logs" "$LK_CACHE"
   # The lock localkube.sh build/up/down hold: the tests run localkube and kind side by side,
@@ -55,6 +63,7 @@ kind_build_binaries() {
     lk_build_k8s_commands "$KIND_BIN" kubeadm
   ) 9>"$LK_CACHE/lock" || exit 1
   kind_build_local_path
+  kind_build_crictl
   kind_build_pause
   kind_build_cli
 }
@@ -101,6 +110,7 @@ stage_node() {
   chmod -R u+w "$dir/kind"
   for b in kubelet kubectl; do install -m 0755 "$LK_BIN/$b" "$dir/bin/$b"; done
   install -m 0755 "$KIND_BIN/kubeadm" "$dir/bin/kubeadm"
+  install -m 0755 "$KIND_BIN/crictl" "$dir/bin/crictl"
   echo "$LK_K8S_VERSION" >"$dir/version"
   # Pods' sandboxes run the pause image kubeadm names, the one preloaded (kind's build does so).
   local pause
