@@ -271,7 +271,11 @@ def slurm(kind_cluster: Cluster, cluster_name: str, tmp_path_factory) -> SlurmVi
                            timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     images = json.loads(build.stdout)
-    kind("kind", "load", "docker-image", *[images[name] for name in wanted], "--name", cluster_name)
+    refs = [images[name] for name in wanted]
+    kind("load", cluster_name, *refs)
+    # kind asks each node (crictl) what it holds: a second load finds every image there.
+    again = kind("load", cluster_name, *refs).stderr
+    assert again.count("found to be already present on all nodes") == len(refs), again
     operator = Operator(kind_cluster, NAMESPACE, images["operator"])
     operator.install(tmp_path_factory.mktemp("operator"), [NAMESPACE])
     spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY},
