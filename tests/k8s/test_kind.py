@@ -16,6 +16,7 @@ import subprocess
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Callable, Optional, TypeVar
 
 import pytest
 from localkube_helpers import REPO, Cluster, wait_for
@@ -323,6 +324,25 @@ def slurm_reason(slurm: SlurmView, node: str) -> str:
     return slurm.run("sinfo", "-h", "-N", "-n", node, "-o", "%E").strip()
 
 
+Answer = TypeVar("Answer")
+# What kubectl prints when the exec itself failed, not the command run in the container.
+EXEC_FAILED = "error executing command in container"
+
+
+def through_a_node_loss(query: Callable[[], Answer]) -> Callable[[], Optional[Answer]]:
+    """QUERY for a wait while a kind node stops: None when kubectl could not exec into the
+    controller this time (runc on another node refused one exec as `docker stop` took a node:
+    "read init-p: connection reset by peer"), so the wait asks again; any other failure stands."""
+    def asked() -> Optional[Answer]:
+        try:
+            return query()
+        except AssertionError as failed:
+            if EXEC_FAILED in str(failed):
+                return None
+            raise
+    return asked
+
+
 def keep_an_operator_off(kube: Cluster, host: str) -> None:
     """At least one operator replica runs elsewhere: the one left leads once the lease expires."""
     def placed() -> list:
@@ -367,8 +387,8 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
     docker("stop", lost)
     try:
         reason = "%s %s %s lost" % (C.DRAIN_REASON_PREFIX, C.REASON_NODE_LOST, lost)
-        wait_for(lambda: slurm_reason(slurm, moving) == reason, 180, 3, explain=slurm.explain)
-        wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 3, explain=slurm.explain)
+        wait_for(through_a_node_loss(lambda: slurm_reason(slurm, moving) == reason), 180, 3, explain=slurm.explain)
+        wait_for(through_a_node_loss(lambda: slurm.job_state(job) == "COMPLETED"), 120, 3, explain=slurm.explain)
         # It ran again away from the lost node: on the other Slurm node, or on its own node's new
         # pod when that serves first (Slurm holds a requeued job for cred_expire, 30 s here, and
         # the pod is made again after 20 s); the wait below finds that pod on the other host.
@@ -380,7 +400,8 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
             pod = kube.get_json("pod", moving)
             return pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == controller_host
         wait_for(moved, 120, 3, explain=slurm.explain)
-        wait_for(lambda: in_service(slurm.nodes().get(moving, set())), 120, 3, explain=slurm.explain)
+        wait_for(through_a_node_loss(lambda: in_service(slurm.nodes().get(moving, set()))), 120, 3,
+                 explain=slurm.explain)
     finally:
         docker("start", lost)
     wait_for(lambda: kubernetes_node_ready(kube, lost), 180, 3)
