@@ -6,10 +6,10 @@
 #
 #   bash quickstart.sh                               the example cluster on kind, on this machine
 #   bash quickstart.sh -e slurmkube_kubernetes=localkube          on the embedded single node
-#   ansible-playbook playbooks/teardown.yml -e slurmkube_purge=true   delete it all again
 #   bash quickstart.sh -e slurmkube_kubeconfig=~/.kube/config -e @images.yml   your cluster
 #
-# Extra arguments go to ansible-playbook (playbooks/site.yml lists the settings).
+# Extra arguments go to ansible-playbook (playbooks/site.yml lists the settings);
+# playbooks/teardown.yml -e slurmkube_purge=true deletes the kind cluster again.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export SLURMKUBE_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"

@@ -38,10 +38,13 @@ found() {
   [[ -n $(ls "$cache"/localkube/*/bin/kubelet 2>/dev/null) ]] && what+=("Kubernetes build")
   [[ -n $(docker images -q slurmkube/kind-node 2>/dev/null) ]] && what+=("node image")
   [[ -s $cache/images.json ]] && what+=("images")
-  ((${#what[@]})) && (
-    IFS=,
-    echo "cached: ${what[*]}"
-  ) || echo "cold: nothing cached"
+  if ((${#what[@]})); then
+    printf 'cached: %s' "${what[0]}"
+    printf ', %s' "${what[@]:1}"
+    echo
+  else
+    echo "cold: nothing cached"
+  fi
 }
 
 if [[ ! -s $results ]]; then
