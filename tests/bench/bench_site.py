@@ -44,6 +44,8 @@ def cluster_vars(images: Dict[str, str]) -> Dict[str, object]:
     return {
         # Built once beforehand: a source edit between the two runs must not count as a change.
         "slurmkube_images": images,
+        # The embedded cluster this bench times (site.yml's own default is kind: bench_quickstart.sh).
+        "slurmkube_kubernetes": "localkube",
         # An operator of its own that manages only this namespace (the Kubernetes is shared).
         "slurmkube_operator_namespace": NAMESPACE,
         "slurmkube_operator_watch_namespaces": [NAMESPACE],
