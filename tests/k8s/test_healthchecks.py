@@ -253,7 +253,10 @@ def test_full_scratch_drains_with_its_reason_and_emptying_it_resumes(hc: Cluster
         assert reason.startswith(C.DRAIN_REASON_PREFIX + " replace since ") or re.match(scratch, reason), reason
     finally:
         hc.exec(worker, "rm", "-f", filler, check=False)
-    wait_idle(slurm, worker, 300)
+    # The disk is shared: the other workers drained too, and the operator may be replacing one
+    # of them. Every node is back before the next test reads a drain reason.
+    for each in WORKERS:
+        wait_idle(slurm, each, 300)
     # Back to the defaults before the next test: other engineers fill this disk too.
     patch_health_checks(hc, {"scratchMinFreeMib": 1024, "scratchMinFreePercent": 5},
                         seen="SLURMKUBE_HC_SCRATCH_MIN_FREE_MIB=1024")
@@ -264,6 +267,7 @@ def test_stopped_munged_is_drained_by_the_operator_with_its_reason_and_resumes(h
     node's check in its pod and drains from the controller; once munged runs again, the node's
     own check resumes it."""
     worker = WORKERS[0]
+    wait_idle(slurm, worker, 120)  # any earlier drain would be read as this one
     hc.exec(worker, "pkill", "-STOP", "-x", "munged")
     try:
         reason = wait_drained(slurm, worker, 240)
