@@ -16,7 +16,7 @@ import subprocess
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Callable, Optional, TypeVar
+from typing import Callable, Dict, Optional, Tuple, TypeVar
 
 import pytest
 from localkube_helpers import REPO, Cluster, wait_for
@@ -261,6 +261,9 @@ def test_a_shared_claim_is_read_and_written_by_pods_on_two_nodes(kind_cluster: C
 # ------------------------------------------------------------- Slurm over two Kubernetes nodes
 
 SLURM = "kc"
+# Each kind worker is labelled with the switch it hangs off; Slurm's tree follows the label.
+SWITCH_LABEL = "example.com/switch"
+SWITCHES = ("rack-a", "rack-b")
 
 
 @pytest.fixture(scope="module")
@@ -279,9 +282,12 @@ def slurm(kind_cluster: Cluster, cluster_name: str, tmp_path_factory) -> SlurmVi
     assert again.count("found to be already present on all nodes") == len(refs), again
     operator = Operator(kind_cluster, NAMESPACE, images["operator"])
     operator.install(tmp_path_factory.mktemp("operator"), [NAMESPACE])
-    spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY},
+    for host, switch in zip(workers(kind_cluster), SWITCHES):
+        label_switch(kind_cluster, host, switch)
+    base = tiny_cluster_spec()
+    spec = dict(base, login={"replicas": 1, "resources": TINY},
                 jail={"size": "2Gi", "storageClassName": "slurmkube-shared"},
-                healthChecks={"replaceDrainedNodes": True})
+                healthChecks={"replaceDrainedNodes": True}, slurm=dict(base["slurm"], switchLabel=SWITCH_LABEL))
     kind_cluster.apply(manifests(cluster_manifest(NAMESPACE, SLURM, images, spec),
                                  nodeset_manifest(NAMESPACE, SLURM, "cpu", 2)))
     wait_ready(kind_cluster, SLURM, operator)
@@ -313,6 +319,45 @@ def test_a_job_spans_two_kubernetes_nodes_and_jobs_on_each_share_the_jail(slurm:
     jail_root = C.JAIL_MOUNT_PATH + "/root/"
     assert sorted(slurm.run("cat", jail_root + "kind-span.out").split()) == [first, second]
     assert slurm.run("cat", jail_root + "kind-read").split() == [first, second]
+
+
+def label_switch(kube: Cluster, host: str, switch: str) -> None:
+    kube.kubectl("label", "node", host, "%s=%s" % (SWITCH_LABEL, switch), "--overwrite")
+
+
+def slurm_switches(slurm: SlurmView) -> Dict[str, Tuple[frozenset, str]]:
+    """`scontrol show topology` as switch -> (the nodes Slurm placed under it, its child switches).
+    Key=value words, not columns; Nodes is a hostlist."""
+    switches = {}
+    for line in slurm.run("scontrol", "show", "topology").splitlines():
+        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        if "SwitchName" in words:
+            nodes = slurm.run("scontrol", "show", "hostnames", words["Nodes"]).split() if words.get("Nodes") else []
+            switches[words["SwitchName"]] = (frozenset(nodes), words.get("Switches", ""))
+    return switches
+
+
+def test_slurm_topology_follows_the_switch_label_of_each_workers_kubernetes_node(slurm: SlurmView):
+    """spec.slurm.switchLabel: a leaf switch per label value, named after it, every leaf under
+    'top'; a machine relabelled moves its Slurm node to the other leaf without a restart."""
+    kube = slurm.kube
+    on_host = {kubernetes_node_of(kube, "%s-cpu-%d" % (SLURM, i)): "%s-cpu-%d" % (SLURM, i) for i in (0, 1)}
+    first, second = workers(kube)
+    everyone = frozenset(on_host.values())
+    wait_for(lambda: slurm_switches(slurm) == {
+        SWITCHES[0]: (frozenset([on_host[first]]), ""), SWITCHES[1]: (frozenset([on_host[second]]), ""),
+        "top": (everyone, ",".join(SWITCHES))}, 240, 3, explain=lambda: slurm.run("scontrol", "show", "topology"))
+    controller = kube.get_json("pod", "%s-controller-0" % SLURM)["metadata"]["uid"]
+    label_switch(kube, second, SWITCHES[0])
+    try:
+        wait_for(lambda: slurm_switches(slurm) == {SWITCHES[0]: (everyone, ""), "top": (everyone, SWITCHES[0])},
+                 240, 3, explain=lambda: slurm.run("scontrol", "show", "topology"))
+        # Both nodes now hang off one leaf: a job that wants one switch for two nodes starts.
+        out = slurm.run("srun", "-N2", "--switches=1", "hostname")
+        assert sorted(out.split()) == sorted(everyone), out
+    finally:
+        label_switch(kube, second, SWITCHES[1])
+    assert kube.get_json("pod", "%s-controller-0" % SLURM)["metadata"]["uid"] == controller
 
 
 def kubernetes_node_ready(kube: Cluster, name: str) -> bool:

@@ -49,6 +49,8 @@ HOSTLIST = r"^[A-Za-z0-9_.-]+(\[[0-9,-]+\][A-Za-z0-9_.-]*)*(,[A-Za-z0-9_.-]+(\[[
 PROGRAM_PATH = r"^/[A-Za-z0-9._/+-]+$"
 # Kubernetes extended resource names (nvidia.com/gpu).
 RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$"
+# A Kubernetes label key: an optional DNS-subdomain prefix, then a name of up to 63 characters.
+LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 # What ends a value in Slurm's config files (slurm.conf, cgroup.conf, topology.conf): a blank
 # starts the next Key=Value, '#' a comment, a newline the next line; quotes change the parse.
 SLURM_VALUE_FORBIDDEN = re.compile(r'[\s#"\\\x00-\x1f\x7f]')
@@ -380,6 +382,15 @@ class Slurm:
         maximum=65000,
     )
     topology: List[Switch] = spec_field("topology.conf switches (topology/tree).", factory=list)
+    switch_label: str = spec_field(
+        "A Kubernetes node label whose value names the network switch of the machine. The operator then "
+        "writes topology.conf (topology/tree) from where the worker pods run: one leaf switch per value, "
+        "named after it; workers on machines without the label under the leaf 'unlabelled'; every leaf "
+        "under one top switch 'top'. It follows pods and labels as they change. Set this or topology, "
+        "not both. Empty: no topology from labels.",
+        "",
+        pattern="^$|" + LABEL_KEY,
+    )
 
 
 # The fast checks there are (images/common/slurmkube-healthcheck runs them in this order).
@@ -894,6 +905,8 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
         problems.append(("spec.login.nodePort", "is only valid with serviceType NodePort, got serviceType %s"
                          % describe(spec.login.service_type)))
     problems.extend(_topology_rules(spec.slurm.topology))
+    if spec.slurm.topology and spec.slurm.switch_label:
+        problems.append(("spec.slurm.switchLabel", "set topology or switchLabel, not both"))
     root_dir = spec.worker_seccomp.kubelet_root_dir
     if root_dir == "/" or not is_normalized_path(root_dir):
         problems.append(("spec.workerSeccomp.kubeletRootDir",

@@ -98,7 +98,7 @@ class Scaling(NamedTuple):
 def config_digest(cluster: SlurmCluster, files: Mapping[str, str], slurm_nodes: Mapping[str, SlurmNode]) -> str:
     """What the running Slurm configuration should be, as a digest."""
     parts = ["%s\n%s" % kv for kv in sorted(files.items())]
-    if cluster.spec.slurm.topology:
+    if cluster.spec.slurm.topology or cluster.spec.slurm.switch_label:
         parts.append(",".join(sorted(slurm_nodes)))
     return content_hash(parts)
 

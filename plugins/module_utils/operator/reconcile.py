@@ -4,10 +4,10 @@
 
 One pass, step by step: read the spec and node sets (here), make the cluster's secrets
 (here), roll the munge key (munge_rollout.py), read Slurm's nodes through the controller
-(here), render the objects once and apply what differs (here, with each node set's scale
-plan), act on Slurm's nodes (nodes.py), and report statuses (report.py). The operator runs
-it on every event and on a timer. It writes only what differs, so a no-op pass makes no API
-writes.
+(here), see which switch each worker's machine is labelled with (topology.py), render the
+objects once and apply what differs (here, with each node set's scale plan), act on Slurm's
+nodes (nodes.py), and report statuses (report.py). The operator runs it on every event and on
+a timer. It writes only what differs, so a no-op pass makes no API writes.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import JobNotRequeued, NodeSteps, Scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import read_switch_placement
 from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
@@ -131,7 +132,7 @@ class Reconciler:
         self.ensure_secrets(cluster, cluster_obj, events)
         key = self.keys.roll_munge_key(cluster, cluster_obj, events)
         slurm, slurm_nodes = self.slurm_state(cluster)
-        rendered = render_cluster(cluster, nodesets)
+        rendered = render_cluster(cluster, nodesets, read_switch_placement(self.kube, cluster))
         scaling = self.scale_plans(cluster, nodesets, slurm_nodes)
         desired = [with_scale_plan(obj, scaling) for obj in rendered.objects]
         desired = self.after_stale_populate_jobs(cluster, desired)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.render import (
@@ -31,12 +31,14 @@ class RenderedCluster(NamedTuple):
     config_files: Dict[str, str]
 
 
-def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> RenderedCluster:
+def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                   placement: Optional[Mapping[str, str]] = None) -> RenderedCluster:
     """All manifests of a cluster and its node sets (the munge, host-key and database Secrets
-    excluded: they hold generated secrets, made by the munge_key module and the operator)."""
+    excluded: they hold generated secrets, made by the munge_key module and the operator).
+    `placement`, each worker's switch label value, feeds topology.conf (spec.slurm.switchLabel)."""
     check_references(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
-    files = render_config_files(cluster, ordered)
+    files = render_config_files(cluster, ordered, placement)
     maybe: List[Optional[Manifest]] = [
         policy.render_service_account(cluster),
         render_config_map(cluster, files),

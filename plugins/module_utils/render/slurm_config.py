@@ -12,8 +12,9 @@ partitions name node sets through ``NodeSet=`` lines.
 
 from __future__ import annotations
 
+import re
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
@@ -41,6 +42,11 @@ GRES_CONF = "gres.conf"
 PLUGSTACK_CONF = "plugstack.conf"
 TOPOLOGY_CONF = "topology.conf"
 HEALTH_CONF = C.HEALTH_CONFIG_FILE
+# topology.conf from a switch label: the leaf of workers on machines without it, and the switch
+# above every leaf.
+UNLABELLED_SWITCH = "unlabelled"
+TOP_SWITCH = "top"
+_NUMBERED = re.compile(r"^(.*?)([0-9]+)$")
 
 # Keys whose value is a comma list: a user's list is merged into ours, not put in its place.
 LIST_KEYS = frozenset(
@@ -197,7 +203,7 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         settings["AccountingStorageHost"] = spec.accounting.host or object_name(cluster, C.COMPONENT_SLURMDBD)
         settings["AccountingStoragePort"] = spec.accounting.port
         settings.update(FAIR_SHARE)
-    if spec.slurm.topology:
+    if spec.slurm.topology or spec.slurm.switch_label:
         settings["TopologyPlugin"] = "topology/tree"
     return settings
 
@@ -333,15 +339,59 @@ def render_plugstack_conf(cluster: SlurmCluster) -> str:
     return header(cluster, "plugstack.conf") + line + "\n"
 
 
-def render_topology_conf(cluster: SlurmCluster) -> Optional[str]:
-    """topology.conf when the spec gives switches, else None."""
-    switches = cluster.spec.slurm.topology
-    if not switches:
+def hostlist(names: Iterable[str]) -> str:
+    """Slurm's hostlist form of node names: demo-cpu-[0-2,5],demo-big-0 (sorted, ranges folded)."""
+    numbered: Dict[str, List[int]] = {}
+    plain: List[str] = []
+    for name in sorted(set(names)):
+        match = _NUMBERED.match(name)
+        if match and str(int(match.group(2))) == match.group(2):  # node01 keeps its zero: no range
+            numbered.setdefault(match.group(1), []).append(int(match.group(2)))
+        else:
+            plain.append(name)
+    parts = plain + [prefix + _ranges(sorted(numbers)) for prefix, numbers in numbered.items()]
+    return ",".join(sorted(parts))
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    """'7' for one number, '[0-2,5]' for several."""
+    if len(numbers) == 1:
+        return str(numbers[0])
+    spans: List[List[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return "[%s]" % ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in spans)
+
+
+def labelled_switches(placement: Mapping[str, str]) -> List[Tuple[str, str]]:
+    """topology.conf's switches from each worker's switch label value (node -> value, '' for a
+    machine without the label): a leaf per value, one top switch above them all. topology/tree
+    needs every node on a switch and one fabric for jobs to span leaves."""
+    leaves: Dict[str, List[str]] = {}
+    for node, value in placement.items():
+        leaves.setdefault(value or UNLABELLED_SWITCH, []).append(node)
+    top = TOP_SWITCH
+    while top in leaves:  # a label value took the name
+        top += "-up"
+    switches = [(leaf, "Nodes=" + hostlist(nodes)) for leaf, nodes in sorted(leaves.items())]
+    return switches + [(top, "Switches=" + ",".join(sorted(leaves)))] if leaves else []
+
+
+def render_topology_conf(cluster: SlurmCluster, placement: Mapping[str, str]) -> Optional[str]:
+    """topology.conf when the spec gives switches or a switch label, else None. With a label and
+    no worker placed yet the file has no switch: topology/tree needs the file to exist, and a
+    switch without nodes or children is refused."""
+    if cluster.spec.slurm.topology:
+        switches = [(sw.name, "Nodes=%s" % sw.nodes if sw.nodes else "Switches=%s" % ",".join(sw.switches))
+                    for sw in cluster.spec.slurm.topology]
+    elif cluster.spec.slurm.switch_label:
+        switches = labelled_switches(placement)
+    else:
         return None
-    lines = [header(cluster, "topology.conf")]
-    for sw in switches:
-        member = "Nodes=%s" % sw.nodes if sw.nodes else "Switches=%s" % ",".join(sw.switches)
-        lines.append("SwitchName=%s %s" % (sw.name, member))
+    lines = [header(cluster, "topology.conf")] + ["SwitchName=%s %s" % sw for sw in switches]
     return "\n".join(lines) + "\n"
 
 
@@ -374,8 +424,10 @@ def render_health_conf(cluster: SlurmCluster) -> str:
     return header(cluster, "Health-check settings") + "\n".join(lines) + "\n"
 
 
-def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[str, str]:
-    """Every Slurm config file by name, and the health-check settings."""
+def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                        placement: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """Every Slurm config file by name, and the health-check settings. `placement` is each
+    worker's switch label value (see labelled_switches), read by the operator."""
     files = {
         SLURM_CONF: render_slurm_conf(cluster, nodesets),
         CGROUP_CONF: render_cgroup_conf(cluster),
@@ -383,7 +435,7 @@ def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> D
         PLUGSTACK_CONF: render_plugstack_conf(cluster),
         HEALTH_CONF: render_health_conf(cluster),
     }
-    topology = render_topology_conf(cluster)
+    topology = render_topology_conf(cluster, placement or {})
     if topology is not None:
         files[TOPOLOGY_CONF] = topology
     return files

@@ -1,0 +1,134 @@
+"""Topology from a node label (spec.slurm.switchLabel): the operator reads which machine each
+worker runs on and that machine's label, and topology.conf follows pods and labels."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+
+import pytest
+from examples import example_resources
+from test_reconcile_health import T0, SlurmKube
+
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError, parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import switch_placement
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import config_map_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
+    hostlist,
+    labelled_switches,
+    render_config_files,
+    render_slurm_conf,
+    render_topology_conf,
+)
+
+LABEL = "example.com/switch"
+
+
+def cluster(slurm):
+    return parse_cluster({"metadata": {"name": "demo", "namespace": "hpc"}, "spec": {"slurm": slurm}})
+
+
+@pytest.mark.parametrize("names, expected", [
+    (["demo-cpu-0"], "demo-cpu-0"),
+    (["demo-cpu-2", "demo-cpu-0", "demo-cpu-1", "demo-cpu-5", "demo-cpu-10"], "demo-cpu-[0-2,5,10]"),
+    (["demo-cpu-1", "demo-big-0", "demo-cpu-0"], "demo-big-0,demo-cpu-[0-1]"),
+    (["node01", "node02", "login"], "login,node01,node02"),  # zero-padded names are left whole
+    (["demo-cpu-3", "demo-cpu-3"], "demo-cpu-3"),
+])
+def test_node_names_are_written_as_slurm_hostlists(names, expected):
+    assert hostlist(names) == expected
+
+
+def test_one_leaf_per_label_value_under_one_top_switch():
+    placement = {"demo-cpu-0": "rack-a", "demo-cpu-1": "rack-b", "demo-cpu-2": "rack-a", "demo-big-0": ""}
+    assert labelled_switches(placement) == [
+        ("rack-a", "Nodes=demo-cpu-[0,2]"),
+        ("rack-b", "Nodes=demo-cpu-1"),
+        ("unlabelled", "Nodes=demo-big-0"),
+        ("top", "Switches=rack-a,rack-b,unlabelled"),
+    ]
+
+
+def test_a_label_value_named_top_keeps_the_tree_a_tree():
+    assert labelled_switches({"demo-cpu-0": "top"}) == [("top", "Nodes=demo-cpu-0"), ("top-up", "Switches=top")]
+
+
+def test_topology_conf_follows_the_placement_and_enables_the_tree_plugin():
+    with_label = cluster({"switchLabel": LABEL})
+    text = render_topology_conf(with_label, {"demo-cpu-0": "rack-a", "demo-cpu-1": "rack-b"})
+    assert text.splitlines()[-3:] == ["SwitchName=rack-a Nodes=demo-cpu-0", "SwitchName=rack-b Nodes=demo-cpu-1",
+                                      "SwitchName=top Switches=rack-a,rack-b"]
+    assert "TopologyPlugin=topology/tree" in render_slurm_conf(with_label, [])
+    # Before any worker is placed the file is there (topology/tree reads it) with no switch.
+    empty = render_config_files(with_label, [])["topology.conf"]
+    assert empty.startswith("#") and "SwitchName" not in empty
+
+
+def test_without_a_label_the_placement_changes_nothing():
+    plain = cluster({})
+    assert render_config_files(plain, [], {"demo-cpu-0": "rack-a"}) == render_config_files(plain, [])
+    assert "TopologyPlugin" not in render_slurm_conf(plain, [])
+
+
+@pytest.mark.parametrize("slurm, field", [
+    ({"switchLabel": LABEL, "topology": [{"name": "leaf", "nodes": "demo-cpu-0"}]}, "spec.slurm.switchLabel"),
+    ({"switchLabel": "Rack Switch"}, "spec.slurm.switchLabel"),
+    ({"switchLabel": "example.com/"}, "spec.slurm.switchLabel"),
+])
+def test_bad_switch_labels_are_refused_with_the_field(slurm, field):
+    with pytest.raises(SpecError, match=field.replace(".", r"\.")):
+        cluster(slurm)
+
+
+def pod(name, host=None):
+    return {"metadata": {"name": name}, "spec": {"nodeName": host} if host else {}}
+
+
+def host(name, labels=None):
+    return {"metadata": {"name": name, "labels": labels or {}}}
+
+
+def test_each_scheduled_worker_gets_its_machines_label_value():
+    pods = [pod("demo-cpu-0", "kind-worker"), pod("demo-cpu-1", "kind-worker2"), pod("demo-cpu-2"),
+            pod("demo-cpu-3", "gone-host")]
+    hosts = [host("kind-worker", {LABEL: "rack-a"}), host("kind-worker2", {"other": "x"})]
+    assert switch_placement(pods, hosts, LABEL) == {"demo-cpu-0": "rack-a", "demo-cpu-1": "", "demo-cpu-3": ""}
+
+
+@pytest.fixture
+def labelled_world(monkeypatch):
+    """The cpu-only cluster with a switch label, its four workers on two labelled machines."""
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
+    kube = SlurmKube()
+    raw = example_resources("cpu-only")
+    obj = copy.deepcopy(raw["cluster"])
+    obj["metadata"].update(uid="u-1", generation=1)
+    obj["spec"] = {"slurm": {"switchLabel": LABEL}}
+    for nodeset in raw["nodesets"]:
+        kube.apply(nodeset)
+    R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    for name, rack in (("host-a", "rack-a"), ("host-b", "rack-b")):
+        kube.host(name, cordoned=False)
+        kube.objects[("Node", None, name)]["metadata"]["labels"] = {LABEL: rack}
+    for i in range(4):
+        kube.pod("cpu-compute-%d" % i, T0 - datetime.timedelta(days=1), host="host-a" if i < 2 else "host-b")
+    return kube, obj
+
+
+def topology_lines(kube, obj):
+    config = kube.get("v1", "ConfigMap", config_map_name(parse_cluster(obj)), obj["metadata"]["namespace"])
+    return [ln for ln in config["data"].get("topology.conf", "").splitlines() if ln and not ln.startswith("#")]
+
+
+def test_the_operator_writes_the_workers_switches_and_follows_a_relabelled_machine(labelled_world):
+    kube, obj = labelled_world
+    R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    assert topology_lines(kube, obj) == ["SwitchName=rack-a Nodes=cpu-compute-[0-1]",
+                                         "SwitchName=rack-b Nodes=cpu-compute-[2-3]",
+                                         "SwitchName=top Switches=rack-a,rack-b"]
+    kube.objects[("Node", None, "host-b")]["metadata"]["labels"] = {}
+    R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    assert topology_lines(kube, obj) == ["SwitchName=rack-a Nodes=cpu-compute-[0-1]",
+                                         "SwitchName=unlabelled Nodes=cpu-compute-[2-3]",
+                                         "SwitchName=top Switches=rack-a,unlabelled"]
