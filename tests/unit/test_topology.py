@@ -96,11 +96,31 @@ def test_each_scheduled_worker_gets_its_machines_label_value():
     assert switch_placement(pods, hosts, LABEL) == {"demo-cpu-0": "rack-a", "demo-cpu-1": "", "demo-cpu-3": ""}
 
 
+class ControllerKube(SlurmKube):
+    """SlurmKube whose controller pod reads /etc/slurm from the ConfigMap as the kubelet last
+    synced it (`synced`, None: as it is now) and counts its reconfigures."""
+
+    def __init__(self):
+        super().__init__()
+        self.synced = None
+        self.reconfigures = 0
+
+    def exec(self, namespace, pod, container, command, timeout=60):
+        if command[0] == "cat":
+            files = self.synced if self.synced is not None else self.get(
+                "v1", "ConfigMap", "cpu-slurm-config", "research")["data"]
+            return 0, "".join(files.get(path.rsplit("/", 1)[1], "") for path in command[1:]), ""
+        if command[:2] == ["scontrol", "reconfigure"]:
+            self.reconfigures += 1
+            return 0, "", ""
+        return super().exec(namespace, pod, container, command, timeout)
+
+
 @pytest.fixture
 def labelled_world(monkeypatch):
     """The cpu-only cluster with a switch label, its four workers on two labelled machines."""
     monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
-    kube = SlurmKube()
+    kube = ControllerKube()
     raw = example_resources("cpu-only")
     obj = copy.deepcopy(raw["cluster"])
     obj["metadata"].update(uid="u-1", generation=1)
@@ -111,8 +131,10 @@ def labelled_world(monkeypatch):
     for name, rack in (("host-a", "rack-a"), ("host-b", "rack-b")):
         kube.host(name, cordoned=False)
         kube.objects[("Node", None, name)]["metadata"]["labels"] = {LABEL: rack}
+    kube.pod("cpu-controller-0", T0 - datetime.timedelta(days=1))
     for i in range(4):
         kube.pod("cpu-compute-%d" % i, T0 - datetime.timedelta(days=1), host="host-a" if i < 2 else "host-b")
+        kube.node("cpu-compute-%d" % i, "IDLE")
     return kube, obj
 
 
@@ -132,3 +154,34 @@ def test_the_operator_writes_the_workers_switches_and_follows_a_relabelled_machi
     assert topology_lines(kube, obj) == ["SwitchName=rack-a Nodes=cpu-compute-[0-1]",
                                          "SwitchName=unlabelled Nodes=cpu-compute-[2-3]",
                                          "SwitchName=top Switches=rack-a,unlabelled"]
+
+
+def topology_ready(outcome):
+    return next(c for c in outcome.status["conditions"] if c["type"] == "TopologyReady")
+
+
+def test_the_cluster_is_ready_only_once_slurmctld_has_read_the_workers_switches(labelled_world):
+    """topology/tree refuses every job while no registered node is in its tree: Ready waits for
+    the reconfigure that brings the new topology.conf in, which waits for the kubelet's sync."""
+    kube, obj = labelled_world
+    kube.synced = {}  # the controller pod still reads the files it started with
+    outcome = R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    assert topology_ready(outcome)["status"] == "False" and kube.reconfigures == 0
+    ready = next(c for c in outcome.status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and "waiting for slurmctld to read topology.conf" in ready["message"]
+    obj["status"] = outcome.status
+    kube.synced = None  # the kubelet has synced the ConfigMap
+    outcome = R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    assert topology_ready(outcome)["status"] == "True" and kube.reconfigures == 1
+    obj["status"] = outcome.status
+    outcome = R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    assert topology_ready(outcome)["status"] == "True" and kube.reconfigures == 1  # nothing new: no reconfigure
+
+
+def test_a_cluster_without_topology_has_no_topology_condition(monkeypatch):
+    kube = ControllerKube()
+    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
+    obj = copy.deepcopy(example_resources("cpu-only")["cluster"])
+    obj["metadata"].update(uid="u-1", generation=1)
+    outcome = R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    assert "TopologyReady" not in [c["type"] for c in outcome.status["conditions"]]

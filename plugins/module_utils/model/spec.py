@@ -1083,6 +1083,11 @@ def munge_secret_name(cluster: SlurmCluster) -> str:
     return cluster.spec.munge.secret_name or cluster.name + "-munge-key"
 
 
+def has_topology(cluster: SlurmCluster) -> bool:
+    """The cluster runs topology/tree: switches in the spec, or from a node label."""
+    return bool(cluster.spec.slurm.topology or cluster.spec.slurm.switch_label)
+
+
 def object_name(cluster: SlurmCluster, component: str) -> str:
     """Name of a cluster-wide object of a component (demo-controller, demo-login, ...)."""
     return "%s-%s" % (cluster.name, component)

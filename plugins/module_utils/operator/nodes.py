@@ -23,6 +23,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     NodeSetSpec,
     SlurmCluster,
+    has_topology,
     nodeset_object_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
@@ -98,7 +99,7 @@ class Scaling(NamedTuple):
 def config_digest(cluster: SlurmCluster, files: Mapping[str, str], slurm_nodes: Mapping[str, SlurmNode]) -> str:
     """What the running Slurm configuration should be, as a digest."""
     parts = ["%s\n%s" % kv for kv in sorted(files.items())]
-    if cluster.spec.slurm.topology or cluster.spec.slurm.switch_label:
+    if has_topology(cluster):
         parts.append(",".join(sorted(slurm_nodes)))
     return content_hash(parts)
 

@@ -32,6 +32,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     SpecError,
     accounting_db_secret_name,
     check_references,
+    has_topology,
     munge_secret_name,
     nodeset_object_name,
     object_name,
@@ -43,7 +44,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
     ScalePlan,
     plan_scale,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import JobNotRequeued, NodeSteps, Scaling
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import (
+    JobNotRequeued,
+    NodeSteps,
+    Scaling,
+    config_digest,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import read_switch_placement
@@ -89,6 +95,15 @@ def with_scale_plan(obj: Dict[str, Any], scaling: Mapping[str, Scaling]) -> Dict
     out = copy.deepcopy(obj)
     out["spec"]["replicas"] = found.plan.replicas
     return out
+
+
+def topology_in_effect(cluster: SlurmCluster, files: Mapping[str, str], config_hash: str,
+                       slurm_nodes: Optional[Mapping[str, SlurmNode]]) -> Optional[bool]:
+    """Whether slurmctld reconfigured with this pass's files and nodes (its tree takes dynamic
+    nodes in only then); None for a cluster without a topology."""
+    if not has_topology(cluster):
+        return None
+    return slurm_nodes is not None and config_hash == config_digest(cluster, files, slurm_nodes)
 
 
 def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
@@ -145,7 +160,9 @@ class Reconciler:
             config_hash = self.nodes.reconfigure_if_needed(cluster, rendered.config_files, config_hash, slurm,
                                                            slurm_nodes, events)
         status, per_nodeset = self.status.report(cluster, nodesets, cluster_obj, slurm_nodes, key, live_nodesets,
-                                                 self.nodes.not_requeued)
+                                                 self.nodes.not_requeued,
+                                                 topology_in_effect(cluster, rendered.config_files, config_hash,
+                                                                    slurm_nodes))
         status["configHash"] = config_hash
         if slurm_nodes is None:  # Slurm could not be asked: what was found before still holds
             status["jobsNotRequeued"] = (cluster_obj.get("status") or {}).get("jobsNotRequeued") or []

@@ -47,8 +47,10 @@ class StatusReport:
     def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], cluster_obj: Mapping[str, Any],
                slurm_nodes: Optional[Mapping[str, SlurmNode]], key: KeyState,
                live_nodesets: Mapping[str, Mapping[str, Any]],
-               not_requeued: Sequence[JobNotRequeued] = ()) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
-        """The SlurmCluster's status and each NodeSet's, from what is live now."""
+               not_requeued: Sequence[JobNotRequeued] = (),
+               topology_in_effect: Optional[bool] = None) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+        """The SlurmCluster's status and each NodeSet's, from what is live now. `topology_in_effect`
+        (None: the cluster has no topology) says whether slurmctld's tree holds every node."""
         controller = self.statefulset(cluster, object_name(cluster, C.COMPONENT_CONTROLLER))
         login = self.statefulset(cluster, object_name(cluster, C.COMPONENT_LOGIN))
         job = self.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
@@ -88,6 +90,11 @@ class StatusReport:
             condition("MungeKeyInUse", key.pending is None, "MungeKey",
                       key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
         ]
+        if topology_in_effect is not None:
+            # topology/tree refuses every job while no registered node is in its tree.
+            conditions.append(condition("TopologyReady", topology_in_effect, "TopologyConf",
+                                        "slurmctld's topology holds every node" if topology_in_effect
+                                        else "waiting for slurmctld to read topology.conf", generation, previous, now))
         conditions.append(ready_condition(conditions, generation, previous, now))
         status = {
             "phase": phase_of(conditions),

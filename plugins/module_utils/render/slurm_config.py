@@ -21,6 +21,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     NodeSet,
     SlurmCluster,
     SubMount,
+    has_topology,
     nodeset_object_name,
     nodesets_in_partition,
     object_name,
@@ -203,7 +204,7 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         settings["AccountingStorageHost"] = spec.accounting.host or object_name(cluster, C.COMPONENT_SLURMDBD)
         settings["AccountingStoragePort"] = spec.accounting.port
         settings.update(FAIR_SHARE)
-    if spec.slurm.topology or spec.slurm.switch_label:
+    if has_topology(cluster):
         settings["TopologyPlugin"] = "topology/tree"
     return settings
 
