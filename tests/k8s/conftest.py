@@ -67,7 +67,7 @@ def slurm_images(localkube_cluster: Cluster) -> dict:
 def crds(localkube_cluster: Cluster) -> None:
     localkube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     for crd in ("slurmclusters.slurmkube.io", "nodesets.slurmkube.io"):
-        localkube_cluster.kubectl("wait", "--for=condition=Established", "crd/" + crd, "--timeout=60s")
+        localkube_cluster.wait_crd_established(crd)
 
 
 @pytest.fixture(scope="session")

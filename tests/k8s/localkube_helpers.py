@@ -63,6 +63,16 @@ class Cluster:
     def get_json(self, *args: str) -> dict:
         return json.loads(self.kubectl("-n", self.namespace, "get", *args, "-o", "json").stdout)
 
+    def wait_crd_established(self, name: str, timeout: float = 60) -> None:
+        """Until the CRD serves its kind. Not `kubectl wait --for=condition=Established`: right after
+        an apply the CRD may have no conditions yet, and kubectl then fails at once (".status.conditions
+        accessor error: <nil>") instead of waiting (CI saw it)."""
+        def established() -> bool:
+            crd = json.loads(self.kubectl("get", "crd", name, "-o", "json").stdout)
+            return any(c.get("type") == "Established" and c.get("status") == "True"
+                       for c in (crd.get("status") or {}).get("conditions") or [])
+        wait_for(established, timeout, 1, explain=lambda: self.kubectl("get", "crd", name, "-o", "yaml").stdout)
+
     def exec(self, pod: str, *command: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.kubectl("-n", self.namespace, "exec", pod, "--", *command, check=check)
 

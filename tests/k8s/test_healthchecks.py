@@ -361,7 +361,7 @@ def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds
         hc.kubectl("apply", "--server-side", "-f", str(crd))
     try:
         for name in ("servicemonitors", "prometheusrules"):
-            hc.kubectl("wait", "--for=condition=Established", "crd/%s.monitoring.coreos.com" % name, "--timeout=60s")
+            hc.wait_crd_established("%s.monitoring.coreos.com" % name)
         proc, checked = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", "--check", env=hc.env)
         assert proc.returncode == 0 and checked["changed"] is True, proc.stdout[-3000:]
         assert not hc.get_json("servicemonitors")["items"]  # check mode wrote nothing

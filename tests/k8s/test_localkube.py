@@ -137,7 +137,7 @@ def test_custom_resource_definition_and_custom_resource(localkube_cluster: Clust
         """),
     )
     try:
-        c.kubectl("wait", "--for=condition=Established", f"crd/widgets.{group}", "--timeout=60s")
+        c.wait_crd_established(f"widgets.{group}")
         c.apply(f"apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: w1}}\nspec: {{size: 3}}\n")
         widget = c.get_json(f"widgets.{group}", "w1")
         assert widget["spec"] == {"size": 3}

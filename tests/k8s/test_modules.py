@@ -25,7 +25,7 @@ def kube(localkube_cluster: Cluster) -> Iterator[Cluster]:
     objects in the API and start no pods beside the operator tests' clusters."""
     localkube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     for crd in ("slurmclusters.slurmkube.io", "nodesets.slurmkube.io"):
-        localkube_cluster.kubectl("wait", "--for=condition=Established", "crd/" + crd, "--timeout=60s")
+        localkube_cluster.wait_crd_established(crd)
     own = Cluster(env=localkube_cluster.env, namespace=localkube_cluster.namespace + "-modules")
     own.kubectl("create", "namespace", own.namespace)
     yield own
