@@ -103,15 +103,16 @@ def world(monkeypatch):
     return make_world(monkeypatch)
 
 
-def make_world(monkeypatch):
-    """A cpu-only cluster with its objects applied, a controller pod, four idle nodes and their pods."""
+def make_world(monkeypatch, kube=None, spec=None):
+    """A cpu-only cluster with its objects applied, a controller pod, four idle nodes and their
+    pods; `kube` a SlurmKube of the caller's kind, `spec` the cluster's (else replacing drained nodes)."""
     keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
     monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: keys)
-    kube = SlurmKube()
+    kube = kube if kube is not None else SlurmKube()
     raw = example_resources("cpu-only")
     cluster = copy.deepcopy(raw["cluster"])
     cluster["metadata"].update(uid="u-1", generation=1)
-    cluster["spec"] = {"healthChecks": {"replaceDrainedNodes": True}}
+    cluster["spec"] = spec if spec is not None else {"healthChecks": {"replaceDrainedNodes": True}}
     for nodeset in raw["nodesets"]:
         kube.apply(nodeset)
     R.Reconciler(kube, clock=lambda: T0).reconcile(cluster)  # objects exist; Slurm is not up yet

@@ -3,12 +3,10 @@ worker runs on and that machine's label, and topology.conf follows pods and labe
 
 from __future__ import annotations
 
-import copy
 import datetime
 
 import pytest
-from examples import example_resources
-from test_reconcile_health import T0, SlurmKube
+from test_reconcile_health import T0, SlurmKube, make_world
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError, parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
@@ -119,22 +117,12 @@ class ControllerKube(SlurmKube):
 @pytest.fixture
 def labelled_world(monkeypatch):
     """The cpu-only cluster with a switch label, its four workers on two labelled machines."""
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
-    kube = ControllerKube()
-    raw = example_resources("cpu-only")
-    obj = copy.deepcopy(raw["cluster"])
-    obj["metadata"].update(uid="u-1", generation=1)
-    obj["spec"] = {"slurm": {"switchLabel": LABEL}}
-    for nodeset in raw["nodesets"]:
-        kube.apply(nodeset)
-    R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    kube, obj = make_world(monkeypatch, ControllerKube(), {"slurm": {"switchLabel": LABEL}})
     for name, rack in (("host-a", "rack-a"), ("host-b", "rack-b")):
         kube.host(name, cordoned=False)
         kube.objects[("Node", None, name)]["metadata"]["labels"] = {LABEL: rack}
-    kube.pod("cpu-controller-0", T0 - datetime.timedelta(days=1))
-    for i in range(4):
-        kube.pod("cpu-compute-%d" % i, T0 - datetime.timedelta(days=1), host="host-a" if i < 2 else "host-b")
-        kube.node("cpu-compute-%d" % i, "IDLE")
+    for i in (2, 3):
+        kube.pod("cpu-compute-%d" % i, T0 - datetime.timedelta(days=2), host="host-b")
     return kube, obj
 
 
@@ -179,9 +167,6 @@ def test_the_cluster_is_ready_only_once_slurmctld_has_read_the_workers_switches(
 
 
 def test_a_cluster_without_topology_has_no_topology_condition(monkeypatch):
-    kube = ControllerKube()
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
-    obj = copy.deepcopy(example_resources("cpu-only")["cluster"])
-    obj["metadata"].update(uid="u-1", generation=1)
+    kube, obj = make_world(monkeypatch, ControllerKube())
     outcome = R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
     assert "TopologyReady" not in [c["type"] for c in outcome.status["conditions"]]
