@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Dict
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The programs that run on the nodes (images/node) are plain scripts, not collection code.
@@ -12,3 +15,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "images" / "node
 from collection_path import ensure_importable
 
 ensure_importable()
+
+
+# Seconds spent per test module (setup, call and teardown), printed at the end: tests/run splits
+# the localkube modules over two processes by these figures, so every CI log carries them.
+_MODULE_SECONDS: Dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    slow = sorted(_MODULE_SECONDS.items(), key=lambda item: -item[1])[:15]
+    if slow:
+        terminalreporter.section("seconds per test module")
+        for module, seconds in slow:
+            terminalreporter.write_line("%8.1fs %s" % (seconds, module))

@@ -4,10 +4,16 @@ The session fixture `localkube_cluster` brings the cluster up (building it on a 
 machine) and takes it down at the end unless it was already running or LOCALKUBE_KEEP=1.
 `slurm_images`, `crds` and `operator` give a test module what it needs to run Slurm
 clusters in the session's namespace (see slurm_helpers.py for manifests and readers).
+
+tests/run runs the localkube tests in two pytest processes on one cluster, each in a namespace
+of its own with an operator of its own. Every test holds a shared lock on the cluster while it
+runs; a test marked `whole_cluster` (it changes what every namespace sees, e.g. cordons the only
+node) holds it alone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -30,6 +36,24 @@ def pytest_collection_modifyitems(items: list) -> None:
     session's operator and imported images under any module that ran before it."""
     first = ("test_localkube.py",)
     items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
+
+
+# Beside the cluster's state, so every process testing this cluster finds the same file.
+SHARE_LOCK = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "localkube" / "tests.lock"
+
+
+@pytest.fixture(autouse=True)
+def localkube_share(request: pytest.FixtureRequest):
+    """The lock of the module docstring, for every test on localkube (its module fixtures are
+    made outside it: a cordon only keeps their pods Pending a while, within their waits)."""
+    if "localkube_cluster" not in request.fixturenames:
+        yield
+        return
+    SHARE_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    alone = request.node.get_closest_marker("whole_cluster") is not None
+    with SHARE_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        yield
 
 
 @pytest.fixture(scope="session")

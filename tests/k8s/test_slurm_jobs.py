@@ -476,6 +476,7 @@ def test_an_eviction_is_refused_for_a_busy_worker_and_takes_an_idle_one_at_once(
         slurm.run("scancel", job)
 
 
+@pytest.mark.whole_cluster
 def test_kubectl_drain_waits_for_a_busy_worker_requeues_after_the_timeout_and_the_node_comes_back(slurm: SlurmView):
     """One job ends within the drain timeout, one is requeued after it (an Event names it); the
     pod is evicted only then. The host uncordoned, the new pod serves and the drain is lifted.

@@ -405,18 +405,19 @@ lk_import_image() {
   done
 }
 
-# One build/up/down at a time on this machine: several test sessions may call us, and a
-# down racing an up leaves orphans. The lock fd is closed in every component we start.
+# One build/up/down/import-image at a time on this machine: several test sessions may call us,
+# a down racing an up leaves orphans, and containerd refuses a second import of content another
+# import is writing. The lock fd is closed in every component we start.
 lk_lock() {
   mkdir -p "$LK_CACHE"
   exec 9>"$LK_CACHE/lock"
-  flock -w 3600 9 || lk_die "another localkube build/up/down held the lock for an hour"
+  flock -w 3600 9 || lk_die "another localkube build, up, down or import held the lock for an hour"
 }
 
 main() {
   local cmd=${1:-}
   shift || true
-  case $cmd in build | up | down) lk_lock ;; esac
+  case $cmd in build | up | down | import-image) lk_lock ;; esac
   case $cmd in
   build) lk_build ;;
   up) lk_up ;;
