@@ -1,4 +1,5 @@
-"""A real Kubernetes for the `k8s` tests: localkube (tools/localkube/localkube.sh).
+"""A real Kubernetes for the `k8s` tests: localkube (tools/localkube/localkube.sh), or with
+SLURMKUBE_TEST_KUBERNETES=kind one kind cluster (localkube_helpers.KIND_TEST_CLUSTER).
 
 The session fixture `localkube_cluster` brings the cluster up (building it on a cold
 machine) and takes it down at the end unless it was already running or LOCALKUBE_KEEP=1.
@@ -19,14 +20,27 @@ import os
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, Tuple
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from localkube_helpers import REPO, Cluster, localkube, localkube_env
+from localkube_helpers import (
+    KIND_TEST_CLUSTER,
+    ON_KIND,
+    REPO,
+    Cluster,
+    exported_env,
+    kind,
+    load_images,
+    localkube,
+    localkube_env,
+    toolbox_archive,
+)
 from playbook_runner import run_module
 from slurm_helpers import SLURM_IMAGES, Operator
 
@@ -42,36 +56,66 @@ def pytest_collection_modifyitems(items: list) -> None:
 SHARE_LOCK = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "localkube" / "tests.lock"
 
 
-@pytest.fixture(autouse=True)
-def localkube_share(request: pytest.FixtureRequest):
-    """The lock of the module docstring, for every test on localkube (its module fixtures are
-    made outside it: a cordon only keeps their pods Pending a while, within their waits)."""
-    if "localkube_cluster" not in request.fixturenames:
-        yield
-        return
+@contextmanager
+def shared_cluster(alone: bool) -> Iterator[None]:
+    """The lock of the module docstring: shared, or held alone."""
     SHARE_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    alone = request.node.get_closest_marker("whole_cluster") is not None
     with SHARE_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         yield
 
 
-@pytest.fixture(scope="session")
-def localkube_cluster() -> Cluster:
-    if os.geteuid() != 0:
-        pytest.skip("localkube needs root")
+@pytest.fixture(autouse=True)
+def localkube_share(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test on the cluster holds the lock (its module fixtures are made outside it: a
+    cordon only keeps their pods Pending a while, within their waits)."""
+    if "localkube_cluster" not in request.fixturenames:
+        yield
+        return
+    with shared_cluster(alone=request.node.get_closest_marker("whole_cluster") is not None):
+        yield
+
+
+def up_localkube() -> Tuple[bool, dict]:
+    """localkube up; whether it was running before, and the environment that reaches it."""
     was_running = localkube("status", check=False).returncode == 0
     up = localkube("up", check=False)
     if up.returncode != 0:
         pytest.fail(f"localkube up failed:\n{up.stderr[-4000:]}")
-    env = localkube_env()
+    return was_running, localkube_env()
+
+
+def up_kind() -> Tuple[bool, dict]:
+    """The kind test cluster up, with what the tests expect of localkube: the toolbox image, and a
+    ReadWriteMany default class (the jails of tests that name none span pods on every node).
+    Whether it was running before, and the environment that reaches it."""
+    was_running = KIND_TEST_CLUSTER in kind("kind", "get", "clusters").stdout.split()
+    kind("up", KIND_TEST_CLUSTER)
+    kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", KIND_TEST_CLUSTER)
+    env = exported_env(kind("env", KIND_TEST_CLUSTER).stdout)
+    default = "storageclass.kubernetes.io/is-default-class"
+    for storage_class, is_default in (("standard", "false"), ("slurmkube-shared", "true")):
+        subprocess.run(["kubectl", "annotate", "--overwrite", "storageclass", storage_class,
+                        f"{default}={is_default}"], env=env, check=True, capture_output=True, timeout=60)
+    return was_running, env
+
+
+@pytest.fixture(scope="session")
+def localkube_cluster() -> Cluster:
+    if os.geteuid() != 0:
+        pytest.skip("localkube and kind here need root")
+    with shared_cluster(alone=True):  # the kind cluster is made and set up once
+        was_running, env = up_kind() if ON_KIND else up_localkube()
     namespace = f"lk-test-{uuid.uuid4().hex[:6]}"
     cluster = Cluster(env=env, namespace=namespace)
     cluster.kubectl("create", "namespace", namespace)
     yield cluster
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     if not was_running and os.environ.get("LOCALKUBE_KEEP") != "1":
-        localkube("down", check=False)
+        if ON_KIND:
+            kind("down", KIND_TEST_CLUSTER, check=False)
+        else:
+            localkube("down", check=False)
 
 
 @pytest.fixture(scope="session")
@@ -82,8 +126,7 @@ def slurm_images(localkube_cluster: Cluster) -> dict:
                            text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
-    for name in wanted:
-        localkube("import-image", refs[name])
+    load_images(*(refs[name] for name in wanted))
     return refs
 
 

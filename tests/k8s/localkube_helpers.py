@@ -1,4 +1,9 @@
-"""Helpers for tests against localkube (tools/localkube/localkube.sh): run it, call kubectl."""
+"""Helpers for tests against localkube (tools/localkube/localkube.sh) or a kind cluster
+(tools/kind/kind.sh): run them, load images, call kubectl.
+
+SLURMKUBE_TEST_KUBERNETES=kind gives the tests written for localkube (fixture
+`localkube_cluster`) one kind cluster, KIND_TEST_CLUSTER, instead (default: localkube): the
+measurement of whether kind can carry them (issue 18, item 4)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,12 @@ from typing import Callable, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 LOCALKUBE = REPO / "tools" / "localkube" / "localkube.sh"
+KIND = REPO / "tools" / "kind" / "kind.sh"
+CACHE = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube"))
+ON_KIND = os.environ.get("SLURMKUBE_TEST_KUBERNETES", "localkube") == "kind"
+KIND_TEST_CLUSTER = "slurmkube-tests"
+# The ReadWriteMany class of each: the jail's claim spans pods on every Kubernetes node.
+SHARED_STORAGE_CLASS = "slurmkube-shared" if ON_KIND else "localkube-rwx"
 
 
 def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
@@ -20,6 +31,28 @@ def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subproce
     if check and result.returncode != 0:
         raise AssertionError(f"localkube.sh {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return result
+
+
+def kind(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
+    result = subprocess.run(["bash", str(KIND), *args], text=True, capture_output=True, timeout=timeout, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kind.sh {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-6000:]}")
+    return result
+
+
+def toolbox_archive() -> Path:
+    """The small image localkube's build makes for tests (localkube.local/toolbox:1)."""
+    versions = dict(line.split("=", 1) for line in (REPO / "tools/localkube/versions.env").read_text().splitlines()
+                    if line and not line.startswith("#"))
+    return CACHE / "localkube" / versions["LOCALKUBE_K8S_VERSION"] / "bin" / "images" / "toolbox.tar"
+
+
+def load_images(*refs: str) -> None:
+    """Local docker images into the test Kubernetes (nothing is pulled)."""
+    if ON_KIND:
+        kind("load", KIND_TEST_CLUSTER, *refs)
+    else:
+        localkube("import-image", *refs)
 
 
 def localkube_env() -> dict:

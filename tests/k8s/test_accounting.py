@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, localkube, wait_for
+from localkube_helpers import REPO, Cluster, load_images, wait_for
 from playbook_runner import run_module
 from slurm_helpers import (
     SLURM_IMAGES,
@@ -48,8 +48,7 @@ def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
                            text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
-    for name in ACCOUNTING_IMAGES:
-        localkube("import-image", refs[name])
+    load_images(*(refs[name] for name in ACCOUNTING_IMAGES))
     return {**slurm_images, **{name: refs[name] for name in ACCOUNTING_IMAGES}}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster, localkube, wait_for
+from localkube_helpers import REPO, Cluster, load_images, wait_for
 from prometheus_helpers import SCRAPER, Prometheus, deploy_prometheus, prometheus_operator_crds
 from slurm_helpers import (
     SLURM_IMAGES,
@@ -65,8 +65,7 @@ def monitoring_images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
                            capture_output=True, text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
-    for name in ("exporter", "prometheus"):
-        localkube("import-image", refs[name])
+    load_images(refs["exporter"], refs["prometheus"])
     return dict(slurm_images, **refs)
 
 

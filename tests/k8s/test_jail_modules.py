@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster, wait_for
+from localkube_helpers import REPO, SHARED_STORAGE_CLASS, Cluster, wait_for
 from slurm_helpers import Operator, cluster_manifest, manifests, nodeset_manifest, wait_ready
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -191,7 +191,7 @@ def helper_pod(kube: Cluster, images: dict, claim: str) -> str:
 def test_jail_volume_check_create_rerun_repopulate_keeps_user_data(localkube_cluster: Cluster, slurm_images,
                                                                    tmp_path: Path):
     kube = localkube_cluster
-    args = volume_args(slurm_images, "scratch-jail", storage_class="localkube-rwx")
+    args = volume_args(slurm_images, "scratch-jail", storage_class=SHARED_STORAGE_CLASS)
     proc, result = module(kube, tmp_path, "jail_volume", args, "--check", "--diff")
     assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
     assert "ReadWriteMany" in proc.stdout

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple, TypeVar
 
 import pytest
-from localkube_helpers import REPO, Cluster, wait_for
+from localkube_helpers import REPO, Cluster, kind, toolbox_archive, wait_for
 from slurm_helpers import (
     OPERATOR_LABEL,
     SLURM_IMAGES,
@@ -38,27 +38,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kind]
 
-KIND = REPO / "tools" / "kind" / "kind.sh"
-CACHE = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube"))
 TOOLBOX = "localkube.local/toolbox:1"
 NAMESPACE = "kt"
 
 
-def kind(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
-    result = subprocess.run(["bash", str(KIND), *args], text=True, capture_output=True, timeout=timeout, check=False)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kind.sh {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-6000:]}")
-    return result
-
-
 def docker(*args: str) -> str:
     return subprocess.run(["docker", *args], text=True, capture_output=True, check=True, timeout=120).stdout
-
-
-def toolbox_archive() -> Path:
-    versions = dict(line.split("=", 1) for line in (REPO / "tools/localkube/versions.env").read_text().splitlines()
-                    if line and not line.startswith("#"))
-    return CACHE / "localkube" / versions["LOCALKUBE_K8S_VERSION"] / "bin" / "images" / "toolbox.tar"
 
 
 @pytest.fixture(scope="module")

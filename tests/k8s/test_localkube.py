@@ -16,9 +16,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from localkube_helpers import Cluster, localkube, wait_for
+from localkube_helpers import ON_KIND, Cluster, localkube, wait_for
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s,
+              pytest.mark.skipif(ON_KIND, reason="localkube itself (SLURMKUBE_TEST_KUBERNETES=kind)")]
 
 TOOLBOX = "localkube.local/toolbox:1"
 NODE_IP = "10.244.0.1"

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, localkube
+from localkube_helpers import ON_KIND, REPO, Cluster, localkube
 
 pytestmark = pytest.mark.k8s
 
@@ -65,6 +65,7 @@ def molecule_test(scenario: str, tmp_path: Path) -> str:
     return output
 
 
+@pytest.mark.skipif(ON_KIND, reason="scenario local is localkube's (SLURMKUBE_TEST_KUBERNETES=kind)")
 def test_molecule_local_scenario(localkube_cluster: Cluster, tmp_path: Path):
     molecule_test("local", tmp_path)
     # destroy left the embedded cluster it did not start running.

@@ -480,8 +480,9 @@ def test_an_eviction_is_refused_for_a_busy_worker_and_takes_an_idle_one_at_once(
 def test_kubectl_drain_waits_for_a_busy_worker_requeues_after_the_timeout_and_the_node_comes_back(slurm: SlurmView):
     """One job ends within the drain timeout, one is requeued after it (an Event names it); the
     pod is evicted only then. The host uncordoned, the new pod serves and the drain is lifted.
-    localkube has one Kubernetes node: the drain evicts this one pod (--pod-selector), and its
-    replacement waits, Pending, until the host is uncordoned."""
+    The drain evicts this one pod (--pod-selector). localkube has one Kubernetes node, so the
+    replacement waits, Pending, until the host is uncordoned (and every other pod made meanwhile:
+    whole_cluster); on kind it may start on another worker."""
     kube, node = slurm.kube, NODES[0]
     host, old_uid = pod_of(slurm, node)["spec"]["nodeName"], pod_of(slurm, node)["metadata"]["uid"]
     timeout = {"spec": {"drainTimeoutSeconds": 20}}

@@ -220,9 +220,19 @@ down() {
   kind_log "cluster $name is gone"
 }
 
+# One up, down or load of a cluster at a time: two playbooks or test processes may ask for the
+# same cluster, kind refuses to create a name being created, and containerd refuses a second
+# import of content another import is writing. Nothing kind.sh starts outlives it with the fd.
+cluster_lock() {
+  mkdir -p "$KIND_CACHE/locks"
+  exec 8>"$KIND_CACHE/locks/$1.lock"
+  flock -w 3600 8 || kind_die "another kind.sh up, down or load of $1 held its lock for an hour"
+}
+
 main() {
   local command=${1:-}
   (($#)) && shift
+  case "$command" in up | down | load) cluster_lock "${1:-slurmkube}" ;; esac
   case "$command" in
     up) up "${1:-slurmkube}" ;;
     down) down "${1:-slurmkube}" ;;

@@ -11,7 +11,8 @@
 #   localkube.sh kubeconfig       print the kubeconfig path
 #   localkube.sh env              print shell exports (KUBECONFIG, PATH with our kubectl)
 #
-# Environment: SLURMKUBE_CACHE (default /var/cache/slurmkube). Binaries live in
+# Environment: SLURMKUBE_CACHE (default /var/cache/slurmkube), LOCALKUBE_NICE (the build's
+# niceness, default 10). Binaries live in
 # $SLURMKUBE_CACHE/localkube/<k8s version>/bin, the cluster's state and logs in
 # $SLURMKUBE_CACHE/localkube/run, the kubeconfig at $SLURMKUBE_CACHE/localkube/kubeconfig.
 set -euo pipefail
