@@ -5,24 +5,17 @@ The session fixture `localkube_cluster` brings the cluster up (building it on a 
 machine) and takes it down at the end unless it was already running or LOCALKUBE_KEEP=1.
 `slurm_images`, `crds` and `operator` give a test module what it needs to run Slurm
 clusters in the session's namespace (see slurm_helpers.py for manifests and readers).
-
-tests/run runs the localkube tests in two pytest processes on one cluster, each in a namespace
-of its own with an operator of its own. Every test holds a shared lock on the cluster while it
-runs; a test marked `whole_cluster` (it changes what every namespace sees, e.g. cordons the only
-node) holds it alone.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
 import sys
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Tuple
 
 import pytest
 
@@ -50,30 +43,6 @@ def pytest_collection_modifyitems(items: list) -> None:
     session's operator and imported images under any module that ran before it."""
     first = ("test_localkube.py",)
     items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
-
-
-# Beside the cluster's state, so every process testing this cluster finds the same file.
-SHARE_LOCK = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "localkube" / "tests.lock"
-
-
-@contextmanager
-def shared_cluster(alone: bool) -> Iterator[None]:
-    """The lock of the module docstring: shared, or held alone."""
-    SHARE_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with SHARE_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        yield
-
-
-@pytest.fixture(autouse=True)
-def localkube_share(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test on the cluster holds the lock (its module fixtures are made outside it: a
-    cordon only keeps their pods Pending a while, within their waits)."""
-    if "localkube_cluster" not in request.fixturenames:
-        yield
-        return
-    with shared_cluster(alone=request.node.get_closest_marker("whole_cluster") is not None):
-        yield
 
 
 def up_localkube() -> Tuple[bool, dict]:
@@ -104,8 +73,7 @@ def up_kind() -> Tuple[bool, dict]:
 def localkube_cluster() -> Cluster:
     if os.geteuid() != 0:
         pytest.skip("localkube and kind here need root")
-    with shared_cluster(alone=True):  # the kind cluster is made and set up once
-        was_running, env = up_kind() if ON_KIND else up_localkube()
+    was_running, env = up_kind() if ON_KIND else up_localkube()
     namespace = f"lk-test-{uuid.uuid4().hex[:6]}"
     cluster = Cluster(env=env, namespace=namespace)
     cluster.kubectl("create", "namespace", namespace)

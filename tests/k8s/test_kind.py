@@ -443,10 +443,10 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
 def test_a_hardware_drained_node_on_a_cordoned_kubernetes_node_is_replaced_on_another_and_rejoins(
         slurm: SlurmView):
     """A node drained for its hardware (here as a long check would: the fast check never lifts
-    that) gets a new pod;
-    its Kubernetes node is cordoned, so the pod lands on the other one, and the node serves again.
-    The other Slurm node on the cordoned host is drained for the eviction meanwhile, and serves
-    again once the host is uncordoned."""
+    that) gets a new pod; its Kubernetes node is cordoned, so the pod lands on the other one, and
+    the node serves again. The Slurm nodes on the cordoned host are drained for the eviction
+    meanwhile (the hardware reason replaces that one), and the others serve again once the host
+    is uncordoned."""
     kube = slurm.kube
     nodes = ("%s-cpu-0" % SLURM, "%s-cpu-1" % SLURM)
     replaced = nodes[0]
@@ -455,6 +455,11 @@ def test_a_hardware_drained_node_on_a_cordoned_kubernetes_node_is_replaced_on_an
     old_uid = kube.get_json("pod", replaced)["metadata"]["uid"]
     kube.kubectl("cordon", host)
     try:
+        # The operator drains a cordoned host's nodes for the eviction first. The hardware reason
+        # comes after that drain: a pass that read the node before the reason was set would
+        # otherwise write its eviction reason over it, and nothing would be replaced (CI saw it).
+        eviction = "%s kubernetes eviction since " % C.DRAIN_REASON_PREFIX
+        wait_for(lambda: slurm_reason(slurm, replaced).startswith(eviction), 60, 2, explain=slurm.explain)
         slurm.run("scontrol", "update", "nodename=" + replaced, "state=drain", "reason=%s %s memory bandwidth "
                   "512 MiB/s < 1000 MiB/s" % (C.DRAIN_REASON_PREFIX, C.DRAIN_REASON_LONG_CHECK))
 
