@@ -17,8 +17,8 @@ from collection_path import ensure_importable
 ensure_importable()
 
 
-# Seconds spent per test module (setup, call and teardown), printed at the end: tests/run splits
-# the localkube modules over two processes by these figures, so every CI log carries them.
+# Seconds spent per test module (setup, call and teardown), printed at the end: where the CI
+# budget goes, by module, in every CI log (what to split or trim by).
 _MODULE_SECONDS: Dict[str, float] = {}
 
 
