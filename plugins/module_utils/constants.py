@@ -177,5 +177,8 @@ HEALTH_RESULTS_DIR = "/var/log/slurmkube/health"
 # The operator's reason for a worker whose Kubernetes node stopped reporting: "<prefix> kubernetes
 # node <name> lost" (the node is DOWN; its next registration returns it to service).
 REASON_NODE_LOST = "kubernetes node"
+# A worker's stop hook (slurmkube-worker-stop) hands running jobs back: "<prefix> pod stopping
+# under jobs: <ids>", DOWN+DRAIN; the next container of the pod lifts that drain.
+REASON_POD_STOPPING = "pod stopping under jobs"
 # The long check's part of a drain reason: the fast check never resumes these.
 DRAIN_REASON_LONG_CHECK = "long check:"

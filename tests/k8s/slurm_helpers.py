@@ -131,11 +131,14 @@ class SlurmView:
         return found["job_state"][0] if found else ""
 
     def explain(self) -> str:
-        """Nodes, jobs and worker pods as they are now (for timeout messages)."""
-        pods = self.kube.kubectl("-n", self.kube.namespace, "get", "pods", "-o", "wide",
+        """Nodes, jobs, worker pods and slurmctld's last words as they are now (for timeout
+        messages: a job stuck in a state is explained by what slurmctld logged about it)."""
+        ns = self.kube.namespace
+        pods = self.kube.kubectl("-n", ns, "get", "pods", "-o", "wide",
                                  "-l", "slurmkube.io/cluster=" + self.cluster, check=False).stdout
-        return "sinfo:\n%s\nsqueue:\n%s\npods:\n%s" % (
-            self.run("sinfo", "-N", "-o", "%N %T %E"), self.run("squeue", "-o", "%i %T %r %N"), pods)
+        logged = self.kube.kubectl("-n", ns, "logs", "%s-controller-0" % self.cluster, "--tail=40", check=False).stdout
+        return "sinfo:\n%s\nsqueue:\n%s\npods:\n%s\ncontroller log:\n%s" % (
+            self.run("sinfo", "-N", "-o", "%N %T %E"), self.run("squeue", "-o", "%i %T %r %N"), pods, logged)
 
     def wait_running(self, job: str, timeout: float = 90) -> None:
         wait_for(lambda: self.job_state(job) == "RUNNING", timeout, 1, explain=self.explain)

@@ -1,4 +1,4 @@
-"""The operator on a real Kubernetes (localkube): a Slurm cluster made, changed, scaled and healed.
+"""The operator on a real Kubernetes (localkube, or kind in CI): a Slurm cluster made, changed, scaled and healed.
 
 The operator runs in the cluster as users run it (the slurm_operator module's Deployment, two
 replicas electing a leader); the pods run the project's images, imported into the cluster's
@@ -28,7 +28,8 @@ from slurm_helpers import (
     wait_ready,
 )
 
-pytestmark = pytest.mark.k8s
+# tests/run runs this module on kind (SLURMKUBE_TEST_KUBERNETES=kind), beside the localkube tests.
+pytestmark = [pytest.mark.k8s, pytest.mark.kind_in_ci]
 
 CLUSTER = "demo"
 
