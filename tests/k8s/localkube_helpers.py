@@ -110,15 +110,14 @@ class Cluster:
         return self.kubectl("-n", self.namespace, "exec", pod, "--", *command, check=check)
 
     def wait_pod_ready(self, pod: str, timeout: int = 120) -> None:
-        self.kubectl(
-            "-n",
-            self.namespace,
-            "wait",
-            "--for=condition=Ready",
-            f"pod/{pod}",
-            f"--timeout={timeout}s",
-            timeout=timeout + 10,
-        )
+        """Until the pod exists and is Ready. `kubectl wait` fails at once on a pod that does not
+        exist, as one just deleted is until its StatefulSet makes it again (CI saw it on kind)."""
+        deadline = time.monotonic() + timeout
+        wait_for(lambda: self.kubectl("-n", self.namespace, "get", "pod", pod, check=False).returncode == 0,
+                 timeout, 1)
+        left = max(1, int(deadline - time.monotonic()))
+        self.kubectl("-n", self.namespace, "wait", "--for=condition=Ready", f"pod/{pod}", f"--timeout={left}s",
+                     timeout=left + 10)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float = 1,
