@@ -43,6 +43,15 @@ def recap(output: str) -> dict:
     return totals
 
 
+def failed(output: str) -> str:
+    """A failed play's output for an assertion: its tail, then the task that failed and Ansible's
+    message (CI shows the end of a long message; a tail alone may hold only the recap)."""
+    tasks = re.findall(r"^TASK \[.*?\]|^fatal: .*$", output, flags=re.M)
+    last = [line for line in tasks if line.startswith("fatal")]
+    where = tasks[tasks.index(last[-1]) - 1] if last else "no fatal line"
+    return output[-3000:] + "\n--- failed: " + where + "\n" + (last[-1][:3000] if last else "")
+
+
 def kind(*args: str) -> str:
     result = subprocess.run(["bash", str(KIND), *args], capture_output=True, text=True, timeout=600, check=True)
     return result.stdout
@@ -112,7 +121,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
     try:
         first = play("bash", "quickstart.sh")
         (tmp_path / "first.log").write_text(first.stdout + first.stderr)
-        assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
+        assert first.returncode == 0, failed(first.stdout + first.stderr)
         kube = Cluster(env=exported_env(kind("env", KIND_NAME)), namespace="slurm")
         # the level Slurm's pods need, said on their namespace (Pod Security admission)
         labels = json.loads(kube.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]
@@ -122,7 +131,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         second = play("bash", "quickstart.sh", "--diff")
         output = second.stdout + second.stderr
         (tmp_path / "second.log").write_text(output)
-        assert second.returncode == 0, output[-6000:]
+        assert second.returncode == 0, failed(output)
         counts = recap(second.stdout)
         assert counts.get("ok", 0) > 0 and counts.get("changed") == 0 and counts.get("failed") == 0, counts
         # Ansible prints a diff as "--- before" / "+++ after" lines: none for unchanged objects.
@@ -131,7 +140,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
     finally:
         shared = Path(kind("shared", KIND_NAME).strip()) if kind_containers() else None
         teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")
-        assert teardown.returncode == 0, teardown.stdout[-4000:]
+        assert teardown.returncode == 0, failed(teardown.stdout + teardown.stderr)
     assert kind_containers() == []
     assert shared is not None and not shared.exists()
     again = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")

@@ -45,7 +45,14 @@ kind_cli() {
 cluster_dir() { echo "$KIND_CACHE/clusters/$1"; }
 kubeconfig_of() { echo "$(cluster_dir "$1")/kubeconfig"; }
 
-exists() { kind_cli get clusters 2>/dev/null | grep -qx "$1"; }
+# The list is read whole first: `kind get clusters | grep -q` under pipefail is false when grep
+# quits at a match before kind has written the names after it (kind dies of SIGPIPE). With two
+# clusters up, `up` then tried to create an existing one, and `down` left one behind.
+exists() {
+  local names
+  names=$(kind_cli get clusters 2>/dev/null) || return 1
+  grep -qx -- "$1" <<<"$names"
+}
 
 # kubectl of our Kubernetes version: localkube's build when it was made (the offline node image
 # needs it), else kubectl alone.
@@ -125,14 +132,15 @@ YAML
 
 up() {
   local name=$1 workers=${SLURMKUBE_KIND_WORKERS:-2}
-  local dir shared image unprivileged=0 kubeconfig
+  local dir shared image unprivileged=0 kubeconfig out
   kind_build_cli
   dir=$(cluster_dir "$name")
   kubeconfig=$(kubeconfig_of "$name")
   if exists "$name"; then
     kubectl_dir >/dev/null
     kind_log "cluster $name exists; kubeconfig: $kubeconfig"
-    kind_cli export kubeconfig --name "$name" --kubeconfig "$kubeconfig" >/dev/null 2>&1
+    out=$(kind_cli export kubeconfig --name "$name" --kubeconfig "$kubeconfig" 2>&1) ||
+      kind_die "cannot write the kubeconfig of $name: $out"
     return 0
   fi
   mkdir -p "$dir"

@@ -43,11 +43,12 @@ lk_kill_pods() {
 # containerd 1.7 puts each shim's socket at /run/containerd/s/sha256(<address>/<ns>/<id>)
 # (a fixed dir, shared with other containerds). Deleting the tasks lets the shims remove
 # their sockets; the rest are removed by name, the IDs read from our task state dir (it is
-# there even when containerd died).
+# there even when containerd died). A task being made or deleted right then shows as a
+# ".<id>" dir that may vanish while find reads it: not a task, and no error.
 lk_task_ids() {
   local d="$LK_RUN/containerd/state/io.containerd.runtime.v2.task/k8s.io"
   [[ -d $d ]] || return 0
-  find "$d" -mindepth 1 -maxdepth 1 -type d -printf '%f\n'
+  find "$d" -ignore_readdir_race -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n'
 }
 
 # Every container containerd knows: after our processes were killed (a machine's processes

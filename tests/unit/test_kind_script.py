@@ -1,0 +1,70 @@
+"""tools/kind/kind.sh finds an existing cluster among several.
+
+`kind.sh up` of a cluster that exists only writes its kubeconfig again; `down` deletes it. Both
+decide from `kind get clusters`. Here the kind CLI in kind.sh's cache is a stand-in that lists
+two clusters the way the real one can reach a pipe, the second name a moment after the first:
+a reader that stops at the first match must not make the cluster look absent (CI, issue 18: a
+second quickstart run tried to create its kind cluster again while the tests' own was up).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+KIND = REPO / "tools/kind/kind.sh"
+
+FAKE_KIND = """#!/usr/bin/env bash
+case "$1 $2" in
+  "get clusters") echo slurmkube-demo; sleep 0.3; echo slurmkube-tests ;;
+  "export kubeconfig") echo "export kubeconfig $*" >>"$CALLS" ;;
+  *) echo "unexpected kind $*" >>"$CALLS"; exit 3 ;;
+esac
+"""
+
+
+def cache_paths(cache: Path) -> tuple[Path, Path]:
+    """Where kind.sh keeps the kind CLI and finds localkube's kubectl, for this cache."""
+    out = subprocess.run(["bash", "-c", f'. "{REPO}/tools/kind/lib.sh"; echo "$KIND_BIN"; echo "$LK_BIN"'],
+                         env=dict(os.environ, SLURMKUBE_CACHE=str(cache)), capture_output=True, text=True,
+                         check=True, timeout=60)  # fmt: skip
+    kind_bin, lk_bin = out.stdout.split()
+    return Path(kind_bin), Path(lk_bin)
+
+
+def executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def kind_sh(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """kind.sh in a session of its own: a kind.sh that wrongly went on to create the cluster
+    (node image and Kubernetes builds) is stopped whole after 20 s (it takes well under 1 s)."""
+    with subprocess.Popen(["bash", str(KIND), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as proc:  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            err += "\n(killed after 20 s)"
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_up_of_the_first_of_two_listed_clusters_reuses_it(tmp_path: Path):
+    kind_bin, lk_bin = cache_paths(tmp_path / "cache")
+    executable(kind_bin / "kind", FAKE_KIND)
+    executable(lk_bin / "kubectl", "#!/bin/sh\nexit 0\n")
+    calls = tmp_path / "calls"
+    env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / "cache"), CALLS=str(calls))
+    for _ in range(3):
+        up = kind_sh(env, "up", "slurmkube-demo")
+        assert up.returncode == 0, up.stderr
+        assert "cluster slurmkube-demo exists" in up.stderr and "creating cluster" not in up.stderr, up.stderr
+    kubeconfig = tmp_path / "cache/kind/clusters/slurmkube-demo/kubeconfig"
+    export = f"export kubeconfig export kubeconfig --name slurmkube-demo --kubeconfig {kubeconfig}"
+    assert calls.read_text().splitlines() == [export] * 3
