@@ -212,7 +212,7 @@ stage_context() {
       ;;
     slurmdbd | mariadb | exporter)
       mkdir -p "$ctx/common"
-      cp "$here/common/slurmkube-entrypoint" "$here/common/slurmkube-munge-key" "$ctx/common/"
+      cp "$here/common/slurmkube-entrypoint" "$here/common/slurmkube-munge-key" "$here/common/node-status.sh" "$ctx/common/"
       write_constants_sh >"$ctx/common/constants.sh"
       if [[ "$name" == exporter ]]; then
         mkdir -p "$ctx/collection"
