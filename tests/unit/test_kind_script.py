@@ -61,9 +61,9 @@ def test_up_of_the_first_of_two_listed_clusters_reuses_it(tmp_path: Path):
     executable(lk_bin / "kubectl", "#!/bin/sh\nexit 0\n")
     calls = tmp_path / "calls"
     env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / "cache"), CALLS=str(calls))
-    for _ in range(3):
+    for run in range(3):
         up = kind_sh(env, "up", "slurmkube-demo")
-        assert up.returncode == 0, up.stderr
+        assert up.returncode == 0, (run, up.stderr)
         assert "cluster slurmkube-demo exists" in up.stderr and "creating cluster" not in up.stderr, up.stderr
     kubeconfig = tmp_path / "cache/kind/clusters/slurmkube-demo/kubeconfig"
     export = f"export kubeconfig export kubeconfig --name slurmkube-demo --kubeconfig {kubeconfig}"
