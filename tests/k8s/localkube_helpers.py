@@ -96,6 +96,21 @@ class Cluster:
     def get_json(self, *args: str) -> dict:
         return json.loads(self.kubectl("-n", self.namespace, "get", *args, "-o", "json").stdout)
 
+    def find_json(self, *args: str) -> Optional[dict]:
+        """As get_json, or None while the object does not exist: a pod just deleted is gone until
+        its StatefulSet makes it again (CI saw waits on such a pod fail at once on kind)."""
+        result = self.kubectl("-n", self.namespace, "get", *args, "-o", "json", check=False)
+        if result.returncode != 0 and "(NotFound)" in result.stderr:
+            return None
+        if result.returncode != 0:
+            raise AssertionError(f"kubectl get {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return json.loads(result.stdout)
+
+    def pod_uid(self, pod: str) -> Optional[str]:
+        """The pod's UID, or None while it does not exist."""
+        found = self.find_json("pod", pod)
+        return found["metadata"]["uid"] if found else None
+
     def wait_crd_established(self, name: str, timeout: float = 60) -> None:
         """Until the CRD serves its kind. Not `kubectl wait --for=condition=Established`: right after
         an apply the CRD may have no conditions yet, and kubectl then fails at once (".status.conditions
@@ -113,8 +128,7 @@ class Cluster:
         """Until the pod exists and is Ready. `kubectl wait` fails at once on a pod that does not
         exist, as one just deleted is until its StatefulSet makes it again (CI saw it on kind)."""
         deadline = time.monotonic() + timeout
-        wait_for(lambda: self.kubectl("-n", self.namespace, "get", "pod", pod, check=False).returncode == 0,
-                 timeout, 1)
+        wait_for(lambda: self.pod_uid(pod), timeout, 1)
         left = max(1, int(deadline - time.monotonic()))
         self.kubectl("-n", self.namespace, "wait", "--for=condition=Ready", f"pod/{pod}", f"--timeout={left}s",
                      timeout=left + 10)

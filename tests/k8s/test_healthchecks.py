@@ -324,7 +324,7 @@ def test_node_failing_a_hardware_check_gets_a_new_pod_and_rejoins(hc: Cluster, s
     finally:
         patch_health_checks(hc, {"longChecks": LONG_CHECKS})
     for worker in WORKERS:
-        wait_for(lambda w=worker: hc.get_json("pod", w)["metadata"]["uid"] != uids[w], 420, 3)
+        wait_for(lambda w=worker: hc.pod_uid(w) not in (None, uids[w]), 420, 3)
         hc.wait_pod_ready(worker, timeout=300)
         wait_idle(slurm, worker, 300)
 

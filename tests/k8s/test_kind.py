@@ -427,8 +427,8 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
 
         # The pod, stuck on the lost node, is made again on the other one and its node serves.
         def moved() -> bool:
-            pod = kube.get_json("pod", moving)
-            return pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == controller_host
+            pod = kube.find_json("pod", moving)
+            return bool(pod) and pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == controller_host
         wait_for(moved, 120, 3, explain=slurm.explain)
         wait_for(through_a_node_loss(lambda: in_service(slurm.nodes().get(moving, set()))), 120, 3,
                  explain=slurm.explain)
@@ -464,8 +464,8 @@ def test_a_hardware_drained_node_on_a_cordoned_kubernetes_node_is_replaced_on_an
                   "512 MiB/s < 1000 MiB/s" % (C.DRAIN_REASON_PREFIX, C.DRAIN_REASON_LONG_CHECK))
 
         def moved() -> bool:
-            pod = kube.get_json("pod", replaced)
-            return pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == other_host
+            pod = kube.find_json("pod", replaced)
+            return bool(pod) and pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == other_host
         wait_for(moved, 180, 3, explain=slurm.explain)
         wait_for(lambda: in_service(slurm.nodes()[replaced]), 120, 3, explain=slurm.explain)
     finally:

@@ -179,7 +179,7 @@ def test_deleted_worker_pod_comes_back_and_registers(slurm_cluster: Cluster, slu
     kube = slurm_cluster
     old = kube.get_json("pod", "demo-big-0")["metadata"]["uid"]
     kube.kubectl("-n", kube.namespace, "delete", "pod", "demo-big-0", "--wait=true", timeout=180)
-    wait_for(lambda: kube.get_json("pod", "demo-big-0")["metadata"]["uid"] != old, 120, 2)
+    wait_for(lambda: kube.pod_uid("demo-big-0") not in (None, old), 120, 2)
     kube.wait_pod_ready("demo-big-0", timeout=180)
     wait_for(lambda: "IDLE" in slurm.nodes()["demo-big-0"] and "DRAIN" not in slurm.nodes()["demo-big-0"], 120, 2)
     job = slurm.run("sbatch", "--parsable", "-p", "big", "-o", "/tmp/back-%j.out", "--wrap", "hostname").strip()
@@ -190,6 +190,9 @@ def test_deleted_worker_pod_comes_back_and_registers(slurm_cluster: Cluster, slu
 def test_a_node_deleted_from_slurm_under_a_running_pod_registers_again(slurm_cluster: Cluster, slurm: SlurmView):
     """What an interrupted scale-down or an admin's `scontrol delete` leaves: a pod but no node."""
     kube = slurm_cluster
+    # A pod that serves: a slurmd still starting would register the deleted node by itself.
+    kube.wait_pod_ready("demo-big-0", timeout=180)
+    wait_for(lambda: "IDLE" in slurm.nodes().get("demo-big-0", set()), 120, 2)
     old = kube.get_json("pod", "demo-big-0")["metadata"]["uid"]
     slurm.run("scontrol", "delete", "nodename=demo-big-0")
     assert "demo-big-0" not in slurm.nodes()
