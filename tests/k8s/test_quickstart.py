@@ -46,10 +46,13 @@ def recap(output: str) -> dict:
 def failed(output: str) -> str:
     """A failed play's output for an assertion: its tail, then the task that failed and Ansible's
     message (CI shows the end of a long message; a tail alone may hold only the recap)."""
-    tasks = re.findall(r"^TASK \[.*?\]|^fatal: .*$", output, flags=re.M)
-    last = [line for line in tasks if line.startswith("fatal")]
-    where = tasks[tasks.index(last[-1]) - 1] if last else "no fatal line"
-    return output[-3000:] + "\n--- failed: " + where + "\n" + (last[-1][:3000] if last else "")
+    task, where, fatal = "", "no fatal line", ""
+    for line in re.findall(r"^TASK \[.*?\]|^fatal: .*$", output, flags=re.M):
+        if line.startswith("TASK"):
+            task = line
+        else:
+            where, fatal = task, line
+    return output[-3000:] + "\n--- failed: " + where + "\n" + fatal[:3000]
 
 
 def kind(*args: str) -> str:
