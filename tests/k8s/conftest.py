@@ -40,9 +40,15 @@ from slurm_helpers import SLURM_IMAGES, Operator
 
 def pytest_collection_modifyitems(items: list) -> None:
     """test_localkube.py first: it takes the cluster down and up again, which would wipe the
-    session's operator and imported images under any module that ran before it."""
-    first = ("test_localkube.py",)
-    items.sort(key=lambda item: first.index(item.path.name) if item.path.name in first else len(first))
+    session's operator and imported images under any module that ran before it. On kind, the
+    tests on the session's kind cluster last: it stays up to the session's end, and beside the
+    kind clusters of other modules (quickstart's) it took CPU from them on a two-core machine."""
+    def rank(item: pytest.Item) -> int:
+        if item.path.name == "test_localkube.py":
+            return 0
+        return 2 if ON_KIND and item.get_closest_marker("kind_in_ci") else 1
+
+    items.sort(key=rank)
 
 
 def up_localkube() -> Tuple[bool, dict]:

@@ -388,6 +388,14 @@ def keep_an_operator_off(kube: Cluster, host: str) -> None:
         kube.kubectl("uncordon", host)
 
 
+def made_again_on(kube: Cluster, pod: str, old_uid: str, host: str) -> Callable[[], bool]:
+    """Whether the pod has been made again (a new uid) on the host; absent in between counts as not."""
+    def moved() -> bool:
+        found = kube.find_json("pod", pod)
+        return bool(found) and found["metadata"]["uid"] != old_uid and found["spec"].get("nodeName") == host
+    return moved
+
+
 def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewhere_and_the_pod_moves(
         slurm: SlurmView):
     """`docker stop` of a kind worker: once Kubernetes calls it NotReady, the operator sets its
@@ -426,10 +434,7 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
         assert finished["restart_cnt"] >= 1 and finished["nodes"] in (staying, moving), finished
 
         # The pod, stuck on the lost node, is made again on the other one and its node serves.
-        def moved() -> bool:
-            pod = kube.find_json("pod", moving)
-            return bool(pod) and pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == controller_host
-        wait_for(moved, 120, 3, explain=slurm.explain)
+        wait_for(made_again_on(kube, moving, old_uid, controller_host), 120, 3, explain=slurm.explain)
         wait_for(through_a_node_loss(lambda: in_service(slurm.nodes().get(moving, set()))), 120, 3,
                  explain=slurm.explain)
     finally:
@@ -462,11 +467,7 @@ def test_a_hardware_drained_node_on_a_cordoned_kubernetes_node_is_replaced_on_an
         wait_for(lambda: slurm_reason(slurm, replaced).startswith(eviction), 60, 2, explain=slurm.explain)
         slurm.run("scontrol", "update", "nodename=" + replaced, "state=drain", "reason=%s %s memory bandwidth "
                   "512 MiB/s < 1000 MiB/s" % (C.DRAIN_REASON_PREFIX, C.DRAIN_REASON_LONG_CHECK))
-
-        def moved() -> bool:
-            pod = kube.find_json("pod", replaced)
-            return bool(pod) and pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") == other_host
-        wait_for(moved, 180, 3, explain=slurm.explain)
+        wait_for(made_again_on(kube, replaced, old_uid, other_host), 180, 3, explain=slurm.explain)
         wait_for(lambda: in_service(slurm.nodes()[replaced]), 120, 3, explain=slurm.explain)
     finally:
         kube.kubectl("uncordon", host)
