@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, localkube, wait_for
+from localkube_helpers import REPO, Cluster, load_images, wait_for
 from slurm_helpers import (
     SLURM_IMAGES,
     TINY,
@@ -67,7 +67,7 @@ def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
                            text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     ref = json.loads(build.stdout)["exporter"]
-    localkube("import-image", ref)
+    load_images(ref)
     return dict(slurm_images, exporter=ref)
 
 
