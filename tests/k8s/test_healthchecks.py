@@ -47,7 +47,8 @@ pytestmark = pytest.mark.k8s
 CLUSTER = "hc"
 WORKERS = ("hc-cpu-0", "hc-cpu-1")
 INTERVAL = 10  # the spec's minimum HealthCheckInterval
-# ConfigMap edits reach mounted volumes within the kubelet's sync period (about a minute).
+# The operator has each pod's kubelet refresh the ConfigMap volume at once after an edit
+# (operator/config_volumes.py); the kubelet's periodic sync (about a minute) is the fallback.
 CONFIG_DELAY = 240
 # Two cores shared by four engineers: the benchmarks only have to run, not to be fast.
 LONG_CHECKS = {"enabled": True, "schedule": "0 0 1 1 *", "minMemoryBandwidthMibPerSecond": 10,
@@ -120,7 +121,7 @@ def wait_idle(slurm: SlurmView, name: str, timeout: float) -> None:
 
 def patch_health_checks(kube: Cluster, settings: dict, seen: str = "") -> None:
     """Edit spec.healthChecks; with `seen`, wait until the nodes' settings file holds that line
-    (the operator renders the ConfigMap, the kubelet refreshes the volume within a minute or two)."""
+    (the operator renders the ConfigMap and has the kubelets refresh the pods' volumes)."""
     kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge",
                  "-p", json.dumps({"spec": {"healthChecks": settings}}))
     path = "%s/%s" % (C.SLURM_CONFIG_DIR, C.HEALTH_CONFIG_FILE)

@@ -28,10 +28,17 @@ from slurm_helpers import (
     wait_ready,
 )
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.config_volumes import (
+    files_digest,
+    mounts_config_map,
+)
+
 # tests/run runs this module on kind (SLURMKUBE_TEST_KUBERNETES=kind), beside the localkube tests.
 pytestmark = [pytest.mark.k8s, pytest.mark.kind_in_ci]
 
 CLUSTER = "demo"
+CONFIG_MAP = CLUSTER + "-slurm-config"
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +143,13 @@ def test_setting_change_reaches_slurm_without_restarting_pods(slurm_cluster: Clu
     patch(slurm_cluster, "slurmcluster", CLUSTER, {"spec": {"slurm": {"config": {"MinJobAge": 600}}}})
     wait_for(lambda: "MinJobAge               = 600" in slurm.run("scontrol", "show", "config"), 240, 5)
     assert pods_by_uid(slurm_cluster) == before
+    # The operator had the kubelet of every pod that mounts the files refresh them at once.
+    files = slurm_cluster.get_json("configmap", CONFIG_MAP)["data"]
+    pods = slurm_cluster.get_json("pods", "-l", "slurmkube.io/cluster=%s" % CLUSTER)["items"]
+    mounting = {p["metadata"]["name"]: p["metadata"].get("annotations", {}).get(C.ANNOTATION_CONFIG_FILES)
+                for p in pods if mounts_config_map(p, CONFIG_MAP)}
+    assert {"demo-controller-0", "demo-cpu-0", "demo-login-0"} <= set(mounting)
+    assert set(mounting.values()) == {files_digest(files)}, mounting
 
 
 def test_scale_3_5_2_with_a_job_on_a_removed_node_while_the_leader_dies(

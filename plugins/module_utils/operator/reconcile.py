@@ -6,7 +6,9 @@ One pass, step by step: read the spec and node sets (here), make the cluster's s
 (here), roll the munge key (munge_rollout.py), read Slurm's nodes through the controller
 (here), see which switch each worker's machine is labelled with (topology.py), render the
 objects once and apply what differs (here, with each node set's scale plan), act on Slurm's
-nodes (nodes.py), and report statuses (report.py). The operator runs it on every event and on
+nodes (nodes.py), have the kubelets refresh the pods' config files while new ones are not in
+effect (config_volumes.py), reconfigure slurmctld once it reads them (nodes.py), and report
+statuses (report.py). The operator runs it on every event and on
 a timer. It writes only what differs, so a no-op pass makes no API writes.
 """
 
@@ -39,6 +41,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     parse_cluster,
     parse_nodeset,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.config_volumes import refresh_config_volumes
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import MungeKeyRollout
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     ScalePlan,
@@ -157,6 +160,8 @@ class Reconciler:
             self.nodes.act_on_nodes(cluster, nodesets, scaling, slurm, slurm_nodes, events)
             self.nodes.retire_removed_nodesets(cluster, {n.name for n in nodesets} | set(nodeset_status), slurm,
                                                slurm_nodes, events)
+            if config_hash != config_digest(cluster, rendered.config_files, slurm_nodes):
+                refresh_config_volumes(self.kube, cluster, rendered.config_files)
             config_hash = self.nodes.reconfigure_if_needed(cluster, rendered.config_files, config_hash, slurm,
                                                            slurm_nodes, events)
         status, per_nodeset = self.status.report(cluster, nodesets, cluster_obj, slurm_nodes, key, live_nodesets,

@@ -1,0 +1,120 @@
+"""New config files reach the pods at once: while the configuration in effect is not the rendered
+one, the operator annotates each running pod that mounts the cluster's ConfigMap, and a change to
+a pod makes its kubelet sync it (and refresh its ConfigMap volumes) at once."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from test_reconcile_health import T0, SlurmKube, make_world
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.config_volumes import (
+    files_digest,
+    pods_to_refresh,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.render.common import config_map_name
+
+CONFIG_MAP = "cpu-slurm-config"
+
+
+def pod(name, phase="Running", config_map=CONFIG_MAP, digest=None, deleting=False):
+    meta = {"name": name, "annotations": {C.ANNOTATION_CONFIG_FILES: digest} if digest else {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-27T12:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase},
+            "spec": {"volumes": [{"name": "munge", "secret": {"secretName": "k"}},
+                                 {"name": "config", "configMap": {"name": config_map}}]}}
+
+
+def test_only_running_pods_that_mount_the_config_map_and_lack_this_digest_are_refreshed():
+    pods = [pod("fresh"), pod("pending", phase="Pending"), pod("other-map", config_map="exporter-config"),
+            pod("done", digest="d1"), pod("stale", digest="d0"), pod("leaving", deleting=True)]
+    assert pods_to_refresh(pods, CONFIG_MAP, "d1") == ["fresh", "stale"]
+
+
+def test_the_digest_follows_every_file_name_and_content():
+    files = {"slurm.conf": "a\n", "cgroup.conf": "b\n"}
+    assert files_digest(files) == files_digest(dict(reversed(list(files.items()))))
+    assert files_digest(files) != files_digest(dict(files, **{"cgroup.conf": "c\n"}))
+    assert files_digest(files) != files_digest({"slurm.conf": "a\n", "gres.conf": "b\n"})
+
+
+class KubeletKube(SlurmKube):
+    """SlurmKube whose pods see the ConfigMap as their kubelet last synced it: when the pod was
+    made, and whenever the pod object changes (never on a timer here). The controller pod answers
+    `cat` from its copy and counts reconfigures; pod patches are counted by pod."""
+
+    def __init__(self):
+        super().__init__()
+        self.mounted = {}
+        self.reconfigures = 0
+        self.pod_patches = []
+
+    def config(self):
+        return copy.deepcopy(self.get("v1", "ConfigMap", CONFIG_MAP, "research")["data"])
+
+    def start(self, name):
+        """The pod is running, with its StatefulSet's volumes and the ConfigMap as it is now."""
+        live = self.objects[("Pod", "research", name)]
+        sts = self.get("apps/v1", "StatefulSet", name.rsplit("-", 1)[0], "research")
+        live["spec"]["volumes"] = sts["spec"]["template"]["spec"]["volumes"]
+        live["status"]["phase"] = "Running"
+        self.mounted[name] = self.config()
+
+    def merge_patch(self, api_version, kind, name, namespace, patch):
+        result = super().merge_patch(api_version, kind, name, namespace, patch)
+        if kind == "Pod":
+            self.pod_patches.append(name)
+            self.mounted[name] = self.config()
+        return result
+
+    def exec(self, namespace, pod, container, command, timeout=60):
+        if command[0] == "cat":
+            files = self.mounted[pod]
+            return 0, "".join(files.get(path.rsplit("/", 1)[1], "") for path in command[1:]), ""
+        if command[:2] == ["scontrol", "reconfigure"]:
+            self.reconfigures += 1
+            return 0, "", ""
+        return super().exec(namespace, pod, container, command, timeout)
+
+
+@pytest.fixture
+def running(monkeypatch):
+    """The cpu-only cluster, its controller and four workers running, its configuration in effect."""
+    kube, obj = make_world(monkeypatch, KubeletKube())
+    assert config_map_name(parse_cluster(obj)) == CONFIG_MAP
+    pods = ["cpu-controller-0"] + ["cpu-compute-%d" % i for i in range(4)]
+    for name in pods:
+        kube.start(name)
+    obj["status"] = R.Reconciler(kube, clock=lambda: T0).reconcile(obj).status
+    kube.pod_patches.clear()
+    kube.reconfigures = 0
+    return kube, obj, pods
+
+
+def test_a_changed_setting_has_every_pod_refreshed_once_and_slurmctld_reconfigured(running):
+    kube, obj, pods = running
+    before = kube.config()
+    obj["spec"]["healthChecks"]["interval"] = 120
+    outcome = R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    now = kube.config()
+    assert now != before
+    assert sorted(kube.pod_patches) == sorted(pods)
+    assert all(kube.mounted[name] == now for name in pods)
+    assert all(kube.get("v1", "Pod", name, "research")["metadata"]["annotations"][C.ANNOTATION_CONFIG_FILES]
+               == files_digest(now) for name in pods)
+    assert kube.reconfigures == 1
+    obj["status"] = outcome.status
+    R.Reconciler(kube, clock=lambda: T0).reconcile(obj)
+    assert (len(kube.pod_patches), kube.reconfigures) == (len(pods), 1)
+
+
+def test_a_cluster_whose_configuration_is_in_effect_touches_no_pod(running):
+    kube, obj, _ = running
+    for _pass in range(2):
+        obj["status"] = R.Reconciler(kube, clock=lambda: T0).reconcile(obj).status
+    assert (kube.pod_patches, kube.reconfigures) == ([], 0)
