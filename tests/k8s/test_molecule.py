@@ -67,7 +67,9 @@ def molecule_test(scenario: str, tmp_path: Path) -> str:
 
 @pytest.mark.skipif(ON_KIND, reason="scenario local is localkube's (SLURMKUBE_TEST_KUBERNETES=kind)")
 def test_molecule_local_scenario(localkube_cluster: Cluster, tmp_path: Path):
-    molecule_test("local", tmp_path)
+    output = molecule_test("local", tmp_path)
+    # Deprecated (0.3.0, removed in 0.4.0): every play that makes the cluster says so.
+    assert "DEPRECATED: slurmkube_kubernetes=localkube" in output
     # destroy left the embedded cluster it did not start running.
     assert localkube("status", check=False).returncode == 0
 
