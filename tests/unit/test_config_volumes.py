@@ -114,7 +114,7 @@ def test_a_changed_setting_has_every_pod_refreshed_once_and_slurmctld_reconfigur
 
 
 def test_a_cluster_whose_configuration_is_in_effect_touches_no_pod(running):
-    kube, obj, _ = running
+    kube, obj = running[:2]
     for _pass in range(2):
         obj["status"] = R.Reconciler(kube, clock=lambda: T0).reconcile(obj).status
     assert (kube.pod_patches, kube.reconfigures) == ([], 0)
