@@ -36,9 +36,11 @@ LABEL_EVICTABLE = API_GROUP + "/evictable"
 # probe is not reflected then) and kube-proxy would keep sending it connections until it stops.
 LABEL_SERVING = API_GROUP + "/serving"
 ANNOTATION_CONFIG_HASH = API_GROUP + "/config-hash"
-# On a running pod: the digest of the config files the operator last had its kubelet refresh
-# (operator/config_volumes.py). A change to a pod makes its kubelet sync it at once.
+# On a running pod: the digest of the config files, and the fingerprint of the munge key, the
+# operator last had its kubelet refresh its volumes for (operator/volume_refresh.py). A change to
+# a pod makes its kubelet sync it at once.
 ANNOTATION_CONFIG_FILES = API_GROUP + "/config-files"
+ANNOTATION_MUNGE_KEY = API_GROUP + "/munge-key"
 
 # Component names (the app.kubernetes.io/component label and object-name suffixes).
 COMPONENT_CONTROLLER = "controller"

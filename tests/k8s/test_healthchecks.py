@@ -48,7 +48,7 @@ CLUSTER = "hc"
 WORKERS = ("hc-cpu-0", "hc-cpu-1")
 INTERVAL = 10  # the spec's minimum HealthCheckInterval
 # The operator has each pod's kubelet refresh the ConfigMap volume at once after an edit
-# (operator/config_volumes.py); the kubelet's periodic sync (about a minute) is the fallback.
+# (operator/volume_refresh.py); the kubelet's periodic sync (about a minute) is the fallback.
 CONFIG_DELAY = 240
 # Two cores shared by four engineers: the benchmarks only have to run, not to be fast.
 LONG_CHECKS = {"enabled": True, "schedule": "0 0 1 1 *", "minMemoryBandwidthMibPerSecond": 10,

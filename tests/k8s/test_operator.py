@@ -29,7 +29,7 @@ from slurm_helpers import (
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.config_volumes import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import (
     files_digest,
     mounts_config_map,
 )

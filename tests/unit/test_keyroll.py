@@ -69,6 +69,7 @@ class PodsKube(MemoryKube):
         self.execs = []
         self.broken = set()
         self.switch_fails = set()
+        self.pod_patches = []
 
     def add_pod(self, name, component, running, mounted):
         self.objects[("Pod", "research", name)] = {
@@ -77,6 +78,11 @@ class PodsKube(MemoryKube):
                          "labels": {C.LABEL_CLUSTER: "cpu", C.LABEL_COMPONENT: component}},
             "status": {"phase": "Running"}}  # not Ready: the reconciler does not ask Slurm
         self.keys[name] = [running, mounted]
+
+    def merge_patch(self, api_version, kind, name, namespace, patch):
+        if kind == "Pod":
+            self.pod_patches.append(name)
+        return super().merge_patch(api_version, kind, name, namespace, patch)
 
     def exec(self, namespace, pod, container, command, timeout=60):
         self.execs.append((pod, container, tuple(command)))
@@ -163,6 +169,22 @@ def test_a_new_key_waits_for_every_mount_then_switches_controller_first(world):
     containers = {e[0]: e[1] for e in kube.execs}
     assert containers == {"cpu-controller-0": "slurmctld", "cpu-compute-0": "slurmd", "cpu-compute-1": "slurmd",
                           "cpu-login-0": "sshd"}
+
+
+def test_pods_that_have_not_mounted_the_new_key_are_annotated_once_so_their_kubelet_syncs_them(world):
+    """A change to a pod makes its kubelet sync it, which refreshes its Secret volumes at once."""
+    kube, cluster = world
+    cluster["status"] = {"mungeKey": OLD_FP}
+    rotate_secret(kube)
+    kube.keys["cpu-controller-0"][1] = NEW_FP
+    R.Reconciler(kube).reconcile(cluster)
+    behind = ["cpu-compute-0", "cpu-compute-1", "cpu-login-0"]
+    assert sorted(kube.pod_patches) == behind
+    annotations = {name: (kube.get("v1", "Pod", name, "research")["metadata"].get("annotations") or {})
+                   .get(C.ANNOTATION_MUNGE_KEY) for name in kube.keys}
+    assert annotations == dict(dict.fromkeys(behind, NEW_FP), **{"cpu-controller-0": None})
+    R.Reconciler(kube).reconcile(cluster)  # still behind: they are not annotated again
+    assert sorted(kube.pod_patches) == behind
 
 
 def test_a_failed_switch_keeps_the_old_fingerprint_and_says_where(world):

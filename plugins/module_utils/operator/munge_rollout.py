@@ -1,12 +1,13 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The reconcile step that brings every daemon to the munge key in the cluster's Secret:
-it asks each pod which key it runs and has mounted, and restarts munged in place in the
-order keyroll.py plans."""
+it asks each pod which key it runs and has mounted, has the kubelets of pods that have not
+mounted the new key yet refresh their volumes (volume_refresh.py), and restarts munged in
+place in the order keyroll.py plans."""
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
@@ -26,6 +27,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll im
     plan_key_rollout,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
     secret_value,
 )
@@ -62,11 +64,14 @@ class MungeKeyRollout:
         if not in_use or in_use == target:
             # A new cluster's pods start with the Secret's key.
             return KeyState(target, None)
-        views, unreadable = self.key_views(cluster)
+        pods = self.munge_pods(cluster)
+        views, unreadable = self.key_views(cluster, pods)
         if unreadable:
             return KeyState(in_use, "cannot read the munge key of %s" % "; ".join(unreadable))
         plan = plan_key_rollout(target, views)
         if plan.waiting:
+            refresh_pods(self.kube, cluster.namespace, [p for p in pods if p["metadata"]["name"] in plan.waiting],
+                         C.ANNOTATION_MUNGE_KEY, target)
             return KeyState(in_use, "munge key %s not mounted yet in %s" % (target, ", ".join(plan.waiting)))
         for batch in plan.batches:
             failed = [problem for problem in (self.switch_key(cluster, views, pod, target) for pod in batch) if problem]
@@ -76,16 +81,19 @@ class MungeKeyRollout:
         events.append(Event("Normal", "MungeKeyRotated", "every daemon runs with munge key %s" % target))
         return KeyState(target, None)
 
-    def key_views(self, cluster: SlurmCluster) -> Tuple[List[KeyView], List[str]]:
-        """Each running pod's keys; and the pods that could not say, with why."""
+    def munge_pods(self, cluster: SlurmCluster) -> List[Dict[str, Any]]:
+        """The cluster's running pods that run a munged."""
+        pods = self.kube.list("v1", "Pod", cluster.namespace, {C.LABEL_CLUSTER: cluster.name})
+        return [pod for pod in pods if pod_running(pod)
+                and (pod["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT) in MUNGE_CONTAINERS]
+
+    def key_views(self, cluster: SlurmCluster, pods: Sequence[Mapping[str, Any]]) -> Tuple[List[KeyView], List[str]]:
+        """The keys of these running pods with a munged; and the pods that could not say, with why."""
         views: List[KeyView] = []
         unreadable: List[str] = []
-        pods = self.kube.list("v1", "Pod", cluster.namespace, {C.LABEL_CLUSTER: cluster.name})
         for pod in pods:
             name = pod["metadata"]["name"]
-            component = (pod["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT, "")
-            if component not in MUNGE_CONTAINERS or not pod_running(pod):
-                continue
+            component = pod["metadata"]["labels"][C.LABEL_COMPONENT]
             try:
                 code, out, err = self.kube.exec(cluster.namespace, name, MUNGE_CONTAINERS[component],
                                                 [C.MUNGE_KEY_PROGRAM, "status"])

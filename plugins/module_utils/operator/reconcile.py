@@ -7,7 +7,7 @@ One pass, step by step: read the spec and node sets (here), make the cluster's s
 (here), see which switch each worker's machine is labelled with (topology.py), render the
 objects once and apply what differs (here, with each node set's scale plan), act on Slurm's
 nodes (nodes.py), have the kubelets refresh the pods' config files while new ones are not in
-effect (config_volumes.py), reconfigure slurmctld once it reads them (nodes.py), and report
+effect (volume_refresh.py), reconfigure slurmctld once it reads them (nodes.py), and report
 statuses (report.py). The operator runs it on every event and on
 a timer. It writes only what differs, so a no-op pass makes no API writes.
 """
@@ -41,7 +41,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
     parse_cluster,
     parse_nodeset,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.config_volumes import refresh_config_volumes
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import MungeKeyRollout
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     ScalePlan,
@@ -56,6 +55,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes impo
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import read_switch_placement
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_config_volumes
 from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name

@@ -10,11 +10,13 @@ import pytest
 from test_reconcile_health import T0, SlurmKube, make_world
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.config_volumes import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import (
+    config_readers,
     files_digest,
-    pods_to_refresh,
+    refresh_pods,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import config_map_name
 
@@ -30,10 +32,21 @@ def pod(name, phase="Running", config_map=CONFIG_MAP, digest=None, deleting=Fals
                                  {"name": "config", "configMap": {"name": config_map}}]}}
 
 
-def test_only_running_pods_that_mount_the_config_map_and_lack_this_digest_are_refreshed():
+def test_only_running_pods_that_mount_the_config_map_read_it():
     pods = [pod("fresh"), pod("pending", phase="Pending"), pod("other-map", config_map="exporter-config"),
-            pod("done", digest="d1"), pod("stale", digest="d0"), pod("leaving", deleting=True)]
-    assert pods_to_refresh(pods, CONFIG_MAP, "d1") == ["fresh", "stale"]
+            pod("done", digest="d1"), pod("leaving", deleting=True)]
+    assert [p["metadata"]["name"] for p in config_readers(pods, CONFIG_MAP)] == ["fresh", "done"]
+
+
+def test_a_pod_is_annotated_unless_it_carries_the_value_and_a_vanished_one_is_skipped():
+    kube = KubeletKube()
+    pods = [pod("fresh"), pod("done", digest="d1"), pod("stale", digest="d0"), pod("gone")]
+    for each in pods[:3]:
+        kube.objects[("Pod", "research", each["metadata"]["name"])] = copy.deepcopy(each)
+    refresh_pods(kube, "research", pods, C.ANNOTATION_CONFIG_FILES, "d1")
+    assert kube.pod_patches == ["fresh", "stale"]
+    assert {name: kube.get("v1", "Pod", name, "research")["metadata"]["annotations"][C.ANNOTATION_CONFIG_FILES]
+            for name in ("fresh", "done", "stale")} == dict.fromkeys(("fresh", "done", "stale"), "d1")
 
 
 def test_the_digest_follows_every_file_name_and_content():
@@ -55,7 +68,7 @@ class KubeletKube(SlurmKube):
         self.pod_patches = []
 
     def config(self):
-        return copy.deepcopy(self.get("v1", "ConfigMap", CONFIG_MAP, "research")["data"])
+        return copy.deepcopy((self.get("v1", "ConfigMap", CONFIG_MAP, "research") or {}).get("data"))
 
     def start(self, name):
         """The pod is running, with its StatefulSet's volumes and the ConfigMap as it is now."""
@@ -66,6 +79,8 @@ class KubeletKube(SlurmKube):
         self.mounted[name] = self.config()
 
     def merge_patch(self, api_version, kind, name, namespace, patch):
+        if self.key(kind, name, namespace) not in self.objects:
+            raise KubeError("cannot patch %s %s/%s: not found" % (kind, namespace, name))
         result = super().merge_patch(api_version, kind, name, namespace, patch)
         if kind == "Pod":
             self.pod_patches.append(name)
