@@ -304,7 +304,9 @@ def test_munge_key_rotation_rolls_out_under_a_running_job(slurm_cluster: Cluster
     wait_for(lambda: job_state(kube, job) == "COMPLETED", timeout=180, explain=lambda: job_state(kube, job))
     assert pod_lives(kube) == before
     # Users' commands on the login node reach slurmctld and the worker with the new key.
-    assert kube.exec(LOGIN_POD, "srun", "-N1", "hostname").stdout.strip() == WORKER_POD
+    run = kube.kubectl("-n", kube.namespace, "exec", LOGIN_POD, "--", "srun", "--immediate=100", "-N1", "hostname",
+                       check=False)
+    assert run.stdout.strip() == WORKER_POD, (run.stderr, kube.exec(CONTROLLER_POD, "scontrol", "show", "node").stdout)
     events = kube.kubectl("-n", kube.namespace, "get", "events", "--field-selector",
                           "involvedObject.name=%s,reason=MungeKeyRotated" % CLUSTER, "-o", "name").stdout
     assert events.strip()
