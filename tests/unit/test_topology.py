@@ -103,10 +103,14 @@ class ControllerKube(SlurmKube):
         self.synced = None
         self.reconfigures = 0
 
+    def files_seen(self, pod):
+        """The ConfigMap's files as POD reads them in /etc/slurm."""
+        return self.synced if self.synced is not None else self.get(
+            "v1", "ConfigMap", "cpu-slurm-config", "research")["data"]
+
     def exec(self, namespace, pod, container, command, timeout=60):
         if command[0] == "cat":
-            files = self.synced if self.synced is not None else self.get(
-                "v1", "ConfigMap", "cpu-slurm-config", "research")["data"]
+            files = self.files_seen(pod)
             return 0, "".join(files.get(path.rsplit("/", 1)[1], "") for path in command[1:]), ""
         if command[:2] == ["scontrol", "reconfigure"]:
             self.reconfigures += 1

@@ -7,7 +7,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_reconcile_health import T0, SlurmKube, make_world
+from test_reconcile_health import T0, make_world
+from test_topology import ControllerKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
@@ -56,15 +57,14 @@ def test_the_digest_follows_every_file_name_and_content():
     assert files_digest(files) != files_digest({"slurm.conf": "a\n", "gres.conf": "b\n"})
 
 
-class KubeletKube(SlurmKube):
-    """SlurmKube whose pods see the ConfigMap as their kubelet last synced it: when the pod was
-    made, and whenever the pod object changes (never on a timer here). The controller pod answers
-    `cat` from its copy and counts reconfigures; pod patches are counted by pod."""
+class KubeletKube(ControllerKube):
+    """ControllerKube whose pods see the ConfigMap as their kubelet last synced it: when the pod
+    was made, and whenever the pod object changes (never on a timer here); pod patches are
+    counted by pod."""
 
     def __init__(self):
         super().__init__()
         self.mounted = {}
-        self.reconfigures = 0
         self.pod_patches = []
 
     def config(self):
@@ -87,14 +87,8 @@ class KubeletKube(SlurmKube):
             self.mounted[name] = self.config()
         return result
 
-    def exec(self, namespace, pod, container, command, timeout=60):
-        if command[0] == "cat":
-            files = self.mounted[pod]
-            return 0, "".join(files.get(path.rsplit("/", 1)[1], "") for path in command[1:]), ""
-        if command[:2] == ["scontrol", "reconfigure"]:
-            self.reconfigures += 1
-            return 0, "", ""
-        return super().exec(namespace, pod, container, command, timeout)
+    def files_seen(self, pod):
+        return self.mounted[pod]
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
     plan_update,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_config_volumes
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
     SlurmControl,
     SlurmError,
@@ -265,10 +266,14 @@ class NodeSteps:
     def reconfigure_if_needed(self, cluster: SlurmCluster, files: Mapping[str, str], in_effect: str,
                               slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode], events: List[Event]) -> str:
         """`scontrol reconfigure` once the controller sees new config files (ConfigMaps reach
-        pods with a delay); also when nodes joined a cluster with a topology, whose tree only
-        takes in dynamic nodes on reconfigure. Returns the digest of the config in effect."""
+        pods with a delay, which volume_refresh.py shortens); also when nodes joined a cluster
+        with a topology, whose tree only takes in dynamic nodes on reconfigure. Returns the
+        digest of the config in effect."""
         wanted = config_digest(cluster, files, slurm_nodes)
-        if in_effect == wanted or not controller_has_config(slurm, files):
+        if in_effect == wanted:
+            return in_effect
+        refresh_config_volumes(self.kube, cluster, files)
+        if not controller_has_config(slurm, files):
             return in_effect
         slurm.reconfigure()
         events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))

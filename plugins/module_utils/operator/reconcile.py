@@ -55,7 +55,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes impo
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import read_switch_placement
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_config_volumes
 from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
@@ -160,8 +159,6 @@ class Reconciler:
             self.nodes.act_on_nodes(cluster, nodesets, scaling, slurm, slurm_nodes, events)
             self.nodes.retire_removed_nodesets(cluster, {n.name for n in nodesets} | set(nodeset_status), slurm,
                                                slurm_nodes, events)
-            if config_hash != config_digest(cluster, rendered.config_files, slurm_nodes):
-                refresh_config_volumes(self.kube, cluster, rendered.config_files)
             config_hash = self.nodes.reconfigure_if_needed(cluster, rendered.config_files, config_hash, slurm,
                                                            slurm_nodes, events)
         status, per_nodeset = self.status.report(cluster, nodesets, cluster_obj, slurm_nodes, key, live_nodesets,
