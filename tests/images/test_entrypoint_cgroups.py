@@ -15,24 +15,16 @@ import uuid
 from pathlib import Path
 
 import pytest
+from entrypoint_script import entrypoint_function
 
 pytestmark = pytest.mark.slurm
 
-REPO = Path(__file__).resolve().parents[2]
 UNIFIED = Path("/sys/fs/cgroup/unified")
 
 
 def cgroup2_mounted(path: Path) -> bool:
     with open("/proc/mounts") as mounts:
         return any(line.split()[1:3] == [str(path), "cgroup2"] for line in mounts)
-
-
-def entrypoint_function(name: str) -> str:
-    """One function of the entrypoint, as text (sourcing the script would run it)."""
-    lines = (REPO / "images/common/slurmkube-entrypoint").read_text().splitlines()
-    start = lines.index("%s() {" % name)
-    end = lines.index("}", start)
-    return "\n".join(lines[start:end + 1]) + "\n"
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not cgroup2_mounted(UNIFIED), reason="needs root and a cgroup2 mount")
