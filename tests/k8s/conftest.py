@@ -40,11 +40,13 @@ from slurm_helpers import SLURM_IMAGES, Operator
 
 def pytest_collection_modifyitems(items: list) -> None:
     """test_localkube.py first: it takes the cluster down and up again, which would wipe the
-    session's operator and imported images under any module that ran before it. On kind, the
-    tests on the session's kind cluster last: it stays up to the session's end, and beside the
-    kind clusters of other modules (quickstart's) it took CPU from them on a two-core machine."""
+    session's operator and imported images under any module that ran before it. Tests that need
+    no Kubernetes before those that do: in CI's second process they run while the first kind
+    cluster waits for its node image (cold, for the Kubernetes build). On kind, the tests on the
+    session's kind cluster last: it stays up to the session's end, and beside the kind clusters
+    of other modules (quickstart's) it took CPU from them on a two-core machine."""
     def rank(item: pytest.Item) -> int:
-        if item.path.name == "test_localkube.py":
+        if item.path.name == "test_localkube.py" or not item.get_closest_marker("k8s"):
             return 0
         return 2 if ON_KIND and item.get_closest_marker("kind_in_ci") else 1
 
