@@ -53,15 +53,18 @@ kind_build_pause() {
 }
 
 # Everything the contexts copy: localkube's binaries plus kubeadm, local-path, crictl, pause and kind.
+# localkube's binaries (one Kubernetes build for both) and kubeadm, which only kind needs.
+kind_build_kubernetes() {
+  lk_build
+  lk_build_k8s_commands "$KIND_BIN" kubeadm
+}
+
 kind_build_binaries() {
   mkdir -p "$KIND_BIN" "$KIND_CACHE/logs" "$LK_CACHE"
-  # The lock localkube.sh build/up/down hold: the tests run localkube and kind side by side,
-  # and two builds filling the same directories would corrupt them.
-  (
-    flock -w 3600 9 || kind_die "another localkube build held $LK_CACHE/lock for an hour"
-    lk_build
-    lk_build_k8s_commands "$KIND_BIN" kubeadm
-  ) 9>"$LK_CACHE/lock" || exit 1
+  # Under localkube's build lock: the tests run localkube and kind side by side. Not under its
+  # up/down lock: a cold CI waited about 3 minutes here, every binary built, behind a localkube
+  # up and test_localkube's down and up cycles.
+  lk_build_locked kind_build_kubernetes || exit 1
   kind_build_local_path
   kind_build_crictl
   kind_build_pause

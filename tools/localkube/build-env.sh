@@ -33,3 +33,16 @@ lk_die() {
 PROGRESS_TAG=${PROGRESS_TAG:-localkube}
 # shellcheck source=tools/localkube/build.sh
 . "$LK_HERE/build.sh"
+
+# One build at a time in this cache: `localkube.sh build` and `up`, and tools/kind (whose node
+# image is made of these binaries), may run side by side; two builds filling the same
+# directories would corrupt them. Apart from localkube.sh's own lock (up, down, import-image):
+# kind waits for a build, never for a cluster going up or down or an image import.
+# lk_build_locked COMMAND...: COMMAND (in a subshell) under the build lock.
+lk_build_locked() {
+  mkdir -p "$LK_CACHE"
+  (
+    flock -w 3600 7 || lk_die "another build held $LK_CACHE/build.lock for an hour"
+    "$@"
+  ) 7>"$LK_CACHE/build.lock"
+}

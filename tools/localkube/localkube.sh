@@ -369,7 +369,7 @@ lk_apply_addons() {
 }
 
 lk_up() {
-  lk_build
+  lk_build_locked lk_build
   lk_prepare_host
   mkdir -p "$LK_RUN"/{pids,logs,volumes}
   lk_network_up
@@ -406,21 +406,22 @@ lk_import_image() {
   done
 }
 
-# One build/up/down/import-image at a time on this machine: several test sessions may call us,
-# a down racing an up leaves orphans, and containerd refuses a second import of content another
-# import is writing. The lock fd is closed in every component we start.
+# One up/down/import-image at a time on this machine: several test sessions may call us, a down
+# racing an up leaves orphans, and containerd refuses a second import of content another import
+# is writing. The lock fd is closed in every component we start. Builds have their own lock
+# (lk_build_locked).
 lk_lock() {
   mkdir -p "$LK_CACHE"
   exec 9>"$LK_CACHE/lock"
-  flock -w 3600 9 || lk_die "another localkube build, up, down or import held the lock for an hour"
+  flock -w 3600 9 || lk_die "another localkube up, down or import held the lock for an hour"
 }
 
 main() {
   local cmd=${1:-}
   shift || true
-  case $cmd in build | up | down | import-image) lk_lock ;; esac
+  case $cmd in up | down | import-image) lk_lock ;; esac
   case $cmd in
-  build) lk_build ;;
+  build) lk_build_locked lk_build ;;
   up) lk_up ;;
   down) lk_down ;;
   status) lk_status ;;
