@@ -20,14 +20,20 @@ kind_die() {
   exit 1
 }
 
-# The kind CLI, from its Go module (kind's go.mod has no replace directive).
+# The kind CLI, from its Go module (kind's go.mod has no replace directive). Under a lock of its
+# own: node-image.sh and kind.sh may run side by side, and a second `go install` would write the
+# binary the first is running.
 kind_build_cli() {
   [[ -x $KIND_BIN/kind ]] && return 0
-  kind_log "building kind $KIND_VERSION"
   mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
-  progress_run "building kind $KIND_VERSION" "$KIND_CACHE/logs/build-kind.log" \
-    lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" ||
-    kind_die "the kind build failed"
+  (
+    flock -w 3600 6 || kind_die "another build of the kind CLI held $KIND_CACHE/build-cli.lock for an hour"
+    [[ -x $KIND_BIN/kind ]] && exit 0
+    kind_log "building kind $KIND_VERSION"
+    progress_run "building kind $KIND_VERSION" "$KIND_CACHE/logs/build-kind.log" \
+      lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" ||
+      kind_die "the kind build failed"
+  ) 6>"$KIND_CACHE/build-cli.lock"
 }
 
 # The etcd image tag of the offline node image: Debian's etcd, whose version kubeadm's own

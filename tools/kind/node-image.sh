@@ -52,19 +52,16 @@ kind_build_pause() {
   mv "$KIND_BIN/pause.tmp" "$KIND_BIN/pause"
 }
 
-# Everything the contexts copy: localkube's binaries plus kubeadm, local-path, crictl, pause and kind.
-# localkube's binaries (one Kubernetes build for both) and kubeadm, which only kind needs.
-kind_build_kubernetes() {
-  lk_build
-  lk_build_k8s_commands "$KIND_BIN" kubeadm
-}
-
+# Everything the contexts copy: localkube's binaries (one Kubernetes build for both) plus kubeadm,
+# local-path, crictl, pause and kind.
 kind_build_binaries() {
-  mkdir -p "$KIND_BIN" "$KIND_CACHE/logs" "$LK_CACHE"
-  # Under localkube's build lock: the tests run localkube and kind side by side. Not under its
-  # up/down lock: a cold CI waited about 3 minutes here, every binary built, behind a localkube
-  # up and test_localkube's down and up cycles.
-  lk_build_locked kind_build_kubernetes || exit 1
+  mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
+  # localkube's binaries under its build lock: the tests run localkube and kind side by side. Not
+  # under its up/down lock: a cold CI waited about 3 minutes here, every binary built, behind a
+  # localkube up and test_localkube's down and up cycles. What only kind needs is built under
+  # this script's lock alone (it writes only here), so a localkube up never waits for it.
+  lk_build_locked lk_build || exit 1
+  lk_build_k8s_commands "$KIND_BIN" kubeadm
   kind_build_local_path
   kind_build_crictl
   kind_build_pause
@@ -216,8 +213,17 @@ prune_other_node_images() {
   done
 }
 
+# One node image build at a time in this cache (tests/run starts one beside the tests, and each
+# kind.sh up asks for the image): the next one finds the image the first made.
+node_image_lock() {
+  mkdir -p "$KIND_CACHE"
+  exec 9>"$KIND_CACHE/build-node-image.lock"
+  flock -w 3600 9 || kind_die "another node-image.sh held $KIND_CACHE/build-node-image.lock for an hour"
+}
+
 main() {
   (($# == 0)) || kind_die "usage: node-image.sh (no arguments)"
+  node_image_lock
   local start=$SECONDS
   kind_build_binaries
   KUBEADM_IMAGES=$(kubeadm_images)
