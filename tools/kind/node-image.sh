@@ -59,7 +59,8 @@ kind_build_binaries() {
   # localkube's binaries under its build lock: the tests run localkube and kind side by side. Not
   # under its up/down lock: a cold CI waited about 3 minutes here, every binary built, behind a
   # localkube up and test_localkube's down and up cycles. What only kind needs is built under
-  # this script's lock alone (it writes only here), so a localkube up never waits for it.
+  # this script's lock alone (work directories and binaries of its own; Go's caches take
+  # concurrent builds), so a localkube up never waits for it.
   lk_build_locked lk_build || exit 1
   lk_build_k8s_commands "$KIND_BIN" kubeadm
   kind_build_local_path
