@@ -25,15 +25,16 @@ kind_die() {
 # binary the first is running.
 kind_build_cli() {
   [[ -x $KIND_BIN/kind ]] && return 0
+  lk_locked "$KIND_CACHE/build-cli.lock" kind_build_cli_unlocked
+}
+
+kind_build_cli_unlocked() {
+  [[ -x $KIND_BIN/kind ]] && return 0 # built by the one we waited for
+  kind_log "building kind $KIND_VERSION"
   mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
-  (
-    flock -w 3600 6 || kind_die "another build of the kind CLI held $KIND_CACHE/build-cli.lock for an hour"
-    [[ -x $KIND_BIN/kind ]] && exit 0
-    kind_log "building kind $KIND_VERSION"
-    progress_run "building kind $KIND_VERSION" "$KIND_CACHE/logs/build-kind.log" \
-      lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" ||
-      kind_die "the kind build failed"
-  ) 6>"$KIND_CACHE/build-cli.lock"
+  progress_run "building kind $KIND_VERSION" "$KIND_CACHE/logs/build-kind.log" \
+    lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" ||
+    kind_die "the kind build failed"
 }
 
 # The etcd image tag of the offline node image: Debian's etcd, whose version kubeadm's own

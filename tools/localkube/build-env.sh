@@ -40,9 +40,16 @@ PROGRESS_TAG=${PROGRESS_TAG:-localkube}
 # kind waits for a build, never for a cluster going up or down or an image import.
 # lk_build_locked COMMAND...: COMMAND (in a subshell) under the build lock.
 lk_build_locked() {
-  mkdir -p "$LK_CACHE"
+  lk_locked "$LK_CACHE/build.lock" "$@"
+}
+
+# lk_locked LOCKFILE COMMAND...: COMMAND (in a subshell) holding LOCKFILE, waited for up to an hour.
+lk_locked() {
+  local lockfile=$1
+  shift
+  mkdir -p "$(dirname "$lockfile")"
   (
-    flock -w 3600 7 || lk_die "another build held $LK_CACHE/build.lock for an hour"
+    flock -w 3600 7 || lk_die "another build held $lockfile for an hour"
     "$@"
-  ) 7>"$LK_CACHE/build.lock"
+  ) 7>"$lockfile"
 }
