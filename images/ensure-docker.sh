@@ -16,9 +16,24 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt-get install -y -qq docker.io >/dev/null
 fi
 
+# dockerd keeps every descriptor it is given for as long as it runs. Callers hold their build
+# locks on open descriptors (images/build.sh, tools/kind's node-image.sh and kind.sh), and a lock
+# passed on to the daemon is never released: every later build waits an hour for it (a CI run
+# timed out so). It gets its log and nothing else.
+close_inherited_descriptors() {
+  local fd
+  for fd in /proc/"$BASHPID"/fd/*; do
+    fd=${fd##*/}
+    if ((fd > 2)); then eval "exec $fd>&-"; fi
+  done
+}
+
 mkdir -p "$(dirname "$log")"
 if ! pgrep -x dockerd >/dev/null 2>&1; then
-  nohup dockerd >"$log" 2>&1 &
+  (
+    close_inherited_descriptors
+    exec nohup dockerd >"$log" 2>&1 </dev/null
+  ) &
 fi
 
 for _ in $(seq 1 60); do

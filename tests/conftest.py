@@ -33,3 +33,27 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("seconds per test module")
         for module, seconds in slow:
             terminalreporter.write_line("%8.1fs %s" % (seconds, module))
+
+
+# The test running now and the project's root, for the report of an interrupted run.
+_RUNNING = {"nodeid": "", "root": ""}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _RUNNING["root"] = str(config.rootpath)
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    _RUNNING["nodeid"] = nodeid
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """At tests/run's deadline (a ^C) say where the tests were: pytest's own line names only the
+    innermost frame (a selector in the standard library), not the test or fixture waiting in it.
+    The frames named are the project's own (under pytest's root, not an installed package)."""
+    sys.stderr.write("\ninterrupted in %s\n" % (_RUNNING["nodeid"] or "no test (collecting or finishing)"))
+    root = Path(_RUNNING["root"] or Path(__file__).resolve().parent.parent)
+    for entry in excinfo.traceback:
+        path = Path(entry.path).resolve()
+        if root in path.parents and "site-packages" not in path.parts:
+            sys.stderr.write("  at %s:%d, %s\n" % (path, entry.lineno + 1, entry.name))
