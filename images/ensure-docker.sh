@@ -10,12 +10,6 @@ if docker info >/dev/null 2>&1; then
   exit 0
 fi
 
-if ! command -v dockerd >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq docker.io >/dev/null
-fi
-
 # dockerd keeps every descriptor it is given for as long as it runs. Callers hold their build
 # locks on open descriptors (images/build.sh, tools/kind's node-image.sh and kind.sh), and a lock
 # passed on to the daemon is never released: every later build waits an hour for it (a CI run
@@ -27,6 +21,16 @@ close_inherited_descriptors() {
     if ((fd > 2)); then eval "exec $fd>&-"; fi
   done
 }
+
+if ! command -v dockerd >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Where no policy-rc.d forbids it, the package's own script starts the daemon: without them too.
+  (
+    close_inherited_descriptors
+    exec apt-get install -y -qq docker.io >/dev/null
+  )
+fi
 
 mkdir -p "$(dirname "$log")"
 if ! pgrep -x dockerd >/dev/null 2>&1; then

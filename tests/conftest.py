@@ -47,11 +47,15 @@ def pytest_runtest_logstart(nodeid: str) -> None:
     _RUNNING["nodeid"] = nodeid
 
 
+def pytest_runtest_logfinish() -> None:
+    _RUNNING["nodeid"] = ""
+
+
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """At tests/run's deadline (a ^C) say where the tests were: pytest's own line names only the
     innermost frame (a selector in the standard library), not the test or fixture waiting in it.
     The frames named are the project's own (under pytest's root, not an installed package)."""
-    sys.stderr.write("\ninterrupted in %s\n" % (_RUNNING["nodeid"] or "no test (collecting or finishing)"))
+    sys.stderr.write("\ninterrupted in %s\n" % (_RUNNING["nodeid"] or "no test (collecting, or between tests)"))
     root = Path(_RUNNING["root"] or Path(__file__).resolve().parent.parent)
     for entry in excinfo.traceback:
         path = Path(entry.path).resolve()

@@ -397,7 +397,7 @@ def made_again_on(kube: Cluster, pod: str, old_uid: str, host: str) -> Callable[
 
 
 def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewhere_and_the_pod_moves(
-        slurm: SlurmView):
+        slurm: SlurmView, request: pytest.FixtureRequest):
     """`docker stop` of a kind worker: once Kubernetes calls it NotReady, the operator sets its
     Slurm node DOWN with the reason, Slurm requeues the job that ran there and it finishes on the
     other node; after the node set's lostNodeTimeoutSeconds the stuck pod is deleted by force and
@@ -417,6 +417,8 @@ def test_a_lost_kubernetes_node_sets_its_slurm_node_down_the_job_finishes_elsewh
     try:
         job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap",
                         'test -n "$SLURM_RESTART_COUNT" || sleep 3600').strip()
+        # Should this test fail, its hour-long job must not hold a node the next test drains.
+        request.addfinalizer(lambda: slurm.kube.exec("%s-controller-0" % SLURM, "scancel", job, check=False))
         slurm.wait_running(job)
     finally:
         slurm.run("scontrol", "update", "nodename=" + staying, "state=resume")
