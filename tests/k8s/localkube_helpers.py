@@ -78,6 +78,10 @@ def exported_env(exports: str) -> dict:
 EXEC_NOT_STARTED = "failed to start exec"
 
 
+def kubectl_failed(args: tuple, result: subprocess.CompletedProcess) -> AssertionError:
+    return AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+
+
 @dataclass
 class Cluster:
     env: dict
@@ -91,7 +95,7 @@ class Cluster:
             check=False,
         )
         if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+            raise kubectl_failed(args, result)
         return result
 
     def apply(self, manifest: str) -> None:
@@ -107,7 +111,7 @@ class Cluster:
         if result.returncode != 0 and "(NotFound)" in result.stderr:
             return None
         if result.returncode != 0:
-            raise AssertionError(f"kubectl get {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+            raise kubectl_failed(("get", *args), result)
         return json.loads(result.stdout)
 
     def pod_uid(self, pod: str) -> Optional[str]:
@@ -130,15 +134,15 @@ class Cluster:
         start it ("failed to start exec": the command never ran): under load on kind, runc refused
         single execs ("read init-p: connection reset by peer"; a cold CI run saw one fail a test
         before it had done anything), which says nothing of what the tests look at."""
+        args = ("-n", self.namespace, "exec", pod, "--", *command)
         attempts = 3
         for attempt in range(1, attempts + 1):
-            result = self.kubectl("-n", self.namespace, "exec", pod, "--", *command, check=False)
+            result = self.kubectl(*args, check=False)
             if result.returncode == 0 or EXEC_NOT_STARTED not in result.stderr or attempt == attempts:
                 break
             time.sleep(2)
         if check and result.returncode != 0:
-            raise AssertionError(f"kubectl -n {self.namespace} exec {pod} -- {' '.join(command)} failed "
-                                 f"({result.returncode}):\n{result.stderr}")
+            raise kubectl_failed(args, result)
         return result
 
     def wait_pod_ready(self, pod: str, timeout: int = 120) -> None:
