@@ -16,10 +16,10 @@ import subprocess
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple, TypeVar
+from typing import Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 import pytest
-from localkube_helpers import REPO, Cluster, kind, toolbox_archive, wait_for
+from localkube_helpers import REPO, Cluster, exported_env, kind, toolbox_archive, wait_for
 from slurm_helpers import (
     OPERATOR_LABEL,
     SLURM_IMAGES,
@@ -62,20 +62,22 @@ def volumes_before() -> set:
 
 
 @pytest.fixture(scope="module")
-def kind_cluster(cluster_name: str, lib_modules_existed: bool, volumes_before: set) -> Cluster:
+def up_log(cluster_name: str, lib_modules_existed: bool, volumes_before: set) -> Iterator[str]:
+    """The module's kind cluster, made and finally deleted: what `kind.sh up` wrote on stderr."""
     if os.geteuid() != 0:
         pytest.skip("kind here needs root (docker)")
     try:
-        kind("up", cluster_name)
-        kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", cluster_name)
-        kubectl_dir = toolbox_archive().parents[1]
-        env = dict(os.environ, KUBECONFIG=kind("kubeconfig", cluster_name).stdout.strip(),
-                   PATH=str(kubectl_dir) + os.pathsep + os.environ["PATH"])
-        cluster = Cluster(env=env, namespace=NAMESPACE)
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        yield cluster
+        yield kind("up", cluster_name).stderr
     finally:
         kind("down", cluster_name, check=False)
+
+
+@pytest.fixture(scope="module")
+def kind_cluster(up_log: str, cluster_name: str) -> Cluster:
+    kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", cluster_name)
+    cluster = Cluster(env=exported_env(kind("env", cluster_name).stdout), namespace=NAMESPACE)
+    cluster.kubectl("create", "namespace", NAMESPACE)
+    return cluster
 
 
 def node_names(kube: Cluster) -> dict:
@@ -142,6 +144,29 @@ def test_one_control_plane_and_two_workers_are_ready_and_workloads_stay_off_the_
         taints = {t["key"] for t in node["spec"].get("taints") or []}
         control = "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
         assert ("node-role.kubernetes.io/control-plane" in taints) == control, node["metadata"]["name"]
+
+
+def test_the_nodes_run_the_pinned_upstream_image_or_when_it_cannot_be_pulled_the_one_built_here(
+        kind_cluster: Cluster, cluster_name: str, up_log: str):
+    pinned = subprocess.run(["bash", "-c", f'. "{REPO}/tools/kind/versions.env"; echo "$KIND_UPSTREAM_NODE_IMAGE"'],
+                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert pinned.startswith("kindest/node:v1.35.") and "@sha256:" in pinned, pinned
+    image = docker("inspect", "-f", "{{.Config.Image}}", f"{cluster_name}-control-plane").strip()
+    if f"cannot pull {pinned}: the node image is built here" in up_log:
+        assert image.startswith("slurmkube/kind-node:"), image
+    else:
+        assert image == pinned, up_log
+
+
+def test_kind_sh_env_gives_the_kubectl_of_the_nodes_own_kubernetes(kind_cluster: Cluster, cluster_name: str):
+    """kind.sh env puts the control plane's own kubectl first on PATH: client and server are one build."""
+    kubectl = Path(exported_env(kind("env", cluster_name).stdout)["PATH"].split(os.pathsep)[0]) / "kubectl"
+    assert kubectl.parent == Path(kind("kubeconfig", cluster_name).stdout.strip()).parent / "bin"
+    versions = json.loads(kind_cluster.kubectl("version", "-o", "json").stdout)
+    assert versions["clientVersion"]["gitVersion"] == versions["serverVersion"]["gitVersion"], versions
+    in_node = docker("exec", f"{cluster_name}-control-plane", "sha256sum", "/usr/bin/kubectl").split()[0]
+    assert subprocess.run(["sha256sum", str(kubectl)], capture_output=True, text=True,
+                          check=True).stdout.split()[0] == in_node  # fmt: skip
 
 
 def test_pods_on_two_nodes_talk_and_each_sees_the_others_own_address(web: Cluster):

@@ -26,13 +26,12 @@ esac
 """
 
 
-def cache_paths(cache: Path) -> tuple[Path, Path]:
-    """Where kind.sh keeps the kind CLI and finds localkube's kubectl, for this cache."""
-    out = subprocess.run(["bash", "-c", f'. "{REPO}/tools/kind/lib.sh"; echo "$KIND_BIN"; echo "$LK_BIN"'],
+def kind_bin_of(cache: Path) -> Path:
+    """Where kind.sh keeps the kind CLI, for this cache."""
+    out = subprocess.run(["bash", "-c", f'. "{REPO}/tools/kind/lib.sh"; echo "$KIND_BIN"'],
                          env=dict(os.environ, SLURMKUBE_CACHE=str(cache)), capture_output=True, text=True,
                          check=True, timeout=60)  # fmt: skip
-    kind_bin, lk_bin = out.stdout.split()
-    return Path(kind_bin), Path(lk_bin)
+    return Path(out.stdout.strip())
 
 
 def executable(path: Path, text: str) -> None:
@@ -56,9 +55,9 @@ def kind_sh(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_up_of_the_first_of_two_listed_clusters_reuses_it(tmp_path: Path):
-    kind_bin, lk_bin = cache_paths(tmp_path / "cache")
-    executable(kind_bin / "kind", FAKE_KIND)
-    executable(lk_bin / "kubectl", "#!/bin/sh\nexit 0\n")
+    executable(kind_bin_of(tmp_path / "cache") / "kind", FAKE_KIND)
+    # The kubectl kind.sh copied out of the cluster's control plane when it made the cluster.
+    executable(tmp_path / "cache/kind/clusters/slurmkube-demo/bin/kubectl", "#!/bin/sh\nexit 0\n")
     calls = tmp_path / "calls"
     env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / "cache"), CALLS=str(calls))
     for run in range(3):

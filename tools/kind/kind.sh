@@ -10,16 +10,20 @@
 #   kind.sh kind ARGS...       run the pinned kind CLI
 #
 # NAME defaults to slurmkube. The node image is the upstream kindest/node of our Kubernetes
-# version when it can be pulled (KIND_UPSTREAM_NODE_IMAGE), else the one node-image.sh builds
-# here. Only what this host needs is changed, after it was detected: a docker that cannot start
-# --privileged containers gets tools/kind/docker-unprivileged in kind's PATH (and containerd in
-# the nodes restrict_oom_score_adj), a cgroup v1 host gets failCgroupV1: false.
+# minor when it can be pulled (KIND_UPSTREAM_NODE_IMAGE in versions.env), else the one
+# node-image.sh builds here. kubectl is the nodes' own, copied out of the control plane: its
+# version is the server's, and nothing is compiled for it. Only what this host needs is changed,
+# after it was detected: a docker that cannot start --privileged containers gets
+# tools/kind/docker-unprivileged in kind's PATH (and containerd in the nodes
+# restrict_oom_score_adj), a cgroup v1 host gets failCgroupV1: false.
 #
 # Environment:
 #   SLURMKUBE_CACHE          cache (default /var/cache/slurmkube); kubeconfigs in its kind/
 #   SLURMKUBE_KIND_WORKERS   worker nodes (default 2)
 #   SLURMKUBE_KIND_SHARED    a host directory mounted at the same path in every node (default
 #                            $SLURMKUBE_CACHE/kind/clusters/<name>/shared): storage every node sees
+#   SLURMKUBE_KIND_UPSTREAM_NODE_IMAGE  the image to try first instead of the pinned one; set
+#                            empty, the image built here is always used
 set -euo pipefail
 
 # shellcheck source=tools/kind/lib.sh
@@ -54,15 +58,20 @@ exists() {
   grep -qx -- "$1" <<<"$names"
 }
 
-# kubectl of our Kubernetes version: localkube's build when it was made (the offline node image
-# needs it), else kubectl alone.
+# The directory of the cluster's kubectl: the control-plane node's own (every node image has
+# one, upstream's and ours), copied once.
 kubectl_dir() {
-  if [[ -x $LK_BIN/kubectl ]]; then
-    echo "$LK_BIN"
-  else
-    lk_build_k8s_commands "$KIND_BIN" kubectl
-    echo "$KIND_BIN"
+  local name=$1 bin
+  bin="$(cluster_dir "$name")/bin"
+  if [[ ! -x $bin/kubectl ]]; then
+    mkdir -p "$bin"
+    # shellcheck disable=SC2016 # expanded in the node
+    docker exec "$name-control-plane" sh -c 'cat "$(command -v kubectl)"' >"$bin/kubectl.tmp" ||
+      kind_die "cannot copy kubectl out of $name-control-plane (kind.sh up $name makes the cluster)"
+    chmod 0755 "$bin/kubectl.tmp"
+    mv "$bin/kubectl.tmp" "$bin/kubectl"
   fi
+  echo "$bin"
 }
 
 # Slurm's pods never run on the control plane (it keeps its taint in a multi-node cluster):
@@ -78,13 +87,15 @@ load() {
 
 # The node image: upstream's when it can be pulled, else ours (built if needed).
 node_image() {
-  if [[ -n ${KIND_UPSTREAM_NODE_IMAGE:-} ]] &&
-    { docker image inspect "$KIND_UPSTREAM_NODE_IMAGE" >/dev/null 2>&1 ||
-      timeout 300 docker pull "$KIND_UPSTREAM_NODE_IMAGE" >/dev/null 2>&1; }; then
-    echo "$KIND_UPSTREAM_NODE_IMAGE"
-  else
-    bash "$KIND_HERE/node-image.sh"
+  local upstream=$KIND_UPSTREAM_NODE_IMAGE
+  if [[ -n $upstream ]]; then
+    if docker image inspect "$upstream" >/dev/null 2>&1 || timeout 300 docker pull "$upstream" >/dev/null 2>&1; then
+      echo "$upstream"
+      return 0
+    fi
+    kind_log "cannot pull $upstream: the node image is built here"
   fi
+  bash "$KIND_HERE/node-image.sh"
 }
 
 # Whether docker here can start a --privileged container (any local image serves).
@@ -137,7 +148,7 @@ up() {
   dir=$(cluster_dir "$name")
   kubeconfig=$(kubeconfig_of "$name")
   if exists "$name"; then
-    kubectl_dir >/dev/null
+    kubectl_dir "$name" >/dev/null
     kind_log "cluster $name exists; kubeconfig: $kubeconfig"
     out=$(kind_cli export kubeconfig --name "$name" --kubeconfig "$kubeconfig" 2>&1) ||
       kind_die "cannot write the kubeconfig of $name: $out"
@@ -148,7 +159,6 @@ up() {
   mkdir -p "$shared"
   echo "$shared" >"$dir/shared-path"
   image=$(node_image)
-  kubectl_dir >/dev/null # after the node image: its Kubernetes build has kubectl
   if docker_runs_privileged "$image"; then
     rm -rf "$KIND_DOCKER_FRONT"
   else
@@ -167,22 +177,42 @@ up() {
     kind_die "kind create cluster failed; log: $dir/create.log (nodes kept: kind.sh down $name removes them)"
   fi
   wait_for_pod_routes "$name" 180 || kind_die "pod routes between the nodes of $name are still missing after 180 s"
+  kubectl_dir "$name" >/dev/null
   add_shared_storage "$name" "$shared"
   kind_log "cluster $name is up; kubeconfig: $kubeconfig"
 }
 
-# The StorageClass slurmkube-shared over the directory every node mounts (our node image's
-# manifest; the upstream image has none, and then the cluster has no shared class).
+# kubectl in the control-plane node, as the cluster's admin.
+node_kubectl() {
+  local name=$1
+  shift
+  docker exec -i "$name-control-plane" kubectl --kubeconfig /etc/kubernetes/admin.conf "$@"
+}
+
+# The StorageClass slurmkube-shared (manifests/shared-storage.yaml.in): the provisioner of the
+# default class, local-path (both node images run it, from the images they preload), run a
+# second time over the directory every node mounts. Its program, image and helper image are
+# read from the default one's Deployment.
 add_shared_storage() {
-  local name=$1 shared=$2 node="$1-control-plane"
-  if ! docker exec "$node" test -f /kind/manifests/shared-storage.yaml; then
-    kind_log "no shared StorageClass: $node's image has no /kind/manifests/shared-storage.yaml"
+  local name=$1 shared=$2 container='.spec.template.spec.containers[0]' image command program helper
+  if ! image=$(node_kubectl "$name" -n local-path-storage get deployment local-path-provisioner \
+    -o jsonpath="{$container.image}" 2>/dev/null); then
+    kind_log "no shared StorageClass: $name runs no local-path-provisioner (local-path-storage)"
     return 0
   fi
+  command=$(node_kubectl "$name" -n local-path-storage get deployment local-path-provisioner \
+    -o jsonpath="{range $container.command[*]}{@}{\"\\n\"}{end}") ||
+    kind_die "cannot read local-path-provisioner's command in $name"
+  program=$(head -n1 <<<"$command")
+  helper=$(awk 'previous == "--helper-image" { print; exit }
+    sub(/^--helper-image=/, "") { print; exit }
+    { previous = $0 }' <<<"$command")
+  [[ -n $image && -n $program && -n $helper ]] ||
+    kind_die "local-path-provisioner in $name names no image, program or --helper-image: $image $command"
   mkdir -p "$shared/volumes"
-  docker exec "$node" sh -c "sed 's#@SHARED@#$shared#g' /kind/manifests/shared-storage.yaml |
-    kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f -" >/dev/null ||
-    kind_die "cannot add the shared StorageClass to $name"
+  sed -e "s#@SHARED@#$shared#g" -e "s#@IMAGE@#$image#g" -e "s#@PROGRAM@#$program#g" \
+    -e "s#@HELPER_IMAGE@#$helper#g" "$KIND_HERE/manifests/shared-storage.yaml.in" |
+    node_kubectl "$name" apply -f - >/dev/null || kind_die "cannot add the shared StorageClass to $name"
 }
 
 # Up means usable: kind waits for Ready nodes, but pods on two nodes talk only once the
@@ -247,7 +277,8 @@ main() {
     kubeconfig) kubeconfig_of "${1:-slurmkube}" ;;
     env)
       # shellcheck disable=SC2016 # $PATH is for the caller's shell to expand
-      printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\n' "$(kubeconfig_of "${1:-slurmkube}")" "$(kubectl_dir)"
+      printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\n' "$(kubeconfig_of "${1:-slurmkube}")" \
+        "$(kubectl_dir "${1:-slurmkube}")"
       ;;
     load)
       (($# >= 2)) || kind_die "usage: kind.sh load NAME IMAGE..."

@@ -94,9 +94,6 @@ stage_components() {
   done
   install -m 0755 "$KIND_BIN/local-path-provisioner" "$dir/bin/local-path-provisioner"
   install -m 0755 "$KIND_BIN/pause" "$dir/bin/pause"
-  # The shared StorageClass's provisioner (manifests/shared-storage.yaml.in).
-  install -m 0755 "$LK_BIN/kubectl" "$dir/bin/kubectl"
-  install -m 0755 "$REPO/tools/localkube/provisioner.sh" "$dir/bin/provisioner.sh"
 }
 
 # The node's build context, staged in $1; its manifests name our image of the components, $2.
@@ -119,7 +116,7 @@ stage_node() {
   sed -i "s#^\( *sandbox_image = \).*#\1\"$pause\"#" "$dir/kind/files/etc/containerd/config.toml"
   grep -q "sandbox_image = \"$pause\"" "$dir/kind/files/etc/containerd/config.toml" ||
     kind_die "kind $KIND_VERSION's containerd config names no sandbox_image"
-  for m in default-cni default-storage shared-storage; do
+  for m in default-cni default-storage; do
     sed "s#@IMAGE@#$components_ref#g" "$KIND_HERE/manifests/$m.yaml.in" >"$dir/manifests/$m.yaml"
   done
 }
