@@ -33,8 +33,10 @@ def localkube(*args: str, check: bool = True, timeout: float = 3600) -> subproce
     return result
 
 
-def kind(*args: str, check: bool = True, timeout: float = 3600) -> subprocess.CompletedProcess:
-    result = subprocess.run(["bash", str(KIND), *args], text=True, capture_output=True, timeout=timeout, check=False)
+def kind(*args: str, check: bool = True, timeout: float = 3600,
+         env: Optional[dict] = None) -> subprocess.CompletedProcess:  # fmt: skip
+    result = subprocess.run(["bash", str(KIND), *args], text=True, capture_output=True, timeout=timeout, check=False,
+                            env=env)  # fmt: skip
     if check and result.returncode != 0:
         raise AssertionError(f"kind.sh {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-6000:]}")
     return result

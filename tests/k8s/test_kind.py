@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import textwrap
 import uuid
@@ -499,6 +500,76 @@ def test_a_hardware_drained_node_on_a_cordoned_kubernetes_node_is_replaced_on_an
     finally:
         kube.kubectl("uncordon", host)
     wait_for(lambda: all(in_service(slurm.nodes()[n]) for n in nodes), 120, 3, explain=slurm.explain)
+
+
+# ------------------------------------------------------------- the pinned image, when it can be pulled
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory) -> Iterator[str]:
+    """A registry on this machine (Debian's docker-registry, unpacked, not installed), serving as
+    Docker Hub or a mirror serves a pinned image: its host:port. Docker takes 127.0.0.1 over HTTP."""
+    base = tmp_path_factory.mktemp("registry")
+    apt = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    download = ["apt-get", "download", "-qq", "docker-registry"]
+    if subprocess.run(download, cwd=base, env=apt, capture_output=True, timeout=300).returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], env=apt, check=True, capture_output=True, timeout=600)
+        subprocess.run(download, cwd=base, env=apt, check=True, capture_output=True, timeout=300)
+    deb = next(base.glob("docker-registry_*.deb"))
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(base / "root")], check=True, timeout=60)
+    address = f"127.0.0.1:{free_port()}"
+    (base / "config.yml").write_text(textwrap.dedent(f"""\
+        version: 0.1
+        storage: {{filesystem: {{rootdirectory: {base / "data"}}}}}
+        http: {{addr: "{address}"}}
+        """))
+    with open(base / "registry.log", "w") as log:
+        server = subprocess.Popen([str(base / "root/usr/bin/docker-registry"), "serve", str(base / "config.yml")],
+                                  stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        wait_for(lambda: subprocess.run(["curl", "-fsS", f"http://{address}/v2/"], capture_output=True).returncode == 0,
+                 30, 0.5, explain=lambda: (base / "registry.log").read_text())  # fmt: skip
+        yield address
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_pinned_image_docker_can_pull_is_pulled_and_run_as_it_is(registry: str, cluster_name: str):
+    """The upstream image is used when it can be pulled. The pinned kindest/node is out of reach here,
+    so the pin names our node image pushed to a registry on this machine, by digest, as a mirror would
+    serve it (a copy pulled on another machine is known by its label, not its name). One node: it must
+    come up from that image unchanged, with the kubectl and the shared class of its own nodes."""
+    built = subprocess.run(["bash", str(REPO / "tools/kind/node-image.sh")], capture_output=True, text=True,
+                           check=True, timeout=3600).stdout.strip()  # fmt: skip
+    repository = f"{registry}/kindest/node"
+    docker("tag", built, f"{repository}:pinned")
+    docker("push", f"{repository}:pinned")
+    digests = json.loads(docker("image", "inspect", built))[0]["RepoDigests"]
+    pinned = next(d for d in digests if d.startswith(repository + "@sha256:"))
+    # Untagged, the image is known to docker by its digest no more: kind.sh has to pull it.
+    docker("rmi", f"{repository}:pinned")
+    assert subprocess.run(["docker", "image", "inspect", pinned], capture_output=True).returncode != 0
+    name = cluster_name + "-pin"
+    env = dict(os.environ, SLURMKUBE_KIND_UPSTREAM_NODE_IMAGE=pinned, SLURMKUBE_KIND_WORKERS="0")
+    try:
+        up = kind("up", name, env=env)
+        assert "cannot pull" not in up.stderr and "building" not in up.stderr, up.stderr
+        assert docker("inspect", "-f", "{{.Config.Image}}", f"{name}-control-plane").strip() == pinned
+        kube = Cluster(env=exported_env(kind("env", name).stdout), namespace="default")
+        kube.kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=120s", timeout=150)
+        assert kube.kubectl("get", "storageclass", "slurmkube-shared", "-o", "name").stdout.strip() == \
+            "storageclass.storage.k8s.io/slurmkube-shared"
+        versions = json.loads(kube.kubectl("version", "-o", "json").stdout)
+        assert versions["clientVersion"]["gitVersion"] == versions["serverVersion"]["gitVersion"], versions
+    finally:
+        kind("down", name, env=env, check=False)
+        subprocess.run(["docker", "rmi", pinned], capture_output=True)
 
 
 def test_up_again_reuses_the_cluster(kind_cluster: Cluster, cluster_name: str):

@@ -104,7 +104,13 @@ docker_runs_privileged() {
   docker run --rm --privileged --entrypoint /bin/true "$image" >/dev/null 2>&1
 }
 
-# The cluster's configuration for kind (image-specific settings only where needed).
+# A label of a local image ("" when it has none).
+image_label() {
+  docker image inspect -f "{{with index .Config.Labels \"$2\"}}{{.}}{{end}}" "$1"
+}
+
+# The cluster's configuration for kind (image-specific settings only where needed): our node
+# image is known by its label, under whatever name it was pulled.
 cluster_config() {
   local name=$1 image=$2 unprivileged=$3 workers=$4 shared=$5 i
   cat <<YAML
@@ -132,9 +138,14 @@ containerdConfigPatches:
 YAML
   fi
   echo "kubeadmConfigPatches:"
-  if [[ $image == "$KIND_NODE_REPO":* ]]; then
+  if [[ $(image_label "$image" io.slurmkube.image) == kind-node ]]; then
+    local etcd_tag dns_tag
+    etcd_tag=$(image_label "$image" "$KIND_LABEL_ETCD_TAG")
+    dns_tag=$(image_label "$image" "$KIND_LABEL_DNS_TAG")
+    [[ -n $etcd_tag && -n $dns_tag ]] ||
+      kind_die "$image is an older node image of ours, without its kubeadm image tags: node-image.sh builds a current one"
     echo "  - |"
-    kind_kubeadm_patches | sed 's/^/    /'
+    kind_kubeadm_patches "$etcd_tag" "$dns_tag" | sed 's/^/    /'
   fi
   if [[ ! -f /sys/fs/cgroup/cgroup.controllers ]]; then
     printf '  - |\n    kind: KubeletConfiguration\n    failCgroupV1: false\n'

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
 # What node-image.sh and kind.sh share: the versions, localkube's build (build-env.sh), the
-# cache, the kind CLI, the node image's name and the kubeadm settings that image needs.
+# cache, the kind CLI and the kubeadm settings the offline node image needs.
 
 KIND_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$KIND_HERE/../.." && pwd)
@@ -12,7 +12,6 @@ PROGRESS_TAG=kind
 
 KIND_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}/kind"
 KIND_BIN="$KIND_CACHE/$KIND_VERSION-$LK_K8S_VERSION/bin"
-KIND_NODE_REPO="slurmkube/kind-node"
 
 kind_log() { printf '[kind %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 kind_die() {
@@ -37,21 +36,19 @@ kind_build_cli_unlocked() {
     kind_die "the kind build failed"
 }
 
-# The etcd image tag of the offline node image: Debian's etcd, whose version kubeadm's own
-# choice (3.6) is not (3.6 is not on the module proxy).
-kind_etcd_tag() {
-  "$LK_BIN/etcd" --version | sed -n 's/^etcd Version: \(.*\)/\1-0/p'
-}
-
 # kubeadm patches the offline node image needs (kind's kubeadmConfigPatches): the etcd and
-# CoreDNS that were built here, not the versions kubeadm would pull.
+# CoreDNS images built here (tags $1 and $2), not the versions kubeadm would pull. node-image.sh
+# writes both tags in the image's labels, so a copy of the image pushed to a registry and pulled
+# on another machine still gets them.
+KIND_LABEL_ETCD_TAG=io.slurmkube.kubeadm.etcd-tag
+KIND_LABEL_DNS_TAG=io.slurmkube.kubeadm.dns-tag
 kind_kubeadm_patches() {
   cat <<YAML
 kind: ClusterConfiguration
 etcd:
   local:
-    imageTag: "$(kind_etcd_tag)"
+    imageTag: "$1"
 dns:
-  imageTag: "$LK_COREDNS_VERSION"
+  imageTag: "$2"
 YAML
 }

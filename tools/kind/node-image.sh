@@ -24,6 +24,14 @@ set -euo pipefail
 # shellcheck source=tools/kind/lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
+KIND_NODE_REPO="slurmkube/kind-node"
+
+# The etcd image tag of the offline node image: Debian's etcd, whose version kubeadm's own
+# choice (3.6) is not (3.6 is not on the module proxy).
+kind_etcd_tag() {
+  "$LK_BIN/etcd" --version | sed -n 's/^etcd Version: \(.*\)/\1-0/p'
+}
+
 # Names the preloaded images go by: what kubeadm asks for (listed by kubeadm itself from the
 # cluster configuration kind.sh gives it) and ours, which only our manifests name.
 KIND_OWN_IMAGE="slurmkube.local/kind-components"
@@ -77,7 +85,7 @@ kubeadm_images() {
   {
     echo "apiVersion: kubeadm.k8s.io/v1beta4"
     echo "kubernetesVersion: $LK_K8S_VERSION"
-    kind_kubeadm_patches
+    kind_kubeadm_patches "$(kind_etcd_tag)" "$LK_COREDNS_VERSION"
   } >"$config"
   "$KIND_BIN/kubeadm" config images list --config "$config" 2>/dev/null
   rm -f "$config"
@@ -196,7 +204,8 @@ preload_and_commit() {
   # The container's config keeps the base's STOPSIGNAL (docker 20.10 cannot --change it).
   docker commit --change 'ENTRYPOINT ["/usr/local/bin/slurmkube-node-entrypoint", "/usr/local/bin/entrypoint", "/sbin/init"]' \
     --change 'CMD []' --change 'ENV container=docker' \
-    --change "LABEL io.slurmkube.image=kind-node" "$container" "$ref" >/dev/null || {
+    --change "LABEL io.slurmkube.image=kind-node" --change "LABEL $KIND_LABEL_ETCD_TAG=$(kind_etcd_tag)" \
+    --change "LABEL $KIND_LABEL_DNS_TAG=$LK_COREDNS_VERSION" "$container" "$ref" >/dev/null || {
     docker rm -f "$container" >/dev/null
     kind_die "docker commit of the node image failed"
   }
