@@ -70,6 +70,9 @@ teardown() {
 
 state=$(found)
 record "quickstart.sh, first run ($state)" "$(seconds_of first bash "$repo/quickstart.sh") s"
+# Built here, or pulled (the pin of tools/kind/versions.env, or SLURMKUBE_KIND_UPSTREAM_NODE_IMAGE).
+record "the node image the first run's nodes run" \
+  "$(docker inspect -f '{{.Config.Image}}' slurmkube-demo-control-plane | sed 's/@sha256:\(.\{12\}\).*/@sha256:\1…/')"
 record "quickstart.sh, re-run (changed=0)" "$(seconds_of second bash "$repo/quickstart.sh") s"
 grep -q 'changed=0 ' "$log/second.log" || echo "warning: the re-run changed something" >&2
 record "teardown.yml -e slurmkube_purge=true (the kind cluster deleted)" "$(seconds_of teardown teardown) s"
