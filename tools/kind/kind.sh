@@ -87,13 +87,13 @@ load() {
 
 # The node image: upstream's when it can be pulled, else ours (built if needed).
 node_image() {
-  local upstream=$KIND_UPSTREAM_NODE_IMAGE
+  local upstream=$KIND_UPSTREAM_NODE_IMAGE pull
   if [[ -n $upstream ]]; then
-    if docker image inspect "$upstream" >/dev/null 2>&1 || timeout 300 docker pull "$upstream" >/dev/null 2>&1; then
+    if docker image inspect "$upstream" >/dev/null 2>&1 || pull=$(timeout 300 docker pull "$upstream" 2>&1); then
       echo "$upstream"
       return 0
     fi
-    kind_log "cannot pull $upstream: the node image is built here"
+    kind_log "cannot pull $upstream: the node image is built here (docker pull: $(tail -n 1 <<<"$pull"))"
   fi
   bash "$KIND_HERE/node-image.sh"
 }
