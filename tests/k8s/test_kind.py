@@ -510,6 +510,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def answers(url: str) -> bool:
+    return subprocess.run(["curl", "-fsS", url], capture_output=True, timeout=10, check=False).returncode == 0
+
+
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory) -> Iterator[str]:
     """A registry on this machine (Debian's docker-registry, unpacked, not installed), serving as
@@ -517,10 +521,10 @@ def registry(tmp_path_factory) -> Iterator[str]:
     base = tmp_path_factory.mktemp("registry")
     apt = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     download = ["apt-get", "download", "-qq", "docker-registry"]
-    if subprocess.run(download, cwd=base, env=apt, capture_output=True, timeout=300).returncode != 0:
+    if subprocess.run(download, cwd=base, env=apt, capture_output=True, timeout=300, check=False).returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], env=apt, check=True, capture_output=True, timeout=600)
         subprocess.run(download, cwd=base, env=apt, check=True, capture_output=True, timeout=300)
-    deb = next(base.glob("docker-registry_*.deb"))
+    (deb,) = base.glob("docker-registry_*.deb")
     subprocess.run(["dpkg-deb", "-x", str(deb), str(base / "root")], check=True, timeout=60)
     address = f"127.0.0.1:{free_port()}"
     (base / "config.yml").write_text(textwrap.dedent(f"""\
@@ -532,8 +536,7 @@ def registry(tmp_path_factory) -> Iterator[str]:
         server = subprocess.Popen([str(base / "root/usr/bin/docker-registry"), "serve", str(base / "config.yml")],
                                   stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        wait_for(lambda: subprocess.run(["curl", "-fsS", f"http://{address}/v2/"], capture_output=True).returncode == 0,
-                 30, 0.5, explain=lambda: (base / "registry.log").read_text())  # fmt: skip
+        wait_for(lambda: answers(f"http://{address}/v2/"), 30, 0.5, explain=(base / "registry.log").read_text)
         yield address
     finally:
         server.terminate()
@@ -554,7 +557,7 @@ def test_a_pinned_image_docker_can_pull_is_pulled_and_run_as_it_is(registry: str
     pinned = next(d for d in digests if d.startswith(repository + "@sha256:"))
     # Untagged, the image is known to docker by its digest no more: kind.sh has to pull it.
     docker("rmi", f"{repository}:pinned")
-    assert subprocess.run(["docker", "image", "inspect", pinned], capture_output=True).returncode != 0
+    assert subprocess.run(["docker", "image", "inspect", pinned], capture_output=True, check=False).returncode != 0
     name = cluster_name + "-pin"
     env = dict(os.environ, SLURMKUBE_KIND_UPSTREAM_NODE_IMAGE=pinned, SLURMKUBE_KIND_WORKERS="0")
     try:
@@ -569,7 +572,7 @@ def test_a_pinned_image_docker_can_pull_is_pulled_and_run_as_it_is(registry: str
         assert versions["clientVersion"]["gitVersion"] == versions["serverVersion"]["gitVersion"], versions
     finally:
         kind("down", name, env=env, check=False)
-        subprocess.run(["docker", "rmi", pinned], capture_output=True)
+        subprocess.run(["docker", "rmi", pinned], capture_output=True, check=False)
 
 
 def test_up_again_reuses_the_cluster(kind_cluster: Cluster, cluster_name: str):
