@@ -83,7 +83,9 @@ start_pod() {
     exec unshare --mount --uts --ipc --pid --cgroup --fork /init pod "$name" "$root"
   ) >"/var/log/pods/$name.log" 2>&1 </dev/null &
   unshare_pid=$!
-  for _ in $(seq 50); do
+  # Up to 30 s: the guest is emulated (no KVM here), and on a loaded host its first fork and exec
+  # of unshare took over the 5 s this once allowed (CI, 2026-11-28).
+  for _ in $(seq 300); do
     children="$(cat "/proc/$unshare_pid/task/$unshare_pid/children" 2>/dev/null || true)"
     if [[ -n "$children" ]]; then
       # Only the pod's processes stay in its cgroup: runc's parent is not in it either.
