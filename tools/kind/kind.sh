@@ -205,21 +205,21 @@ node_kubectl() {
 # second time over the directory every node mounts. Its program, image and helper image are
 # read from the default one's Deployment.
 add_shared_storage() {
-  local name=$1 shared=$2 container='.spec.template.spec.containers[0]' image command program helper
-  if ! image=$(node_kubectl "$name" -n local-path-storage get deployment local-path-provisioner \
-    -o jsonpath="{$container.image}" 2>/dev/null); then
+  local name=$1 shared=$2 container='.spec.template.spec.containers[0]' spec image command program helper
+  # One read of the Deployment: its image on the first line, then its command, a word a line.
+  if ! spec=$(node_kubectl "$name" -n local-path-storage get deployment local-path-provisioner \
+    -o jsonpath="{$container.image}{\"\\n\"}{range $container.command[*]}{@}{\"\\n\"}{end}" 2>/dev/null); then
     kind_log "no shared StorageClass: $name runs no local-path-provisioner (local-path-storage)"
     return 0
   fi
-  command=$(node_kubectl "$name" -n local-path-storage get deployment local-path-provisioner \
-    -o jsonpath="{range $container.command[*]}{@}{\"\\n\"}{end}") ||
-    kind_die "cannot read local-path-provisioner's command in $name"
+  image=$(head -n1 <<<"$spec")
+  command=$(tail -n +2 <<<"$spec")
   program=$(head -n1 <<<"$command")
   helper=$(awk 'previous == "--helper-image" { print; exit }
     sub(/^--helper-image=/, "") { print; exit }
     { previous = $0 }' <<<"$command")
   [[ -n $image && -n $program && -n $helper ]] ||
-    kind_die "local-path-provisioner in $name names no image, program or --helper-image: $image $command"
+    kind_die "local-path-provisioner in $name names no image, program or --helper-image: $spec"
   mkdir -p "$shared/volumes"
   sed -e "s#@SHARED@#$shared#g" -e "s#@IMAGE@#$image#g" -e "s#@PROGRAM@#$program#g" \
     -e "s#@HELPER_IMAGE@#$helper#g" "$KIND_HERE/manifests/shared-storage.yaml.in" |
