@@ -290,6 +290,11 @@ static int parse_word(struct jail_config *cfg, const char *word, char *err, size
 			return jail_fail(err, errlen, "chroot_fallback '%s': expected yes or no", value);
 		return 0;
 	}
+	if (KEY_IS("setuid")) {
+		if (parse_bool(value, &cfg->setuid) < 0)
+			return jail_fail(err, errlen, "setuid '%s': expected yes or no", value);
+		return 0;
+	}
 #undef KEY_IS
 	return jail_fail(err, errlen, "unknown option '%.*s'", (int) klen, word);
 }
@@ -311,6 +316,7 @@ void jail_config_defaults(struct jail_config *cfg)
 	for (i = 0; i < sizeof(default_drop_caps) / sizeof(default_drop_caps[0]); i++)
 		cfg->drop_caps |= UINT64_C(1) << default_drop_caps[i];
 	cfg->chroot_fallback = true;
+	cfg->setuid = false;
 }
 
 int jail_config_parse(struct jail_config *cfg, int argc, char **argv, char *err, size_t errlen)

@@ -59,6 +59,7 @@ struct jail_config {
 	struct jail_path_list hide;    /* node paths covered for a root job's slurmstepd */
 	uint64_t drop_caps;   /* bit n set: drop capability n from the bounding set */
 	bool chroot_fallback; /* use chroot when pivot_root is refused (EPERM/EINVAL) */
+	bool setuid;          /* setuid/setgid bits and file capabilities count in jobs */
 };
 
 /* Built-in defaults: jail, marker, spool, default binds and dropped capabilities. */

@@ -78,7 +78,10 @@ static int bind_jail_onto_itself(const struct jail_config *cfg, char *err, size_
 	return fd;
 }
 
-/* Mount flags a bind remount must keep, or the kernel refuses to drop them. */
+/*
+ * Mount flags a bind remount must keep: those the kernel refuses to drop, and
+ * read-only (a remount that only adds a flag must not make a mount writable).
+ */
 static unsigned long locked_flags(int fd)
 {
 	struct statvfs sv;
@@ -86,6 +89,8 @@ static unsigned long locked_flags(int fd)
 
 	if (fstatvfs(fd, &sv) < 0)
 		return 0;
+	if (sv.f_flag & ST_RDONLY)
+		flags |= MS_RDONLY;
 	if (sv.f_flag & ST_NOSUID)
 		flags |= MS_NOSUID;
 	if (sv.f_flag & ST_NODEV)
@@ -222,6 +227,40 @@ static int bind_into_jail(int jail_fd, const struct jail_bind *b, char *err, siz
 		slurm_debug("spank_jail: bound %s to %s%s", b->src, b->dst,
 			    (b->flags & JAIL_BIND_RO) ? " (read-only)" : "");
 	return rc;
+}
+
+/*
+ * Nothing run in the jail may gain privileges by exec: a root job could
+ * otherwise chown a copy of python to munged's uid and gid, chmod it 6755 and
+ * become munged (exec'ing a setuid file needs no capability), or plant a
+ * setuid-root file that raises a plain user's later jobs. Every mount of the
+ * task's tree becomes nosuid (which also voids file capabilities), the jail's
+ * own mount nodev. Where mount_setattr is missing or refused, only the jail's
+ * mount is changed; no_new_privs, set after the capability drop, holds
+ * everywhere regardless.
+ */
+static int forbid_privilege_gain_by_mounts(int jail_fd, const struct jail_config *cfg, char *err,
+					   size_t errlen)
+{
+	struct mount_attr nosuid = { .attr_set = MOUNT_ATTR_NOSUID };
+	struct mount_attr nodev = { .attr_set = MOUNT_ATTR_NODEV };
+	char path[64];
+
+	if (syscall(SYS_mount_setattr, jail_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &nosuid,
+		    sizeof(nosuid)) == 0
+	    && syscall(SYS_mount_setattr, jail_fd, "", AT_EMPTY_PATH, &nodev, sizeof(nodev)) == 0)
+		return 0;
+	if (errno != ENOSYS && errno != EPERM)
+		return jail_fail(err, errlen, "making jail %s nosuid,nodev: %s", cfg->jail,
+			    strerror(errno));
+	slurm_debug("spank_jail: mount_setattr refused (%s): only the jail's own mount is nosuid,nodev",
+		    strerror(errno));
+	fd_path(jail_fd, path, sizeof(path));
+	if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | locked_flags(jail_fd),
+		  NULL) < 0)
+		return jail_fail(err, errlen, "remounting jail %s nosuid,nodev: %s", cfg->jail,
+			    strerror(errno));
+	return 0;
 }
 
 /*
@@ -366,6 +405,8 @@ int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char
 	if (jail_fd < 0)
 		return -1;
 	rc = bind_all(jail_fd, plan, err, errlen);
+	if (rc == 0 && !cfg->setuid)
+		rc = forbid_privilege_gain_by_mounts(jail_fd, cfg, err, errlen);
 	close(jail_fd);
 	if (rc < 0 || seal_directory_fds(err, errlen) < 0
 	    || switch_root(cfg, &used_chroot, err, errlen) < 0)
@@ -376,6 +417,9 @@ int jail_enter(const struct jail_config *cfg, const struct jail_plan *plan, char
 		drop |= UINT64_C(1) << CAP_SYS_CHROOT; /* chroot again would escape */
 	if (drop_capabilities(drop, err, errlen) < 0)
 		return -1;
+	/* Inherited by every process of the task, across fork and exec; no way back. */
+	if (!cfg->setuid && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return jail_fail(err, errlen, "setting no_new_privs: %s", strerror(errno));
 	chdir_job_cwd(plan);
 	return 0;
 }

@@ -9,7 +9,9 @@
  *                        "fd9:NAME" is opened relative to descriptor 9;
  *                        "cap:N" prints "has cap N" or "lacks cap N"
  *                        (bounding set, capability number N); "nnp" prints
- *                        "no_new_privs N".
+ *                        "no_new_privs N"; "ids" prints "ids R E S / R E S"
+ *                        (real, effective, saved uid, then gid); "mount:PATH"
+ *                        prints "mount PATH nosuid N nodev N".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -37,6 +40,24 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(path, "nnp") == 0) {
 			printf("no_new_privs %d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+			continue;
+		}
+		if (strcmp(path, "ids") == 0) {
+			uid_t ru, eu, su;
+			gid_t rg, eg, sg;
+
+			if (getresuid(&ru, &eu, &su) == 0 && getresgid(&rg, &eg, &sg) == 0)
+				printf("ids %u %u %u / %u %u %u\n", ru, eu, su, rg, eg, sg);
+			continue;
+		}
+		if (strncmp(path, "mount:", 6) == 0) {
+			struct statvfs sv;
+
+			if (statvfs(path + 6, &sv) == 0)
+				printf("mount %s nosuid %d nodev %d\n", path + 6, !!(sv.f_flag & ST_NOSUID),
+				       !!(sv.f_flag & ST_NODEV));
+			else
+				printf("denied %s: %s\n", path, strerror(errno));
 			continue;
 		}
 		if (strncmp(path, "fd9:", 4) == 0) {

@@ -290,6 +290,7 @@ static void test_defaults_match_constants(void)
 	CHECK(cfg.drop_caps & CAP_BIT(CAP_NET_RAW));
 	CHECK(!(cfg.drop_caps & CAP_BIT(CAP_FOWNER)));
 	CHECK(cfg.chroot_fallback);
+	CHECK(!cfg.setuid);
 	CHECK(cfg.mirrors.n == 2);
 	CHECK_STR(cfg.mirrors.paths[0], "/home");
 	CHECK_STR(cfg.mirrors.paths[1], "/root");
@@ -319,11 +320,11 @@ static void test_parse_full_line(void)
 		"jail=/srv/jail/", "marker=.m", "spool=/var/spool/slurmd2",
 		"binds=/etc/hosts,/etc/resolv.conf:ro,/usr/lib/nvidia:ro:optional",
 		"submounts=/scratch:/local/scratch,/dev/shm:/dev/shm:rw",
-		"drop_caps=sys_admin,CAP_SYS_PTRACE", "chroot_fallback=no",
+		"drop_caps=sys_admin,CAP_SYS_PTRACE", "chroot_fallback=no", "setuid=yes",
 	};
 	const struct jail_bind *b;
 
-	CHECK(parse(&cfg, err, 7, argv) == 0);
+	CHECK(parse(&cfg, err, 8, argv) == 0);
 	CHECK_STR(cfg.jail, "/srv/jail");
 	CHECK_STR(cfg.marker, ".m");
 	CHECK_STR(cfg.spool, "/var/spool/slurmd2");
@@ -338,6 +339,7 @@ static void test_parse_full_line(void)
 	CHECK(b && strcmp(b->src, "/scratch") == 0);
 	CHECK(cfg.drop_caps == (CAP_BIT(CAP_SYS_ADMIN) | CAP_BIT(CAP_SYS_PTRACE)));
 	CHECK(!cfg.chroot_fallback);
+	CHECK(cfg.setuid);
 	/* order is kept: built-ins first, then binds=, then submounts= */
 	CHECK_STR(cfg.binds[0].dst, "/proc");
 	CHECK_STR(cfg.binds[9].dst, "/dev/shm");
@@ -413,6 +415,7 @@ static void test_bad_arguments_are_refused(void)
 	expect_refused("submounts=/scratch:../x", "absolute");
 	expect_refused("drop_caps=sys_admin,bogus", "unknown capability 'bogus'");
 	expect_refused("chroot_fallback=maybe", "yes or no");
+	expect_refused("setuid=allow", "setuid 'allow': expected yes or no");
 	expect_refused("mirrors=/", "'/' is not allowed");
 	expect_refused("hide=etc", "absolute");
 }

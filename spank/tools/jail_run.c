@@ -86,6 +86,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "slurmkube-jail-run: cannot enter the jail: %s\n", err);
 		return EXIT_CANNOT_ENTER;
 	}
+	/* Whatever setuid= says: the jail's admin tools never gain privileges by exec. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		fprintf(stderr, "slurmkube-jail-run: no_new_privs: %s\n", strerror(errno));
 		return EXIT_CANNOT_ENTER;

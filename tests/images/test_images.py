@@ -641,9 +641,30 @@ SECRET_KEY = C.MUNGE_KEY_MOUNT_DIR + "/" + C.MUNGE_KEY_SECRET_KEY
 
 
 def daemon_ids(cluster: Cluster, host: str) -> dict:
-    """pids of munged and slurmd in the container, and munged's uid."""
-    words = cluster.exec(host, "sh", "-c", "pidof -s munged; pidof -s slurmd; id -u munge").stdout.split()
-    return dict(zip(("munged", "slurmd", "munge_uid"), words))
+    """pids of munged and slurmd in the container, munged's uid and gid."""
+    words = cluster.exec(host, "sh", "-c", "pidof -s munged; pidof -s slurmd; id -u munge; id -g munge").stdout.split()
+    return dict(zip(("munged", "slurmd", "munge_uid", "munge_gid"), words))
+
+
+AS_MUNGE = ("setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", "--")
+
+
+@pytest.mark.parametrize("host", [CONTROLLER_POD, WORKERS[0], LOGIN_POD])
+def test_munged_is_not_dumpable_even_to_its_own_uid(cluster, host):
+    """munged holds the keys it derives from the key file in its heap. It is started with real
+    and effective gids that differ, so the kernel makes it non-dumpable: its /proc files are
+    root's and refused even to munged's uid and gid. The control: the same reads of another
+    process of those ids work."""
+    munged = daemon_ids(cluster, host)["munged"]
+    owners = cluster.exec(host, "stat", "-c", "%u", *("/proc/%s/%s" % (munged, f) for f in ("environ", "maps", "mem")))
+    assert owners.stdout.split() == ["0", "0", "0"]
+    probe = "sleep 30 & peer=$!; for p in %s $peer; do for f in environ maps mem; do " \
+            "head -c1 /proc/$p/$f >/dev/null 2>&1 && echo $p/$f read || echo $p/$f refused; done; done; " \
+            "kill $peer" % munged  # fmt: skip
+    lines = cluster.exec(host, *AS_MUNGE, "sh", "-c", probe).stdout.split("\n")
+    assert ["%s/%s refused" % (munged, f) for f in ("environ", "maps", "mem")] == lines[:3], lines
+    # mem at offset 0 is unmapped: opening it passes the access check, reading gives EIO.
+    assert [ln.split("/")[1] for ln in lines[3:5]] == ["environ read", "maps read"], lines
 
 
 def test_munged_keeps_no_key_file_its_own_uid_could_read(cluster):
@@ -651,9 +672,8 @@ def test_munged_keeps_no_key_file_its_own_uid_could_read(cluster):
     became munged's uid (root in a job cannot: it has no setuid) would find no key on disk."""
     ids = daemon_ids(cluster, WORKERS[0])
     assert cluster.exec(WORKERS[0], "test", "-e", "/etc/munge/munge.key", check=False).returncode != 0
-    as_munge = ["setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", "--"]
     for path in (SECRET_KEY, "/proc/%s/root%s" % (ids["munged"], SECRET_KEY)):
-        out = cluster.exec(WORKERS[0], *as_munge, "cat", path, check=False)
+        out = cluster.exec(WORKERS[0], *AS_MUNGE, "cat", path, check=False)
         assert out.returncode != 0 and "Permission denied" in out.stderr, (path, out.stdout, out.stderr)
 
 
@@ -716,8 +736,13 @@ ROOT_JOB_ATTEMPTS = {
     "munged's root": {DENIED},
     "munged's memory": {DENIED},
     "munged's environment": {DENIED},
+    "munged's maps": {DENIED},
     "becoming munged's uid": {NOT_PERMITTED},
     "becoming munged's gid": {NOT_PERMITTED},
+    # EPERM: the planted file ran, with our ids (nosuid mounts, no_new_privs); the control below
+    # runs the same file outside the jail and gets munged's ids.
+    "a setuid file of munged's uid": {NOT_PERMITTED},
+    "a setgid file of munged's gid": {NOT_PERMITTED},
     "writing the worker's /etc": {DENIED},
     "writing the worker's health check": {DENIED},
     "writing the pod's /etc/hosts": {READ_ONLY},
@@ -752,7 +777,7 @@ def root_job_attempts(cluster) -> dict:
     script.write_text((REPO / "tests/images/attack/root_job_attempts.py").read_text())
     out = cluster.exec(CONTROLLER_POD, "srun", "-N1", "-w", WORKERS[0], "python3", "/opt/root_job_attempts.py",
                        ids["munged"], ids["slurmd"], ids["munge_uid"], SECRET_KEY, C.HEALTHCHECK_PROGRAM,
-                       timeout=90)  # fmt: skip
+                       ids["munge_gid"], timeout=90)  # fmt: skip
     print(out.stdout, out.stderr)
     return dict(line.rsplit(": ", 1) for line in out.stdout.splitlines() if ": " in line)
 
@@ -769,6 +794,17 @@ def test_root_job_attempts_left_the_worker_as_it_was(root_job_attempts, cluster)
     assert cluster.exec(WORKERS[0], "test", "-e", "/etc/slurmkube-pwned", check=False).returncode != 0
     files = cluster.exec(WORKERS[0], "cat", "/etc/hosts", "/etc/resolv.conf", C.HEALTHCHECK_PROGRAM).stdout
     assert "pwned" not in files
+
+
+@needs_plugin
+@pytest.mark.parametrize(("planted", "field", "ids_field"), [("setuid", 1, "munge_uid"), ("setgid", 4, "munge_gid")])
+def test_the_set_id_files_a_root_job_planted_work_outside_the_jail(root_job_attempts, cluster, planted, field,
+                                                                     ids_field):  # fmt: skip
+    """The control of the two set-id attempts: run on the worker's own mount of the jail (no
+    nosuid, no no_new_privs), the very file the job planted makes root munged's uid or gid."""
+    path = C.JAIL_MOUNT_PATH + "/opt/slurmkube-planted-" + planted
+    ids = cluster.exec(WORKERS[0], path, "-c", "import os; print(*os.getresuid(), *os.getresgid())").stdout.split()
+    assert ids[field] == daemon_ids(cluster, WORKERS[0])[ids_field], ids
 
 
 def test_the_workers_root_is_read_only_even_for_its_own_root(cluster):
@@ -852,6 +888,20 @@ def test_a_setuid_binary_root_planted_in_the_jail_gives_a_session_no_root(root_b
     assert planted.exists() and planted.stat().st_mode & 0o4000
     out = ssh_to_login(cluster, "/opt/suid-id -u; /opt/suid-id -ru").stdout.split()
     assert out == [str(JAIL_UID), str(JAIL_UID)]
+
+
+@needs_plugin
+def test_a_setuid_root_file_planted_in_the_jail_gives_a_plain_users_job_no_root(root_batch_jobs_run, cluster):
+    """The same planted file in a job of the user: the jail is nosuid in jobs and their tasks run
+    with no_new_privs. The control: on the worker's own mount of the jail, the user's uid running
+    it does become root, so the file is a working setuid-root program."""
+    root_sbatch(cluster, "-o", "/root/plant-job-%j.out", "--wrap",
+                "cp /usr/bin/id /opt/suid-id-job && chmod 4755 /opt/suid-id-job")  # fmt: skip
+    out = ssh_to_login(cluster, "srun -N1 -w %s sh -c '/opt/suid-id-job -u; /opt/suid-id-job -ru'" % WORKERS[0])
+    assert out.stdout.split() == [str(JAIL_UID), str(JAIL_UID)], (out.stdout, out.stderr)
+    as_user = ["setpriv", "--reuid=%d" % JAIL_UID, "--regid=%d" % JAIL_UID, "--clear-groups", "--"]
+    control = cluster.exec(WORKERS[0], *as_user, C.JAIL_MOUNT_PATH + "/opt/suid-id-job", "-u").stdout.split()
+    assert control == ["0"]
 
 
 def test_a_session_holds_no_admin_capability_and_cannot_reach_the_login_pods_root(cluster):

@@ -320,6 +320,34 @@ def test_root_job_cannot_reach_the_node_through_proc(layout, harness, spank_buil
     assert "%s %s" % (expected, secret) in run.stdout
 
 
+MUNGE_UID, MUNGE_GID = 100, 101
+
+
+@pytest.mark.parametrize(
+    ("extra", "ids", "flags"),
+    [
+        ((), "ids 0 0 0 / 0 0 0", "nosuid 1 nodev 1"),
+        # The control: with setuid=yes the same file really does make root munged's ids.
+        (("setuid=yes",), "ids 0 %d %d / 0 %d %d" % (MUNGE_UID, MUNGE_UID, MUNGE_GID, MUNGE_GID), "nosuid 0 nodev 0"),
+    ],
+)
+def test_a_setuid_file_planted_in_the_jail_gives_a_job_nothing(layout, harness, spank_build, extra, ids, flags):
+    """Root in a job chowns a program to munged's uid and gid and makes it 6755: exec needs no
+    capability, so only nosuid mounts and no_new_privs keep the next job from becoming munged."""
+    planted = layout.jail / "suid-probe"
+    shutil.copy(spank_build.probe, planted)
+    os.chown(planted, MUNGE_UID, MUNGE_GID)
+    planted.chmod(0o6755)
+    run = harness(layout.words(*extra), "--exec", "/suid-probe", "ids", "nnp", "mount:/", "mount:/local/scratch")
+    assert run.returncode == 0
+    lines = run.stdout.splitlines()
+    assert ids in lines
+    assert ("no_new_privs %d" % (not extra)) in lines
+    assert "mount / %s" % flags in lines
+    if not extra:  # every mount of the task's tree, sub-mounts too
+        assert "mount /local/scratch nosuid 1 nodev 0" in lines
+
+
 def test_directory_fd_left_open_by_slurmstepd_does_not_reach_the_job(layout, harness, spank_build):
     """An inherited directory descriptor would let the job openat() past the jail's root."""
     shutil.copy(spank_build.probe, layout.jail / "probe")

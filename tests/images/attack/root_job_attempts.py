@@ -1,6 +1,6 @@
 """Run as root inside a job, in the jail: every way out this project knows of, tried once each.
 
-    python3 root_job_attempts.py MUNGED_PID SLURMD_PID MUNGE_UID SECRET
+    python3 root_job_attempts.py MUNGED_PID SLURMD_PID MUNGE_UID SECRET HEALTHCHECK MUNGE_GID
 
 prints one line per attempt, "NAME: SUCCEEDED" or "NAME: <errno name>". The test reads them;
 each attempt must fail, and for the reason it names (tests/images/test_images.py).
@@ -9,7 +9,9 @@ each attempt must fail, and for the reason it names (tests/images/test_images.py
 import ctypes
 import errno
 import os
+import shutil
 import socket
+import subprocess
 import sys
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -84,15 +86,37 @@ def hold_an_escape_capability() -> None:
         raise OSError(errno.EPERM, "none held")
 
 
-def attempts(munged: int, slurmd: int, munge_uid: int, secret: str) -> dict:
+# Where the set-id copies of python are planted: the shared jail, where any later job finds them.
+PLANTED = "/opt/slurmkube-planted-%s"
+
+
+def run_a_planted_set_id_copy(name: str, uid: int, gid: int, mode: int) -> None:
+    """Plant a copy of python owned by uid:gid with mode (root may chown and chmod in the jail),
+    run it: succeeds when it ran with other ids than ours. Exec'ing a set-id file needs no
+    capability; only nosuid mounts or no_new_privs make the kernel ignore the bits (EPERM here
+    says it did)."""
+    path = PLANTED % name
+    shutil.copy(os.path.realpath(sys.executable), path)
+    os.chown(path, uid, gid)
+    os.chmod(path, mode)
+    ids = subprocess.run([path, "-c", "import os; print(*os.getresuid(), *os.getresgid())"],
+                         capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    if ids == [str(i) for i in (*os.getresuid(), *os.getresgid())]:
+        raise OSError(errno.EPERM, "the kernel ignored the set-id bits")
+
+
+def attempts(munged: int, slurmd: int, munge_uid: int, munge_gid: int, secret: str) -> dict:
     return {
         "munge key through pid 1's root": lambda: read("/proc/1/root" + secret),
         "munge key through slurmd's root": lambda: read("/proc/%d/root%s" % (slurmd, secret)),
         "munged's root": lambda: os.listdir("/proc/%d/root/etc" % munged),
         "munged's memory": lambda: read("/proc/%d/mem" % munged),
         "munged's environment": lambda: read("/proc/%d/environ" % munged),
+        "munged's maps": lambda: read("/proc/%d/maps" % munged),
         "becoming munged's uid": lambda: os.setuid(munge_uid),
-        "becoming munged's gid": lambda: os.setgid(munge_uid),
+        "becoming munged's gid": lambda: os.setgid(munge_gid),
+        "a setuid file of munged's uid": lambda: run_a_planted_set_id_copy("setuid", munge_uid, 0, 0o4755),
+        "a setgid file of munged's gid": lambda: run_a_planted_set_id_copy("setgid", 0, munge_gid, 0o2755),
         "writing the worker's /etc": lambda: append("/proc/1/root/etc/slurmkube-pwned"),
         "writing the worker's health check": lambda: append("/proc/1/root" + sys.argv[5]),
         "writing the pod's /etc/hosts": lambda: append("/etc/hosts"),
@@ -123,7 +147,8 @@ def attempts(munged: int, slurmd: int, munge_uid: int, secret: str) -> dict:
 
 def main() -> None:
     munged, slurmd, munge_uid = (int(v) for v in sys.argv[1:4])
-    for name, attempt in attempts(munged, slurmd, munge_uid, sys.argv[4]).items():
+    munge_gid = int(sys.argv[6])
+    for name, attempt in attempts(munged, slurmd, munge_uid, munge_gid, sys.argv[4]).items():
         try:
             attempt()
             outcome = "SUCCEEDED"
