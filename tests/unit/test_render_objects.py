@@ -121,6 +121,17 @@ def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
     assert {"run", "munge-etc", "munge-lib"} <= memory  # the key's copy never on the node's disk
 
 
+@pytest.mark.parametrize(("setuid_in_jobs", "words"), [(None, []), (False, []), (True, ["setuid=yes"])])
+def test_setuid_in_jobs_is_off_unless_asked_and_reaches_the_jail_plugin(setuid_in_jobs, words):
+    """Unset or false, the plugin's default holds (nosuid mounts, no_new_privs for every task)."""
+    raw = example_resources("cpu-only")
+    if setuid_in_jobs is not None:
+        raw["cluster"]["spec"].setdefault("jail", {})["setuidInJobs"] = setuid_in_jobs
+    plugstack = by_kind_and_name(render_raw(raw))[("ConfigMap", "cpu-slurm-config")]["data"]["plugstack.conf"]
+    line = next(ln for ln in plugstack.splitlines() if ln.startswith("required "))
+    assert [w for w in line.split() if w.startswith("setuid=")] == words
+
+
 def test_pods_that_mount_nothing_run_under_the_runtimes_seccomp_profile_without_escalation():
     objects = by_kind_and_name(render_cluster(*example("cpu-only")).objects)
     controller = objects[("StatefulSet", "cpu-controller")]["spec"]["template"]["spec"]["containers"][0]

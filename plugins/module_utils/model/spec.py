@@ -323,6 +323,13 @@ class Jail:
         factory=lambda: ["/home", "/root"],
         pattern=JAIL_PATH,
     )
+    setuid_in_jobs: bool = spec_field(
+        "Let setuid and setgid files and file capabilities take effect in jobs (the jail plugin's "
+        "setuid=yes), for setuid helpers such as sudo, fusermount or newuidmap. Off: every mount "
+        "a job sees is nosuid and its tasks run with no_new_privs, so root in a job cannot become "
+        "another uid (munged's, say) or raise a later job of a plain user through a planted file.",
+        False,
+    )
 
 
 @dataclass(frozen=True)

@@ -336,6 +336,8 @@ def render_plugstack_conf(cluster: SlurmCluster) -> str:
         "mirrors=%s" % (",".join(jail.user_paths) or "none"),
         "submounts=%s" % ",".join(submounts),
     ]
+    if jail.setuid_in_jobs:
+        args.append("setuid=yes")
     line = " ".join(["required", C.SPANK_PLUGIN_PATH, *args])
     return header(cluster, "plugstack.conf") + line + "\n"
 
