@@ -59,6 +59,18 @@ COMPONENT_OPERATOR = "operator"  # the operator's pods (what scrape configs and 
 CONTAINER_CONTROLLER = "slurmctld"
 CONTAINER_WORKER = "slurmd"
 CONTAINER_LOGIN = "sshd"
+CONTAINER_SLURMDBD = "slurmdbd"
+CONTAINER_EXPORTER = "exporter"
+# Every long-running container with a munged, by its pod's component: the one list a munge key
+# rotation restarts munged from, and whose reports alone say which key the cluster runs with.
+# (Jobs' pods, the long health checks', start with the Secret's key and end.)
+MUNGE_DAEMON_CONTAINERS = {
+    COMPONENT_CONTROLLER: CONTAINER_CONTROLLER,
+    COMPONENT_WORKER: CONTAINER_WORKER,
+    COMPONENT_LOGIN: CONTAINER_LOGIN,
+    COMPONENT_SLURMDBD: CONTAINER_SLURMDBD,
+    COMPONENT_EXPORTER: CONTAINER_EXPORTER,
+}
 
 # SlurmCluster and NodeSet status phases.
 PHASE_INVALID = "Invalid"

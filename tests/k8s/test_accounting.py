@@ -207,6 +207,36 @@ def test_no_record_is_lost_when_the_database_and_slurmdbd_pods_go_while_jobs_end
     assert queue and queue.group(1) == "0"
 
 
+def test_a_munge_key_rotation_reaches_slurmdbd_and_accounting_keeps_working(slurm: SlurmView, tmp_path: Path):
+    """slurmdbd's munged is restarted with the others (issue 32: it kept the old key and sacct
+    failed with "Protocol authentication error" until its pod was deleted), and the key in use
+    is the new one only once slurmdbd reports it too. A job running through the rotation and
+    one submitted after it are recorded; sacct answers."""
+    kube = slurm.kube
+    slurmdbd = "%s-slurmdbd-0" % CLUSTER
+    old_fp = kube.get_json("slurmcluster", CLUSTER)["status"]["mungeKey"]
+    during = slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 20").split()[0]
+    proc, result = run_module(tmp_path, "munge_key", {
+        "cluster": CLUSTER, "namespace": kube.namespace, "rotate": True, "wait_timeout": 400,
+        "kubeconfig": kube.env["KUBECONFIG"]}, env=kube.env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert result["rolled_out"] is True and result["fingerprint"] != old_fp
+    keys = kube.kubectl("-n", kube.namespace, "exec", slurmdbd, "-c", C.CONTAINER_SLURMDBD, "--",
+                        C.MUNGE_KEY_PROGRAM, "status").stdout.strip()
+    assert keys == "running=%s mounted=%s" % (result["fingerprint"], result["fingerprint"])
+    status = kube.get_json("slurmcluster", CLUSTER)["status"]
+    condition = next(c for c in status["conditions"] if c["type"] == "MungeKeyInUse")
+    assert status["mungeKey"] == result["fingerprint"] and condition["status"] == "True"
+    after = slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "true").split()[0]
+
+    def both_recorded() -> dict:
+        rows = sacct_rows(slurm, [during, after])
+        return rows if all(rows.get(j, [""])[0] == "COMPLETED" for j in (during, after)) else {}
+
+    wait_for(both_recorded, 180, 3, explain=lambda: kube.kubectl(
+        "-n", kube.namespace, "logs", slurmdbd, "--tail=30", check=False).stdout)
+
+
 def test_slurm_cluster_info_reports_slurmdbd_and_the_queue_of_records(slurm: SlurmView, tmp_path: Path):
     proc, info = run_module(tmp_path, "slurm_cluster_info", {
         "name": CLUSTER, "namespace": slurm.kube.namespace, "jobs": False,

@@ -11,12 +11,14 @@ from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fingerprint
+from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll import (
     KeyView,
     parse_key_status,
     plan_key_rollout,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 
 OLD, NEW = b"o" * 32, b"n" * 32
 OLD_FP, NEW_FP = key_fingerprint(OLD), key_fingerprint(NEW)
@@ -43,6 +45,13 @@ def test_the_controller_switches_first_then_every_other_pod_behind():
     plan = plan_key_rollout(NEW_FP, [view("w-1", "worker", OLD_FP, NEW_FP), view("login-0", "login", OLD_FP, NEW_FP),
                                      view("c-0", "controller", OLD_FP, NEW_FP), view("w-0", "worker", NEW_FP, NEW_FP)])
     assert plan.batches == [["c-0"], ["login-0", "w-1"]]
+
+
+def test_slurmdbd_switches_with_the_controller_and_the_exporter_with_the_clients():
+    plan = plan_key_rollout(NEW_FP, [view("w-0", "worker", OLD_FP, NEW_FP), view("x-0", "exporter", OLD_FP, NEW_FP),
+                                     view("db-0", "slurmdbd", OLD_FP, NEW_FP),
+                                     view("c-0", "controller", OLD_FP, NEW_FP)])
+    assert plan.batches == [["c-0", "db-0"], ["w-0", "x-0"]]
 
 
 def test_a_controller_already_switched_is_not_restarted_again():
@@ -115,6 +124,8 @@ def world(monkeypatch):
     kube.add_pod("cpu-compute-0", C.COMPONENT_WORKER, OLD_FP, OLD_FP)
     kube.add_pod("cpu-compute-1", C.COMPONENT_WORKER, OLD_FP, OLD_FP)
     kube.add_pod("cpu-login-0", C.COMPONENT_LOGIN, OLD_FP, OLD_FP)
+    kube.add_pod("cpu-slurmdbd-0", C.COMPONENT_SLURMDBD, OLD_FP, OLD_FP)
+    kube.add_pod("cpu-exporter-0", C.COMPONENT_EXPORTER, OLD_FP, OLD_FP)
     return kube, cluster
 
 
@@ -146,7 +157,7 @@ def test_a_new_key_waits_for_every_mount_then_switches_controller_first(world):
     kube, cluster = world
     cluster["status"] = {"mungeKey": OLD_FP}
     rotate_secret(kube)
-    for pod in ("cpu-controller-0", "cpu-compute-0", "cpu-login-0"):
+    for pod in ("cpu-controller-0", "cpu-compute-0", "cpu-login-0", "cpu-slurmdbd-0", "cpu-exporter-0"):
         kube.keys[pod][1] = NEW_FP
     waiting = R.Reconciler(kube).reconcile(cluster)
     assert waiting.status["mungeKey"] == OLD_FP
@@ -160,15 +171,57 @@ def test_a_new_key_waits_for_every_mount_then_switches_controller_first(world):
     kube.execs.clear()
     done = R.Reconciler(kube).reconcile(cluster)
     switched = [e[0] for e in kube.execs if e[2][1] == "switch"]
-    assert switched[0] == "cpu-controller-0"
-    assert sorted(switched[1:]) == ["cpu-compute-0", "cpu-compute-1", "cpu-login-0"]
+    assert switched[:2] == ["cpu-controller-0", "cpu-slurmdbd-0"]
+    assert sorted(switched[2:]) == ["cpu-compute-0", "cpu-compute-1", "cpu-exporter-0", "cpu-login-0"]
     assert {pod: keys[0] for pod, keys in kube.keys.items()} == dict.fromkeys(kube.keys, NEW_FP)
     assert done.status["mungeKey"] == NEW_FP
     assert key_condition(done.status)["status"] == "True"
     assert ("Normal", "MungeKeyRotated") in [(e.kind, e.reason) for e in done.events]
     containers = {e[0]: e[1] for e in kube.execs}
     assert containers == {"cpu-controller-0": "slurmctld", "cpu-compute-0": "slurmd", "cpu-compute-1": "slurmd",
-                          "cpu-login-0": "sshd"}
+                          "cpu-login-0": "sshd", "cpu-slurmdbd-0": "slurmdbd", "cpu-exporter-0": "exporter"}
+
+
+def test_the_key_in_use_is_the_new_one_only_once_slurmdbd_runs_it_too(world):
+    """The condition comes from every daemon with a munged: slurmdbd failing to switch keeps
+    it False, though slurmctld, the workers and the login node already run the new key."""
+    kube, cluster = world
+    cluster["status"] = {"mungeKey": OLD_FP}
+    rotate_secret(kube)
+    for keys in kube.keys.values():
+        keys[1] = NEW_FP
+    kube.switch_fails.add("cpu-slurmdbd-0")
+    outcome = R.Reconciler(kube).reconcile(cluster)
+    assert outcome.status["mungeKey"] == OLD_FP
+    assert key_condition(outcome.status)["status"] == "False"
+    assert "cpu-slurmdbd-0" in key_condition(outcome.status)["message"]
+    kube.switch_fails.clear()
+    done = R.Reconciler(kube).reconcile(cluster)
+    assert kube.keys["cpu-slurmdbd-0"][0] == NEW_FP
+    assert done.status["mungeKey"] == NEW_FP and key_condition(done.status)["status"] == "True"
+
+
+def test_every_rendered_pod_that_mounts_the_munge_key_is_in_the_rotations_list():
+    """The list the rotation works from, checked against what the renderers make: every
+    long-running pod template mounting the munge Secret names its component's container there."""
+    raw = example_resources("cpu-only")
+    raw["cluster"]["spec"]["exporter"] = {"enabled": True}
+    raw["cluster"]["spec"]["accounting"] = {"enabled": True}
+    objects = render_cluster(parse_cluster(raw["cluster"]), [parse_nodeset(n) for n in raw["nodesets"]]).objects
+    seen = set()
+    for obj in objects:
+        if obj["kind"] not in ("StatefulSet", "Deployment"):
+            continue
+        template = obj["spec"]["template"]
+        munge = [v["name"] for v in template["spec"].get("volumes", []) if "secret" in v
+                 and v["secret"]["secretName"] == "cpu-munge-key"]
+        if not munge:
+            continue
+        component = template["metadata"]["labels"][C.LABEL_COMPONENT]
+        container = next(c for c in template["spec"]["containers"] if c["name"] == C.MUNGE_DAEMON_CONTAINERS[component])
+        assert {m["name"] for m in container["volumeMounts"]} >= set(munge), obj["metadata"]["name"]
+        seen.add(component)
+    assert seen == set(C.MUNGE_DAEMON_CONTAINERS)
 
 
 def test_pods_that_have_not_mounted_the_new_key_are_annotated_once_so_their_kubelet_syncs_them(world):
@@ -178,7 +231,7 @@ def test_pods_that_have_not_mounted_the_new_key_are_annotated_once_so_their_kube
     rotate_secret(kube)
     kube.keys["cpu-controller-0"][1] = NEW_FP
     R.Reconciler(kube).reconcile(cluster)
-    behind = ["cpu-compute-0", "cpu-compute-1", "cpu-login-0"]
+    behind = ["cpu-compute-0", "cpu-compute-1", "cpu-exporter-0", "cpu-login-0", "cpu-slurmdbd-0"]
     assert sorted(kube.pod_patches) == behind
     annotations = {name: (kube.get("v1", "Pod", name, "research")["metadata"].get("annotations") or {})
                    .get(C.ANNOTATION_MUNGE_KEY) for name in kube.keys}

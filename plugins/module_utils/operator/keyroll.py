@@ -5,8 +5,9 @@
 munged knows one key at a time and reads it only at start: while two daemons hold
 different keys they cannot talk. So nothing switches until every pod has the new key
 mounted (the kubelet brings Secret changes within about a minute); then munged restarts
-in the controller and right after in every other pod, while slurmctld, slurmd, sshd and
-the jobs keep running. Pure functions; the reconciler does the exec calls.
+in the pods of the daemons others call (slurmctld, slurmdbd) and right after in every other
+pod, while slurmctld, slurmd, slurmdbd, sshd and the jobs keep running. Pure functions; the
+reconciler does the exec calls.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 _STATUS = re.compile(r"^running=(\S+) mounted=(\S+)$")
+# The daemons the others call: they switch in the first batch.
+SERVER_COMPONENTS = (C.COMPONENT_CONTROLLER, C.COMPONENT_SLURMDBD)
 
 
 class KeyView(NamedTuple):
@@ -50,7 +53,8 @@ def plan_key_rollout(target: str, views: Sequence[KeyView]) -> KeyRollout:
     waiting = [v.pod for v in behind if v.mounted != target]
     if waiting:
         return KeyRollout(False, waiting, [])
-    # slurmctld first: workers and login nodes that switch talk to a controller that has.
-    first = [v.pod for v in behind if v.component == C.COMPONENT_CONTROLLER]
-    rest = [v.pod for v in behind if v.component != C.COMPONENT_CONTROLLER]
+    # slurmctld and slurmdbd first, together (slurmctld sends slurmdbd its records): workers,
+    # login nodes and the exporter that switch then talk to servers that have.
+    first = [v.pod for v in behind if v.component in SERVER_COMPONENTS]
+    rest = [v.pod for v in behind if v.component not in SERVER_COMPONENTS]
     return KeyRollout(False, [], [batch for batch in (first, rest) if batch])

@@ -32,10 +32,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets impo
     secret_value,
 )
 
-# The container that runs munged in each component's pods.
-MUNGE_CONTAINERS = {C.COMPONENT_CONTROLLER: C.CONTAINER_CONTROLLER, C.COMPONENT_WORKER: C.CONTAINER_WORKER,
-                    C.COMPONENT_LOGIN: C.CONTAINER_LOGIN}
-
 
 class KeyState(NamedTuple):
     """The munge key every daemon runs with, and why a rotation is not finished (None when it is)."""
@@ -85,7 +81,7 @@ class MungeKeyRollout:
         """The cluster's running pods that run a munged."""
         pods = self.kube.list("v1", "Pod", cluster.namespace, {C.LABEL_CLUSTER: cluster.name})
         return [pod for pod in pods if pod_running(pod)
-                and (pod["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT) in MUNGE_CONTAINERS]
+                and (pod["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT) in C.MUNGE_DAEMON_CONTAINERS]
 
     def key_views(self, cluster: SlurmCluster, pods: Sequence[Mapping[str, Any]]) -> Tuple[List[KeyView], List[str]]:
         """The keys of these running pods with a munged; and the pods that could not say, with why."""
@@ -95,7 +91,7 @@ class MungeKeyRollout:
             name = pod["metadata"]["name"]
             component = pod["metadata"]["labels"][C.LABEL_COMPONENT]
             try:
-                code, out, err = self.kube.exec(cluster.namespace, name, MUNGE_CONTAINERS[component],
+                code, out, err = self.kube.exec(cluster.namespace, name, C.MUNGE_DAEMON_CONTAINERS[component],
                                                 [C.MUNGE_KEY_PROGRAM, "status"])
             except KubeError as exc:
                 unreadable.append("%s (%s)" % (name, exc))
@@ -111,7 +107,7 @@ class MungeKeyRollout:
         """Restart munged in POD with the mounted key; what went wrong, or ''."""
         component = next(v.component for v in views if v.pod == pod)
         try:
-            code, out, err = self.kube.exec(cluster.namespace, pod, MUNGE_CONTAINERS[component],
+            code, out, err = self.kube.exec(cluster.namespace, pod, C.MUNGE_DAEMON_CONTAINERS[component],
                                             [C.MUNGE_KEY_PROGRAM, "switch", target])
         except KubeError as exc:
             return "%s: %s" % (pod, exc)

@@ -160,7 +160,7 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     accounting = cluster.spec.accounting
     images = cluster.spec.images
     container = {
-        "name": "slurmdbd",
+        "name": C.CONTAINER_SLURMDBD,
         "image": images.slurmdbd,
         "imagePullPolicy": images.pull_policy,
         "env": common.env(cluster, C.ROLE_SLURMDBD) + _database_env(cluster),

@@ -27,7 +27,7 @@ def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
     exporter = cluster.spec.exporter
     images = cluster.spec.images
     return {
-        "name": "exporter",
+        "name": C.CONTAINER_EXPORTER,
         "image": images.exporter,
         "imagePullPolicy": images.pull_policy,
         "env": common.env(cluster, C.ROLE_EXPORTER) + [
