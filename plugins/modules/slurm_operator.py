@@ -40,15 +40,27 @@ options:
     version_added: "0.2.0"
   watch_namespaces:
     description:
-      - Namespaces whose clusters this operator manages; empty means every namespace.
+      - Namespaces whose clusters this operator manages; empty means O(namespace) only, unless
+        O(cluster_scope=true).
       - Two operators must never watch the same namespace.
-      - When set, the operator's rights on the clusters' objects (pods and their exec, Secrets by
-        name, StatefulSets, ...) are Roles in these namespaces, which must exist; its ClusterRole
-        keeps only reading nodes and the CRDs. A namespace dropped from the list loses its Role.
+      - The operator's rights on the clusters' objects (pods and their exec, Secrets by name,
+        StatefulSets, ...) are Roles in these namespaces, which must exist; its ClusterRole keeps
+        only reading nodes and the CRDs. A namespace dropped from the list loses its Role.
     type: list
     elements: str
     default: []
     version_added: "0.2.0"
+  cluster_scope:
+    description:
+      - Manage clusters in every namespace. The operator's ClusterRole then holds its rights on
+        the clusters' objects in every namespace, C(kube-system) included (pods and their exec,
+        Secrets by name, StatefulSets, Deployments, Jobs): ask for it only when clusters come
+        and go in namespaces not known in advance.
+      - V(false) grants only the namespaces of O(watch_namespaces) (or O(namespace)); a former
+        cluster-wide grant is narrowed. Mutually exclusive with a non-empty O(watch_namespaces).
+    type: bool
+    default: false
+    version_added: "0.3.0"
   state:
     description:
       - V(present) installs or updates; V(absent) removes the operator.
@@ -64,7 +76,7 @@ options:
   admission_policy:
     description:
       - A ValidatingAdmissionPolicy (built into Kubernetes) that refuses a SlurmCluster, in
-        O(watch_namespaces) or every namespace, asking for an image, a host directory, a munge
+        the watched namespaces, asking for an image, a host directory, a munge
         key or database password Secret or root programs (C(spec.slurm.privilegedConfig)) that
         the administrator did not allow. Whoever may write a SlurmCluster otherwise chooses what runs as root on
         the Slurm pods.
@@ -122,10 +134,15 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Install the operator
+- name: Install the operator, managing the clusters of its own namespace
   slurmkube.core.slurm_operator:
     image: slurmkube/operator:3f2a9c1d0b7e
     pull_policy: Never
+
+- name: One operator for clusters in any namespace (a ClusterRole over every namespace)
+  slurmkube.core.slurm_operator:
+    image: slurmkube/operator:3f2a9c1d0b7e
+    cluster_scope: true
 
 - name: Two operator replicas (one leads), managing the clusters of two namespaces only
   slurmkube.core.slurm_operator:
@@ -171,6 +188,7 @@ def main() -> None:
             "pull_policy": {"type": "str", "choices": ["Always", "IfNotPresent", "Never"], "default": "IfNotPresent"},
             "replicas": {"type": "int", "default": 1},
             "watch_namespaces": {"type": "list", "elements": "str", "default": []},
+            "cluster_scope": {"type": "bool", "default": False},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "remove_crds": {"type": "bool", "default": False},
             "admission_policy": {"type": "dict", "options": {
@@ -194,7 +212,8 @@ def main() -> None:
         else:
             admission, remove_admission = admission_settings(p["admission_policy"])
             settings = OperatorSettings(p["namespace"], p["image"], p["pull_policy"], p["replicas"],
-                                        tuple(p["watch_namespaces"]), admission, remove_admission)
+                                        tuple(p["watch_namespaces"]), p["cluster_scope"], admission,
+                                        remove_admission)
             change = ensure_operator(kube, settings, module.check_mode)
             if p["wait"] and not module.check_mode:
                 wait_operator(kube, p["namespace"], p["replicas"], p["wait_timeout"])

@@ -252,6 +252,34 @@ def test_an_operator_watching_one_namespace_reads_no_secret_outside_it(kube: Clu
     assert not can_i(kube, account, "get", "secrets", "-n", kube.namespace + "-other")
 
 
+def test_an_operator_installed_with_default_settings_has_no_rights_outside_its_namespace(kube: Cluster,
+                                                                                        tmp_path: Path):
+    """Least privilege by default: no watch_namespaces, no cluster_scope. In a namespace it does
+    not manage (the test's, kube-system): no exec, no Secrets, no workloads; in its own, what a
+    cluster there needs. cluster_scope=true, asked for explicitly, grants every namespace."""
+    operator_ns = kube.namespace + "-own"
+    args = {"namespace": operator_ns, "replicas": 0, "wait": False, "kubeconfig": kube.env["KUBECONFIG"]}
+    proc, result = run_module(tmp_path, "slurm_operator", args, env=kube.env)
+    assert result and result["changed"], proc.stdout[-3000:]
+    account = "system:serviceaccount:%s:slurmkube-operator" % operator_ns
+    questions = [("create", "pods", "--subresource=exec"), ("get", "secrets"), ("create", "secrets"),
+                 ("delete", "statefulsets.apps"), ("patch", "deployments.apps"), ("create", "jobs.batch")]
+    try:
+        for elsewhere in (kube.namespace, "kube-system"):
+            granted = [q for q in questions if can_i(kube, account, *q, "-n", elsewhere)]
+            assert granted == [], elsewhere
+        assert [q for q in questions if not can_i(kube, account, *q, "-n", operator_ns)] == []
+        assert not can_i(kube, account, "list", "secrets", "-n", operator_ns)
+        wide = dict(args, cluster_scope=True)
+        assert run_module(tmp_path, "slurm_operator", wide, env=kube.env)[1]["changed"]
+        assert can_i(kube, account, "create", "pods", "--subresource=exec", "-n", kube.namespace)
+        narrowed = run_module(tmp_path, "slurm_operator", args, env=kube.env)[1]
+        assert narrowed["changed"] and not can_i(kube, account, "get", "secrets", "-n", kube.namespace)
+    finally:
+        run_module(tmp_path, "slurm_operator", dict(args, state="absent"), env=kube.env)
+        kube.kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)
+
+
 def server_dry_run(kube: Cluster, namespace: str, name: str, spec: dict) -> subprocess.CompletedProcess:
     """Create a SlurmCluster as a server-side dry run: admission runs, nothing is stored."""
     obj = {"apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",

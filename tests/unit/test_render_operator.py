@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import (
     RBAC,
+    InstallError,
     OperatorSettings,
     ensure_operator,
     remove_operator,
@@ -121,6 +123,39 @@ def test_a_namespace_dropped_from_the_watch_list_keeps_no_grant_and_removal_leav
     assert not ensure_operator(kube, OperatorSettings("ops", "img", watch_namespaces=("hpc-a",)), False).changed
     remove_operator(kube, "ops", remove_crds=False, check_mode=False)
     assert not [o for kind in ("Role", "RoleBinding", "ClusterRole") for o in kube.list(RBAC, kind)]
+
+
+def cluster_role_grants(kube):
+    return grants(kube.get(RBAC, "ClusterRole", "slurmkube-operator-ops")["rules"])
+
+
+def test_by_default_the_operator_is_granted_its_own_namespace_only():
+    """No watch_namespaces and no cluster_scope: the operator's own namespace is the one it
+    serves; nothing lets it exec, read Secrets or change workloads anywhere else."""
+    kube = MemoryKube()
+    ensure_operator(kube, OperatorSettings("ops", "img"), check_mode=False)
+    assert {g[1] for g in cluster_role_grants(kube)} == {"nodes", "customresourcedefinitions"}
+    assert [r["metadata"]["namespace"] for r in kube.list(RBAC, "Role")
+            if r["metadata"]["name"] == "slurmkube-operator-ops"] == ["ops"]  # fmt: skip
+    deployment = kube.get("apps/v1", "Deployment", "slurmkube-operator", "ops")
+    assert "--namespace=ops" in deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+def test_every_namespace_only_when_asked_and_then_the_own_namespace_role_goes():
+    kube = MemoryKube()
+    ensure_operator(kube, OperatorSettings("ops", "img"), check_mode=False)
+    assert ensure_operator(kube, OperatorSettings("ops", "img", cluster_scope=True), check_mode=False).changed
+    assert {("", "pods/exec", "create"), ("", "secrets", "get")} <= cluster_role_grants(kube)
+    assert not [r for r in kube.list(RBAC, "Role") if r["metadata"]["name"] == "slurmkube-operator-ops"]
+    deployment = kube.get("apps/v1", "Deployment", "slurmkube-operator", "ops")
+    assert "--all-namespaces" in deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+def test_cluster_scope_with_a_watch_list_is_refused_before_any_write():
+    kube = MemoryKube()
+    with pytest.raises(InstallError, match="watch_namespaces: must be empty with cluster_scope=true"):
+        ensure_operator(kube, OperatorSettings("ops", "img", watch_namespaces=("hpc-a",), cluster_scope=True), False)
+    assert not kube.objects
 
 
 def test_metrics_are_served_on_a_named_port_behind_a_service_prometheus_discovers():

@@ -48,6 +48,9 @@ class OperatorSettings:
     pull_policy: str = "IfNotPresent"
     replicas: int = 1
     watch_namespaces: Sequence[str] = ()
+    # Every namespace, asked for explicitly; unset, the operator is granted only the namespaces
+    # it watches (its own when watch_namespaces is empty).
+    cluster_scope: bool = False
     # None leaves an admission policy as it is; remove_admission deletes it.
     admission: Optional[AdmissionRules] = None
     remove_admission: bool = False
@@ -82,13 +85,25 @@ def admission_settings(option: Optional[Mapping[str, Any]]) -> Tuple[Optional[Ad
                           option["privileged_config"], tuple(option["database_secret_names"])), False
 
 
+def watched_namespaces(settings: OperatorSettings) -> Tuple[str, ...]:
+    """The namespaces the operator is granted and watches; () is every namespace (cluster_scope).
+    Least privilege by default: with neither option set, the operator's own namespace only."""
+    if settings.cluster_scope:
+        if settings.watch_namespaces:
+            raise InstallError("watch_namespaces: must be empty with cluster_scope=true (every namespace), got %s"
+                               % ", ".join(settings.watch_namespaces))
+        return ()
+    return tuple(settings.watch_namespaces) or (settings.namespace,)
+
+
 def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:
     """Namespace, CRDs, then the operator's own objects, in apply order."""
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.namespace}}
-    policy = (render_admission_policy(settings.namespace, settings.admission, settings.watch_namespaces)
+    watched = watched_namespaces(settings)
+    policy = (render_admission_policy(settings.namespace, settings.admission, watched)
               if settings.admission is not None else [])
     return [ns, *render_crds(), *render_operator(settings.namespace, settings.image, settings.pull_policy,
-                                                 settings.replicas, settings.watch_namespaces), *policy]
+                                                 settings.replicas, watched), *policy]
 
 
 def existing(kube: Kube, objects: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -126,7 +141,7 @@ def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) ->
     if check_mode and kube.get("v1", "Namespace", settings.namespace) is None:
         return Change(True, [diff_of(Applied(o, None, o)) for o in objects])
     applied = apply_changed(kube, objects, dry_run=check_mode)
-    stale = grants_outside(kube, settings.namespace, settings.watch_namespaces)
+    stale = grants_outside(kube, settings.namespace, watched_namespaces(settings))
     if settings.remove_admission:
         stale += existing(kube, admission_objects(settings.namespace))
     if not check_mode:

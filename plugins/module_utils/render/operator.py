@@ -2,8 +2,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The operator's own objects: ServiceAccount, least-privilege roles and bindings, Deployment.
 
-With watch_namespaces, what the operator does to a cluster's objects is granted by a Role in
-each watched namespace; its ClusterRole keeps only what is cluster-scoped.
+What the operator does to a cluster's objects is granted by a Role in each watched namespace;
+its ClusterRole keeps only what is cluster-scoped. Only an operator that serves every namespace
+(the slurm_operator module's cluster_scope, asked for explicitly) gets the namespaced rules in
+its ClusterRole, and with them exec, Secrets and workloads in every namespace.
 """
 
 from __future__ import annotations
@@ -33,21 +35,29 @@ def _meta(name: str, namespace: str = "") -> Dict[str, Any]:
 def namespaced_rules() -> List[Dict[str, Any]]:
     """What the reconciler and kopf call in the namespaces of the clusters, nothing else."""
     return [
+        # kopf watches the clusters and node sets, keeps its finalizer and progress annotations.
         {"apiGroups": [C.API_GROUP], "resources": [C.PLURAL_CLUSTER, C.PLURAL_NODESET],
          "verbs": ["get", "list", "watch", "patch", "update"]},
+        # Phase, conditions, the munge key in use, node states.
         {"apiGroups": [C.API_GROUP], "resources": [C.PLURAL_CLUSTER + "/status", C.PLURAL_NODESET + "/status"],
          "verbs": ["get", "patch", "update"]},
-        # patch: the evictable label on workers (render/policy.py).
+        # Read: readiness, lost nodes; delete: a failed node's pod replaced; patch: the evictable
+        # label on workers (render/policy.py) and the annotation that makes a kubelet refresh volumes.
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "patch"]},
+        # scontrol and sacctmgr in the controller pod (drain, delete nodes, reconfigure) and the
+        # munge key switch in every pod with a munged.
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
-        # Secrets by name only (the munge key, the host keys): never listed or watched.
+        # Secrets by name only (the munge key, the host keys, the database password): never
+        # listed or watched.
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "update", "delete"]},
+        # The objects a cluster is made of (render/*).
         {"apiGroups": [""], "resources": ["services", "configmaps", "serviceaccounts", "persistentvolumeclaims"],
          "verbs": WRITE},
         {"apiGroups": ["apps"], "resources": ["statefulsets", "deployments"], "verbs": WRITE},
         {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": WRITE},
         {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": WRITE},
+        # An Event for every action the operator takes.
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
 
@@ -66,8 +76,9 @@ def cluster_scoped_rules(every_namespace: bool) -> List[Dict[str, Any]]:
 
 
 def operator_rules(watch_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
-    """The ClusterRole's rules: everything when the operator serves every namespace; only what
-    is cluster-scoped when it serves some (Roles in those namespaces hold the rest)."""
+    """The ClusterRole's rules: everything when the operator serves every namespace (no
+    watch_namespaces: only an explicit cluster scope gets here); only what is cluster-scoped when
+    it serves some (Roles in those namespaces hold the rest)."""
     every_namespace = not watch_namespaces
     return (namespaced_rules() if every_namespace else []) + cluster_scoped_rules(every_namespace)
 
