@@ -159,12 +159,12 @@ def test_slurmd_runs_under_the_profile_its_init_container_writes_into_the_kubele
     writer = pod["initContainers"][0]
     env = {v["name"]: v["value"] for v in writer["env"]}
     slurmd = pod["containers"][0]["securityContext"]
-    assert slurmd["seccompProfile"] == {"type": "Localhost", "localhostProfile": env["NAME"]}
+    assert slurmd["seccompProfile"] == {"type": "Localhost", "localhostProfile": "slurmkube/" + env["NAME"]}
     assert json.loads(env["PROFILE"]) == worker_seccomp_profile()
     volumes = {v["name"]: v for v in pod["volumes"]}
     mount = writer["volumeMounts"] == [{"name": "seccomp-profiles", "mountPath": env["DIR"]}]
     assert mount and volumes["seccomp-profiles"]["hostPath"] == {
-        "path": "/var/snap/microk8s/common/var/lib/kubelet/seccomp", "type": "DirectoryOrCreate"}
+        "path": "/var/snap/microk8s/common/var/lib/kubelet/seccomp/slurmkube", "type": "DirectoryOrCreate"}
     # Written before anything else runs in the pod, by a root without capabilities.
     assert writer["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert writer["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -177,7 +177,7 @@ def test_the_init_container_writes_the_profile_whole_under_its_name(tmp_path):
     env["DIR"] = str(tmp_path)
     subprocess.run(writer["command"], env=env, check=True)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert [p.relative_to(tmp_path).as_posix() for p in written] == [worker_seccomp_profile_name()]
+    assert ["slurmkube/" + p.relative_to(tmp_path).as_posix() for p in written] == [worker_seccomp_profile_name()]
     assert json.loads(written[0].read_text()) == worker_seccomp_profile()
 
 
@@ -329,9 +329,23 @@ def test_pods_connect_to_each_other_and_dns_only_unless_the_spec_allows_more():
     policy = egress_of({})
     assert policy["spec"]["policyTypes"] == ["Egress"]
     assert policy["spec"]["podSelector"] == {"matchLabels": {C.LABEL_CLUSTER: "demo"}}
+    dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    kube_dns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
     assert policy["spec"]["egress"] == [{"to": [{"podSelector": {"matchLabels": {C.LABEL_CLUSTER: "demo"}}}]},
-                                        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+                                        {"to": [kube_dns], "ports": dns_ports}]
     assert egress_of({"networkPolicy": False}) is None
+
+
+def test_dns_goes_to_the_dns_server_the_spec_names_and_an_empty_selector_is_refused():
+    dns = {"namespace": "openshift-dns", "podLabels": {"dns.operator.openshift.io/daemonset-dns": "default"}}
+    rule = egress_of({"egress": {"dns": dns}})["spec"]["egress"][1]
+    assert rule["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openshift-dns"}},
+                           "podSelector": {"matchLabels": {"dns.operator.openshift.io/daemonset-dns": "default"}}}]
+    with pytest.raises(SpecError, match=r"spec\.egress\.dns\.podLabels: must select the DNS server pods"):
+        parse_cluster({"metadata": {"name": "demo"}, "spec": {"egress": {"dns": {"podLabels": {}}}}})
+    with pytest.raises(SpecError, match=r"spec\.egress\.dns\.podLabels: must be Kubernetes label keys"):
+        parse_cluster({"metadata": {"name": "demo"}, "spec": {"egress": {"dns": {"podLabels": {"a b": "x"}}}}})
 
 
 def test_internet_leaves_out_where_api_servers_kubelets_and_metadata_live():

@@ -64,7 +64,12 @@ def worker_seccomp_profile_text() -> str:
     return json.dumps(worker_seccomp_profile(), indent=1, sort_keys=True) + "\n"
 
 
+def worker_seccomp_profile_file() -> str:
+    """The profile's file name in PROFILE_DIR, named by its content: pods of another version of
+    the profile never read this one."""
+    return "worker-%s.json" % content_hash([worker_seccomp_profile_text()])
+
+
 def worker_seccomp_profile_name() -> str:
-    """The profile's path below the kubelet's seccomp directory, named by its content: pods of
-    another version of the profile never read this one."""
-    return "%s/worker-%s.json" % (PROFILE_DIR, content_hash([worker_seccomp_profile_text()]))
+    """The profile's path below the kubelet's seccomp directory (a pod's localhostProfile)."""
+    return "%s/%s" % (PROFILE_DIR, worker_seccomp_profile_file())

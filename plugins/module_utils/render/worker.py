@@ -19,6 +19,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (
+    PROFILE_DIR,
+    worker_seccomp_profile_file,
     worker_seccomp_profile_name,
     worker_seccomp_profile_text,
 )
@@ -120,7 +122,8 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
             empty["sizeLimit"] = str(sub.size_limit)
         volumes.append({"name": "sub-" + sub.name, "emptyDir": empty})
     if cluster.spec.worker_seccomp.profile == "Localhost":
-        where = "%s/seccomp" % cluster.spec.worker_seccomp.kubelet_root_dir
+        # Only our own directory of the kubelet's: other profiles of the node stay out of reach.
+        where = "%s/seccomp/%s" % (cluster.spec.worker_seccomp.kubelet_root_dir, PROFILE_DIR)
         volumes.append({"name": SECCOMP_VOLUME, "hostPath": {"path": where, "type": "DirectoryOrCreate"}})
     return volumes
 
@@ -130,7 +133,7 @@ def seccomp_profile_writer(cluster: SlurmCluster) -> Dict[str, Any]:
     Localhost profiles, before slurmd's container (which runs under it) is made. It writes a
     temporary name and renames it: a pod starting beside it never reads half a profile."""
     images = cluster.spec.images
-    script = ('set -eu; umask 022; target="$DIR/$NAME"; mkdir -p "${target%/*}"; '
+    script = ('set -eu; umask 022; target="$DIR/$NAME"; '
               'printf %s "$PROFILE" >"$target.$$"; mv -f "$target.$$" "$target"')
     return {
         "name": "seccomp-profile",
@@ -138,7 +141,7 @@ def seccomp_profile_writer(cluster: SlurmCluster) -> Dict[str, Any]:
         "imagePullPolicy": images.pull_policy,
         "command": ["sh", "-c", script],
         "env": [{"name": "DIR", "value": SECCOMP_MOUNT_DIR},
-                {"name": "NAME", "value": worker_seccomp_profile_name()},
+                {"name": "NAME", "value": worker_seccomp_profile_file()},
                 {"name": "PROFILE", "value": worker_seccomp_profile_text()}],
         # Root only as the owner of the kubelet's directory: no capability at all.
         "securityContext": {**common.confined_security_context(), "readOnlyRootFilesystem": True,
