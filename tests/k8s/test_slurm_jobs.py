@@ -216,6 +216,41 @@ def test_jobs_and_login_sessions_reach_their_cluster_and_dns_only(slurm: SlurmVi
     assert re.match(r"^\d+\.\d+\.\d+\.\d+ ", resolved.stdout), resolved.stdout  # DNS answers
 
 
+def toolbox_pod(name: str, *command: str) -> str:
+    return textwrap.dedent("""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: %s}
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers: [{name: main, image: localkube.local/toolbox:1, imagePullPolicy: Never,
+                        command: %s}]
+        """ % (name, json.dumps(list(command))))
+
+
+def test_jobs_and_login_sessions_send_dns_to_the_clusters_dns_server_only(slurm: SlurmView):
+    """Port 53 is open to the Kubernetes cluster's DNS pods only, so a job cannot carry data out
+    in DNS queries to a server of its choosing: a listener on port 53 in another pod is out of
+    reach of a job and of a login process, while a pod of another app reaches it (the control)."""
+    kube = slurm.kube
+    listener, client = "port-53-listener", "not-slurm-client"
+    kube.apply(toolbox_pod(listener, "httpd", "-f", "-p", "53") + "---\n" + toolbox_pod(client, "sleep", "3600"))
+    try:
+        kube.wait_pod_ready(listener)
+        kube.wait_pod_ready(client)
+        target = "%s:53" % kube.get_json("pod", listener)["status"]["podIP"]
+        control = kube.exec(client, "sh", "-c", "nc -w 3 %s 53 </dev/null >/dev/null 2>&1 && echo open || echo closed"
+                            % target.split(":")[0])  # fmt: skip
+        assert control.stdout.strip() == "open"
+        job = kube.exec(CONTROLLER, "srun", "-w", NODES[0], "bash", "-c", PROBE_PORTS, "probe", target)
+        login = kube.exec(LOGIN, "bash", "-c", PROBE_PORTS, "probe", target)
+        assert reachability(job.stdout) == reachability(login.stdout) == {target: "closed"}
+        resolved = kube.exec(CONTROLLER, "srun", "-w", NODES[0], "getent", "hosts", "kubernetes.default.svc")
+        assert re.match(r"^\d+\.\d+\.\d+\.\d+ ", resolved.stdout), resolved.stdout  # the cluster's DNS answers
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "pod", listener, client, "--wait=false", check=False)
+
+
 def test_a_pod_of_another_app_reaches_ssh_on_login_and_no_slurm_port(slurm: SlurmView):
     """The ingress NetworkPolicies: only the cluster's pods talk to slurmctld and slurmd; ssh to
     login is open to all."""

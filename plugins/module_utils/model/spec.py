@@ -51,6 +51,7 @@ PROGRAM_PATH = r"^/[A-Za-z0-9._/+-]+$"
 RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$"
 # A Kubernetes label key: an optional DNS-subdomain prefix, then a name of up to 63 characters.
 LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 # What ends a value in Slurm's config files (slurm.conf, cgroup.conf, topology.conf): a blank
 # starts the next Key=Value, '#' a comment, a newline the next line; quotes change the parse.
 SLURM_VALUE_FORBIDDEN = re.compile(r'[\s#"\\\x00-\x1f\x7f]')
@@ -562,9 +563,28 @@ PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
 
 
 @dataclass(frozen=True)
+class DnsServer:
+    """The Kubernetes cluster's DNS server pods: the only resolver the cluster's pods may ask."""
+
+    namespace: str = spec_field("Namespace of the DNS server pods.", "kube-system", pattern=DNS1123_LABEL)
+    pod_labels: Dict[str, str] = spec_field(
+        "Labels that select the DNS server pods (kubeadm, kind, EKS, GKE and AKS label CoreDNS or "
+        "kube-dns k8s-app=kube-dns). A node-local DNS cache on a link-local address is not a pod: "
+        "list it in egress.to.",
+        factory=lambda: {"k8s-app": "kube-dns"},
+    )
+
+
+@dataclass(frozen=True)
 class Egress:
     """Where the cluster's pods (jobs and ssh sessions included) may connect, with networkPolicy:
-    each other and DNS always; the rest only as listed here."""
+    each other and the cluster's DNS always; the rest only as listed here."""
+
+    dns: DnsServer = spec_field(
+        "The cluster's DNS server: port 53 is open to these pods only, so a job cannot send DNS "
+        "queries (a way to carry data out) to any other address.",
+        factory=DnsServer,
+    )
 
     internet: bool = spec_field(
         "Allow public addresses: everything outside the private (RFC 1918, fc00::/7), shared "
@@ -918,6 +938,7 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
     if root_dir == "/" or not is_normalized_path(root_dir):
         problems.append(("spec.workerSeccomp.kubeletRootDir",
                          "must be a normalized directory below /, got %s" % describe(root_dir)))
+    problems.extend(_dns_server_rules(spec.egress.dns))
     for i, rule in enumerate(spec.egress.to):
         if not rule or set(rule) - {"to", "ports"}:
             problems.append(("spec.egress.to[%d]" % i, "must be a NetworkPolicy egress rule with 'to' and/or "
@@ -928,6 +949,18 @@ def _cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
                        ("spec.accounting.resources", spec.accounting.resources),
                        ("spec.accounting.database.resources", spec.accounting.database.resources)):
         problems.extend(_positive_resources(where, res))
+    return problems
+
+
+def _dns_server_rules(dns: DnsServer) -> List[Tuple[str, str]]:
+    """An empty selector would open port 53 to every pod of the namespace."""
+    if not dns.pod_labels:
+        return [("spec.egress.dns.podLabels", "must select the DNS server pods by at least one label, got {}")]
+    problems = []
+    for key, value in sorted(dns.pod_labels.items()):
+        if not re.match(LABEL_KEY, key) or not re.match(LABEL_VALUE, value or ""):
+            problems.append(("spec.egress.dns.podLabels", "must be Kubernetes label keys and values, got %s=%s"
+                             % (describe(key), describe(value))))
     return problems
 
 

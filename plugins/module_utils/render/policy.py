@@ -69,11 +69,20 @@ def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
+def dns_egress_rule(cluster: SlurmCluster) -> dict:
+    """Port 53 of the cluster's DNS server pods only: DNS to any other address would carry a
+    job's data out past every other rule."""
+    dns = cluster.spec.egress.dns
+    server = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": dns.namespace}},
+              "podSelector": {"matchLabels": dict(dns.pod_labels)}}
+    return {"to": [server], "ports": DNS_PORTS}
+
+
 def egress_rules(cluster: SlurmCluster) -> List[dict]:
-    """Each other, DNS (any resolver: clusters put theirs in different places), then what the
-    spec allows: public addresses, the admin's own rules."""
+    """Each other, the cluster's DNS server, then what the spec allows: public addresses, the
+    admin's own rules."""
     own_pods = {C.LABEL_CLUSTER: cluster.name}
-    rules: List[dict] = [{"to": [{"podSelector": {"matchLabels": own_pods}}]}, {"ports": DNS_PORTS}]
+    rules: List[dict] = [{"to": [{"podSelector": {"matchLabels": own_pods}}]}, dns_egress_rule(cluster)]
     if cluster.spec.egress.internet:
         rules.append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES_V4)}},
                              {"ipBlock": {"cidr": "::/0", "except": list(PRIVATE_RANGES_V6)}}]})
