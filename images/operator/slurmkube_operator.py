@@ -211,7 +211,7 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
             raise
         finally:
             PASS_SECONDS.labels(namespace, name).observe(time.monotonic() - started)
-        PASSES.labels(namespace, name, telemetry.pass_result(outcome.events)).inc()
+        PASSES.labels(namespace, name, telemetry.pass_result(outcome.status)).inc()
         for event in outcome.events:
             kube().post_event(live, event.kind, event.reason, event.message, C.OPERATOR_NAME)
             EVENTS.labels(namespace, name, event.reason).inc()

@@ -248,6 +248,13 @@ def exactly_these_in_service(nodes: dict, names: set) -> bool:
     return set(nodes) == names and all(in_service(states) for states in nodes.values())
 
 
+def invalid_spec_warnings(kube: Cluster) -> list:
+    """(count, message) of the cluster's InvalidSpec Events (repeats of one Event add to its count)."""
+    events = json.loads(kube.kubectl("-n", kube.namespace, "get", "events", "-o", "json", "--field-selector",
+                                     "involvedObject.name=%s,reason=InvalidSpec" % CLUSTER).stdout)["items"]
+    return [(e.get("count") or (e.get("series") or {}).get("count") or 1, e["message"]) for e in events]
+
+
 def test_a_partition_naming_an_unknown_node_set_is_reported_and_nothing_changes(
         slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
     kube = slurm_cluster
@@ -258,8 +265,10 @@ def test_a_partition_naming_an_unknown_node_set_is_reported_and_nothing_changes(
         message = wait_for(lambda: cluster_status(kube, CLUSTER).get("phase") == "Invalid"
                            and cluster_status(kube, CLUSTER)["message"], 60, 2)
         assert "spec.partitions[%d].nodeSets: unknown node set 'gpu'; known: big, cpu" % len(partitions) in message
-        time.sleep(15)
+        time.sleep(15)  # passes go on (resyncs, node events): the status says it, no new Warning
         assert pods_by_uid(kube) == before
+        warnings = invalid_spec_warnings(kube)
+        assert sum(count for count, _ in warnings) == 1 and "\n" not in warnings[0][1], warnings
         assert "gpu" not in kube.get_json("configmap", "%s-slurm-config" % CLUSTER)["data"]["slurm.conf"]
         assert {p["name"] for p in json.loads(slurm.run("scontrol", "show", "partition", "--json"))["partitions"]} \
             == {"main", "big"}

@@ -66,9 +66,20 @@ def test_the_option_is_checked_before_anything_is_written():
     assert admission_settings(dict(OPTION, state="absent")) == (None, True)
 
 
-def policy_objects(kube):
+def policy_objects(kube, name="slurmkube-operator-ops"):
+    """This install's policy and binding (the spec rules' live beside the CRDs)."""
     return [o for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-            for o in kube.list(ADMISSION_API, kind)]
+            for o in kube.list(ADMISSION_API, kind) if o["metadata"]["name"] == name]
+
+
+def test_the_spec_rules_policy_comes_and_goes_with_the_crds():
+    kube = MemoryKube()
+    ensure_operator(kube, OperatorSettings("ops", "img"), check_mode=False)
+    assert len(policy_objects(kube, "slurmkube-spec-rules")) == 2
+    remove_operator(kube, "ops", remove_crds=False, check_mode=False)
+    assert len(policy_objects(kube, "slurmkube-spec-rules")) == 2
+    remove_operator(kube, "ops", remove_crds=True, check_mode=False)
+    assert not policy_objects(kube, "slurmkube-spec-rules")
 
 
 def test_left_out_the_policy_stays_absent_removes_it_and_so_does_removing_the_operator():

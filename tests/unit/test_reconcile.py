@@ -76,6 +76,23 @@ def test_invalid_spec_changes_nothing_and_says_why(world):
     assert kube.writes == 0
 
 
+def test_an_invalid_spec_is_warned_about_once_per_generation_in_one_line(world):
+    """Every resync and node event reconciles again: the status keeps saying it, the Warning
+    Event goes out for the first pass of each generation only."""
+    kube, cluster = world
+    bad = copy.deepcopy(cluster)
+    bad["metadata"]["generation"] = 4
+    bad["spec"] = {"slurm": {"config": {"MinJobAge\nPlugStackConfig": 300}}}
+    first = R.Reconciler(kube).reconcile(bad)
+    warnings = [e for e in first.events if e.reason == "InvalidSpec"]
+    assert len(warnings) == 1 and "\n" not in warnings[0].message
+    assert "spec.slurm.config['MinJobAge\\nPlugStackConfig']: is not a Slurm option name" in warnings[0].message
+    bad["status"] = first.status
+    assert R.Reconciler(kube).reconcile(bad).events == []
+    bad["metadata"]["generation"] = 5
+    assert [e.reason for e in R.Reconciler(kube).reconcile(bad).events] == ["InvalidSpec"]
+
+
 def test_never_valid_nodeset_is_reported_on_itself_and_left_out(world):
     kube, cluster = world
     kube.objects[("NodeSet", "research", "compute")]["spec"]["resources"]["cpu"] = "1500m"

@@ -3,7 +3,6 @@ spec counted apart."""
 
 from __future__ import annotations
 
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.telemetry import (
     cluster_gauges,
     pass_result,
@@ -15,8 +14,8 @@ def condition(kind, ok):
 
 
 def test_a_refused_spec_is_its_own_result():
-    assert pass_result([Event("Normal", "NodeDrain", "drain x")]) == "ok"
-    assert pass_result([Event("Warning", "InvalidSpec", "bad")]) == "invalid"
+    assert pass_result({"phase": "Ready"}) == "ok"
+    assert pass_result({"phase": "Invalid", "message": "bad"}) == "invalid"
 
 
 def test_gauges_say_where_the_cluster_and_each_node_set_stand():

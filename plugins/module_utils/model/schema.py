@@ -5,10 +5,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+    MANAGED_SLURM_KEYS,
+    PRIVILEGED_SLURM_KEYS,
+    SLURM_KEY,
+    SLURM_VALUE_FORBIDDEN,
     FreeForm,
     NodeSetSpec,
     Quantity,
@@ -58,6 +62,15 @@ def _constraints(meta: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def _list_semantics(meta: Dict[str, Any]) -> Dict[str, Any]:
+    """unique_by and unique as the API server enforces them: a list-map keyed by that field, a set."""
+    if meta.get("unique_by"):
+        return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [camel(meta["unique_by"])]}
+    if meta.get("unique"):
+        return {"x-kubernetes-list-type": "set"}
+    return {}
+
+
 def _default(fld: dataclasses.Field) -> Any:
     """Scalar defaults go into the schema so `kubectl get -o yaml` shows them."""
     value = fld.default
@@ -77,6 +90,7 @@ def object_schema(cls: Any) -> Dict[str, Any]:
             prop["items"].update(_constraints(dict(fld.metadata)))
         elif "anyOf" not in prop:
             prop.update(_constraints(dict(fld.metadata)))
+        prop.update(_list_semantics(dict(fld.metadata)))
         prop["description"] = fld.metadata["doc"]
         default = _default(fld)
         if default is not dataclasses.MISSING:
@@ -211,3 +225,94 @@ def render_crds() -> List[Dict[str, Any]]:
                                  "labelSelectorPath": ".status.selector"}},
     )
     return [cluster, nodeset]
+
+
+# --------------------------------------------------------------------------- spec rules policy
+# What the CRD schema cannot say: the keys and values of the Slurm settings maps (their values
+# are text, numbers, booleans, lists or null, which a structural schema leaves untyped and CEL
+# in the CRD then cannot read). The API server checks them with a ValidatingAdmissionPolicy that
+# lives beside the CRDs, its CEL made from the model's own rules.
+
+SPEC_RULES_POLICY = C.MANAGED_BY + "-spec-rules"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+
+
+def _cel_regex(pattern: str) -> str:
+    """A Python regular expression as a CEL raw string for matches() (RE2 reads it alike)."""
+    if "'" in pattern:
+        raise ValueError("pattern %r cannot be a CEL raw string" % pattern)
+    return "r'%s'" % pattern
+
+
+def _cel_names(names: Any) -> str:
+    return "[%s]" % ", ".join('"%s"' % n for n in sorted(names))
+
+
+def _slurm_maps(cls: Any, var: str, path: str, depth: int = 0) -> List[Tuple[str, str, Callable[[str], str]]]:
+    """Every Dict[str, SlurmValue] below cls, reached from the CEL variable var: (its path for
+    messages, its CEL reference, a wrapper that makes a check of it hold where a step is unset
+    and run for each item of the lists of objects on the way)."""
+    found: List[Tuple[str, str, Callable[[str], str]]] = []
+    hints = model_hints(cls)
+    for fld in dataclasses.fields(cls):
+        hint = optional_inner(hints[fld.name]) or hints[fld.name]
+        ref, sub = "%s.%s" % (var, camel(fld.name)), "%s.%s" % (path, camel(fld.name))
+        origin, args = getattr(hint, "__origin__", None), getattr(hint, "__args__", ())
+        unset = "!has(%s) || " % ref
+        if origin is dict and args[1] is SlurmValue:
+            found.append((sub, ref, lambda check, unset=unset: unset + check))
+        elif dataclasses.is_dataclass(hint):
+            found += [(p, r, lambda check, wrap=wrap, unset=unset: unset + wrap(check))
+                      for p, r, wrap in _slurm_maps(hint, ref, sub, depth)]
+        elif origin is list and dataclasses.is_dataclass(args[0]):
+            item = "i%d" % depth
+            found += [(p, r, lambda check, wrap=wrap, unset=unset, ref=ref, item=item:
+                       "%s%s.all(%s, %s)" % (unset, ref, item, wrap(check)))
+                      for p, r, wrap in _slurm_maps(args[0], item, sub + "[*]", depth + 1)]
+    return found
+
+
+def spec_rule_validations() -> List[Dict[str, str]]:
+    """The policy's validations: Slurm option names as keys, one-word values, and in
+    spec.slurm.config no setting slurmkube makes or that runs programs as root."""
+    word = _cel_regex(SLURM_VALUE_FORBIDDEN.pattern)
+    name = _cel_regex(SLURM_KEY)
+    checks = []
+    for path, ref, wrap in _slurm_maps(SlurmClusterSpec, "object.spec", "spec"):
+        checks.append((wrap("%s.all(k, k.matches(%s))" % (ref, name)),
+                       "%s: keys must be Slurm option names (a letter, then letters and digits)" % path))
+        one_word = "{m}.all(k, !(type({m}[k]) == string && {m}[k].matches({w})) && !(type({m}[k]) == list && " \
+                   "{m}[k].exists(v, type(v) == string && v.matches({w}))))"
+        checks.append((wrap(one_word.format(m=ref, w=word)),
+                       "%s: values must be one word without blanks, '#', quotes, backslashes or control "
+                       "characters (Slurm's config files end a value there)" % path))
+    config = "object.spec.slurm.config"
+    guard = "!has(object.spec.slurm) || !has(%s) || " % config
+    checks.append((guard + "!%s.exists(k, k.lowerAscii() in %s)" % (config, _cel_names(MANAGED_SLURM_KEYS)),
+                   "spec.slurm.config: sets a key slurmkube sets itself (SlurmctldHost, PlugStackConfig, ...)"))
+    checks.append((guard + "!%s.exists(k, k.lowerAscii() in %s)" % (config, _cel_names(PRIVILEGED_SLURM_KEYS)),
+                   "spec.slurm.config: a key that runs programs or writes files as root belongs in "
+                   "spec.slurm.privilegedConfig"))
+    return [{"expression": expression, "message": message} for expression, message in checks]
+
+
+def render_spec_rules_policy() -> List[Dict[str, Any]]:
+    """The policy and its binding, for SlurmClusters in every namespace (like the CRDs)."""
+    labels = {C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
+    policy = {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": SPEC_RULES_POLICY, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [C.API_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": [C.PLURAL_CLUSTER]}]},
+            "validations": spec_rule_validations(),
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": SPEC_RULES_POLICY, "labels": labels},
+        "spec": {"policyName": SPEC_RULES_POLICY, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]

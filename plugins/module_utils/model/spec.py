@@ -37,6 +37,20 @@ SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 SLURM_KEY = r"^[A-Za-z][A-Za-z0-9]*$"
 # Paths the jail plugin takes in plugstack.conf: absolute, no blanks, commas or colons.
 JAIL_PATH = r"^/[^\s,:]*$"
+
+
+def normalized_path_pattern(character: str = "[^/]") -> str:
+    """An absolute path below / of parts made of `character`, none empty, '.' or '..' (a
+    trailing '/' aside): the path a reader sees is the one the kernel opens. A regular
+    expression both Python and the API server (RE2) evaluate, without lookahead."""
+    first, rest = character.replace("[^", "[^."), character
+    part = "(%s%s*|\\.%s%s*|\\.\\.%s+)" % (first, rest, first, rest, rest)
+    return "^(/%s)+/?$" % part
+
+
+NORMALIZED_PATH = normalized_path_pattern()
+NORMALIZED_JAIL_PATH = normalized_path_pattern("[^/\\s,:]")
+NORMALIZED_PATH_DOC = "a normalized path below / (not / itself; no empty, '.' or '..' part)"
 # An image reference as the container runtimes parse it: [host[:port]/]path[:tag][@digest].
 IMAGE_REF = (r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
              r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
@@ -137,16 +151,28 @@ def spec_field(
     maximum: Optional[int] = None,
     enum: Optional[Sequence[str]] = None,
     pattern: Optional[str] = None,
+    pattern_doc: Optional[str] = None,
     max_length: Optional[int] = None,
+    unique_by: Optional[str] = None,
+    unique: bool = False,
 ) -> Any:
-    """A dataclass field that also carries its documentation and constraints."""
+    """A dataclass field that also carries its documentation and constraints.
+
+    Each constraint is enforced by the parser and written into the CRD (schema.py), so the API
+    server refuses what the operator would: pattern (pattern_doc says it in words in the
+    parser's message), unique_by (a list of objects keyed by that field: a list-map), unique (a
+    list of scalars without repeats: a set).
+    """
     metadata = {
         "doc": doc,
         "minimum": minimum,
         "maximum": maximum,
         "enum": tuple(enum) if enum else None,
         "pattern": pattern,
+        "pattern_doc": pattern_doc,
         "max_length": max_length,
+        "unique_by": unique_by,
+        "unique": unique,
     }
     # pylint: disable=invalid-field-call  # this is the dataclass field factory of the model
     if factory is not dataclasses.MISSING:
@@ -296,9 +322,11 @@ class SubMount:
     """Node-local storage mounted at a path inside the jail (fast scratch, say)."""
 
     name: str = spec_field("Volume name.", pattern=DNS1123_LABEL, max_length=40)
-    mount_path: str = spec_field("Path inside the jail.", pattern=JAIL_PATH)
+    mount_path: str = spec_field("Path inside the jail (no blanks, commas or colons).",
+                                 pattern=NORMALIZED_JAIL_PATH, pattern_doc=NORMALIZED_PATH_DOC)
     host_path: Optional[str] = spec_field(
-        "Node directory to use; an emptyDir when unset.", None, pattern=r"^/"
+        "Node directory to use; an emptyDir when unset.", None, pattern=NORMALIZED_PATH,
+        pattern_doc=NORMALIZED_PATH_DOC,
     )
     medium: str = spec_field("emptyDir medium when host_path is unset.", "", enum=("", "Memory"))
     size_limit: Optional[Quantity] = spec_field("emptyDir size limit.", None)
@@ -316,7 +344,7 @@ class Jail:
         "Use this ReadWriteMany claim instead of creating one.", None, pattern=DNS1123_LABEL
     )
     nfs: Optional[Nfs] = spec_field("Use this NFS export instead of a claim.", None)
-    sub_mounts: List[SubMount] = spec_field("Node-local mounts inside the jail.", factory=list)
+    sub_mounts: List[SubMount] = spec_field("Node-local mounts inside the jail.", factory=list, unique_by="name")
     user_paths: List[str] = spec_field(
         "Jail paths where jobs write output: slurmstepd opens output files and the working "
         "directory before the job enters the jail, so the jail plugin shows it the jail's "
@@ -339,7 +367,7 @@ class Partition:
 
     name: str = spec_field("Partition name.", pattern=SLURM_NAME, max_length=64)
     node_sets: List[str] = spec_field(
-        "Node sets in this partition; empty means every node set with catchAll true.", factory=list
+        "Node sets in this partition; empty means every node set with catchAll true.", factory=list, unique=True
     )
     default: bool = spec_field("The partition jobs go to when they name none.", False)
     config: Dict[str, SlurmValue] = spec_field(
@@ -634,6 +662,7 @@ class SlurmClusterSpec:
     partitions: List[Partition] = spec_field(
         "Slurm partitions; one default partition 'main' over every node set when empty.",
         factory=list,
+        unique_by="name",
     )
     slurm: Slurm = spec_field("Slurm settings.", factory=Slurm)
     health_checks: HealthChecks = spec_field("Node health checks.", factory=HealthChecks)
@@ -710,6 +739,12 @@ def describe(value: Any) -> str:
     return repr(value)
 
 
+def key_path(path: str, key: str) -> str:
+    """The path of a mapping's entry: path.key, or path['key'] (quoted, escapes and all) when the
+    key holds anything but a plain name, so no message carries a raw newline."""
+    return "%s.%s" % (path, key) if re.match(r"^[A-Za-z0-9_.-]+$", key) else "%s[%s]" % (path, describe(key))
+
+
 def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
@@ -742,7 +777,7 @@ class _Parser:
         for key in data:
             if key not in known:
                 self.problem(
-                    "%s.%s" % (path, key),
+                    key_path(path, str(key)),
                     "unknown field; known fields are %s" % ", ".join(sorted(known)),
                 )
         values = {}
@@ -777,13 +812,28 @@ class _Parser:
             self.problem(path, "must be a list, got %s" % describe(data))
             return []
         item_meta = meta if not dataclasses.is_dataclass(item) else {}
-        return [self.value(item, v, "%s[%d]" % (path, i), item_meta) for i, v in enumerate(data)]
+        values = [self.value(item, v, "%s[%d]" % (path, i), item_meta) for i, v in enumerate(data)]
+        self.check_unique(values, path, meta)
+        return values
+
+    def check_unique(self, values: Sequence[Any], path: str, meta: Mapping[str, Any]) -> None:
+        """unique_by: no two items with one key (the CRD's list-map); unique: no repeated item (its set)."""
+        key = meta.get("unique_by")
+        if not key and not meta.get("unique"):
+            return
+        seen = set()
+        for i, value in enumerate(values):
+            identity = getattr(value, key, None) if key else value
+            if identity in seen:
+                where = "%s[%d]%s" % (path, i, "." + camel(key) if key else "")
+                self.problem(where, "is used twice: %s" % describe(identity))
+            seen.add(identity)
 
     def dict_value(self, item: Any, data: Any, path: str) -> Dict[str, Any]:
         if not isinstance(data, Mapping):
             self.problem(path, "must be a mapping, got %s" % describe(data))
             return {}
-        return {str(k): self.value(item, v, "%s.%s" % (path, k), {}) for k, v in data.items()}
+        return {str(k): self.value(item, v, key_path(path, str(k)), {}) for k, v in data.items()}
 
     def scalar(self, hint: Any, data: Any, path: str, meta: Mapping[str, Any]) -> Any:
         if hint is Quantity:
@@ -853,7 +903,9 @@ class _Parser:
         if enum and data not in enum:
             self.problem(path, "must be one of %s, got %s" % (", ".join(repr(e) for e in enum), describe(data)))
         if pattern and not re.match(pattern, data):
-            self.problem(path, "must match %s, got %s" % (pattern, describe(data)))
+            wanted = meta.get("pattern_doc") or "match %s" % pattern
+            self.problem(path, "must %s%s, got %s" % ("be " if meta.get("pattern_doc") else "", wanted,
+                                                      describe(data)))
         if max_length is not None and len(data) > max_length:
             self.problem(path, "must be at most %d characters, got %s" % (max_length, describe(data)))
 
@@ -974,32 +1026,20 @@ def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
 
 def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:
     problems = []
-    seen_names, seen_paths = set(), set()
+    seen_paths = set()
     for i, sub in enumerate(sub_mounts):
         where = "spec.jail.subMounts[%d]" % i
-        if sub.name in seen_names:
-            problems.append((where + ".name", "is used twice: %s" % describe(sub.name)))
-        if sub.mount_path in seen_paths:
+        if sub.mount_path.rstrip("/") in seen_paths:
             problems.append((where + ".mountPath", "is used twice: %s" % describe(sub.mount_path)))
-        if sub.mount_path == "/" or not is_normalized_path(sub.mount_path):
-            problems.append((where + ".mountPath",
-                             "must be a normalized path below /, got %s" % describe(sub.mount_path)))
-        if sub.host_path is not None and (sub.host_path == "/" or not is_normalized_path(sub.host_path)):
-            problems.append((where + ".hostPath", "must be a normalized directory below /, not / itself, got %s"
-                             % describe(sub.host_path)))
         if sub.host_path and (sub.medium or sub.size_limit):
             problems.append((where, "medium and sizeLimit apply to emptyDir only, not with hostPath"))
-        seen_names.add(sub.name)
-        seen_paths.add(sub.mount_path)
+        seen_paths.add(sub.mount_path.rstrip("/"))
     return problems
 
 
 def _partition_rules(partitions: Sequence[Partition]) -> List[Tuple[str, str]]:
     problems = []
-    names = [p.name for p in partitions]
     for i, part in enumerate(partitions):
-        if names.count(part.name) > 1 and names.index(part.name) != i:
-            problems.append(("spec.partitions[%d].name" % i, "is used twice: %s" % describe(part.name)))
         problems.extend(_slurm_config_rules(part.config, "spec.partitions[%d].config" % i, partition=True))
     if sum(1 for p in partitions if p.default) > 1:
         problems.append(("spec.partitions", "at most one partition may be default, got %s"
@@ -1011,27 +1051,27 @@ def _slurm_config_rules(config: Mapping[str, Any], where: str, partition: bool =
     problems = []
     for key in config:
         if not re.match(SLURM_KEY, key):
-            problems.append(("%s.%s" % (where, key), "is not a Slurm option name"))
+            problems.append((key_path(where, key), "is not a Slurm option name"))
         elif not partition and key.lower() in MANAGED_SLURM_KEYS:
-            problems.append(("%s.%s" % (where, key), "is set by slurmkube and cannot be overridden"))
+            problems.append((key_path(where, key), "is set by slurmkube and cannot be overridden"))
         elif not partition and key.lower() in PRIVILEGED_SLURM_KEYS:
-            problems.append(("%s.%s" % (where, key), "runs programs or writes files as root: set it in "
+            problems.append((key_path(where, key), "runs programs or writes files as root: set it in "
                              "spec.slurm.privilegedConfig, which an administrator may allow"))
         elif partition and key.lower() in ("nodes", "partitionname", "default"):
-            problems.append(("%s.%s" % (where, key), "is derived from the partition's fields; set those instead"))
+            problems.append((key_path(where, key), "is derived from the partition's fields; set those instead"))
     return problems
 
 
 def _privileged_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
     where = "spec.slurm.privilegedConfig"
-    return [("%s.%s" % (where, key), "is not a privileged setting; set it in spec.slurm.config")
+    return [(key_path(where, key), "is not a privileged setting; set it in spec.slurm.config")
             for key in config if key.lower() not in PRIVILEGED_SLURM_KEYS]
 
 
 def _cgroup_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
     problems = []
     for key in config:
-        where = "spec.slurm.cgroupConfig.%s" % key
+        where = key_path("spec.slurm.cgroupConfig", key)
         if not re.match(SLURM_KEY, key):
             problems.append((where, "is not a cgroup.conf option name"))
         elif key.lower() in MANAGED_CGROUP_KEYS:

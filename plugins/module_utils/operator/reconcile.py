@@ -174,11 +174,13 @@ class Reconciler:
         return Outcome(status, nodeset_status, events, applied)
 
     def invalid(self, cluster_obj: Mapping[str, Any], message: str) -> Outcome:
-        """Report a bad spec and change nothing else."""
+        """Report a bad spec and change nothing else. The Warning goes out once per generation:
+        the status already says it for the passes after (every resync and node event)."""
         previous = (cluster_obj.get("status") or {})
-        status = dict(previous, phase=C.PHASE_INVALID, message=message,
-                      observedGeneration=cluster_obj["metadata"].get("generation", 0))
-        return Outcome(status, {}, [Event("Warning", "InvalidSpec", message)], [])
+        generation = cluster_obj["metadata"].get("generation", 0)
+        status = dict(previous, phase=C.PHASE_INVALID, message=message, observedGeneration=generation)
+        told = previous.get("phase") == C.PHASE_INVALID and previous.get("observedGeneration") == generation
+        return Outcome(status, {}, [] if told else [Event("Warning", "InvalidSpec", message)], [])
 
     # ----------------------------------------------------------------- inputs
 

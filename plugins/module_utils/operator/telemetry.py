@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, FrozenSet, List, Mapping, NamedTuple, Tuple
 
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 # A pass that found a bad spec changes nothing: it is counted apart from one that worked.
 RESULT_OK = "ok"
@@ -71,9 +71,10 @@ class Gauge(NamedTuple):
     value: float
 
 
-def pass_result(events: List[Event]) -> str:
-    """ok, or invalid when the pass refused the spec."""
-    return RESULT_INVALID if any(e.reason == "InvalidSpec" for e in events) else RESULT_OK
+def pass_result(status: Mapping[str, Any]) -> str:
+    """ok, or invalid when the pass refused the spec (its status says so: the Warning Event goes
+    out only on the first pass of a generation)."""
+    return RESULT_INVALID if status.get("phase") == C.PHASE_INVALID else RESULT_OK
 
 
 def condition_true(status: Mapping[str, Any], kind: str) -> bool:

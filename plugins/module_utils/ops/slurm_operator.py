@@ -18,7 +18,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     deployment_available,
     wait_until,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
+from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, render_spec_rules_policy
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import CONTROL_CHARACTERS, is_normalized_path
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.render.admission import (
@@ -102,8 +102,9 @@ def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:
     watched = watched_namespaces(settings)
     policy = (render_admission_policy(settings.namespace, settings.admission, watched)
               if settings.admission is not None else [])
-    return [ns, *render_crds(), *render_operator(settings.namespace, settings.image, settings.pull_policy,
-                                                 settings.replicas, watched), *policy]
+    return [ns, *render_crds(), *render_spec_rules_policy(),
+            *render_operator(settings.namespace, settings.image, settings.pull_policy, settings.replicas, watched),
+            *policy]
 
 
 def existing(kube: Kube, objects: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -156,7 +157,7 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
     doomed.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                    "metadata": {"name": OPERATOR_NAME, "namespace": namespace}})
     if remove_crds:
-        doomed += render_crds()
+        doomed += list(reversed(render_spec_rules_policy())) + render_crds()
     found = grants_outside(kube, namespace, ()) + existing(kube, admission_objects(namespace) + doomed)
     if not check_mode:
         delete_all(kube, found)
