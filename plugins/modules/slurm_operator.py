@@ -12,7 +12,12 @@ version_added: "0.1.0"
 description:
   - Applies the C(SlurmCluster) and C(NodeSet) CRDs (generated from the same model as
     everything else), and the operator with its ServiceAccount, least-privilege
-    ClusterRole and Deployment.
+    roles and Deployment.
+  - Beside the CRDs, the C(slurmkube-spec-rules) ValidatingAdmissionPolicy checks what their
+    schema cannot (Slurm option names and one-word values in the settings maps, keys slurmkube
+    sets itself, root programs outside C(spec.slurm.privilegedConfig)): the API server refuses
+    such a spec, naming the field, before the operator sees it. It goes with the CRDs
+    (O(remove_crds)).
   - Only objects that differ are written; check mode is a server-side dry run.
 author:
   - slurmkube maintainers (@slurmkube)
