@@ -287,8 +287,8 @@ def server_dry_run(kube: Cluster, namespace: str, name: str, spec: dict) -> subp
     return kube.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
 
 
-# The model's rules the API server applies by itself: the CRD's schema (patterns, list-map keys,
-# sets) and the spec-rules policy beside it (CEL for the Slurm settings maps). What each
+# The model's rules the API server applies by itself: the CRD's schema (patterns, CEL for unique
+# names and items) and the spec-rules policy beside it (CEL for the Slurm settings maps). What each
 # refusal must name.
 REFUSED_BY_THE_API_SERVER = {
     "config-key-newline": ({"slurm": {"config": {"MinJobAge\nPlugStackConfig": 300}}}, "spec.slurm.config: keys"),
@@ -303,9 +303,11 @@ REFUSED_BY_THE_API_SERVER = {
                   "spec.jail.subMounts[0].hostPath"),
     "escape": ({"jail": {"subMounts": [{"name": "n", "mountPath": "/s", "hostPath": "/mnt/nvme/../../etc"}]}},
                "spec.jail.subMounts[0].hostPath"),
-    "two-partitions": ({"partitions": [{"name": "a"}, {"name": "a"}]}, "spec.partitions[1]: Duplicate value"),
+    "two-partitions": ({"partitions": [{"name": "a"}, {"name": "a"}]}, "spec.partitions: Invalid value: two items"),
+    "two-sub-mounts": ({"jail": {"subMounts": [{"name": "n", "mountPath": "/a"}, {"name": "n", "mountPath": "/b"}]}},
+                       "spec.jail.subMounts: Invalid value: two items"),
     "node-set-twice": ({"partitions": [{"name": "a", "nodeSets": ["cpu", "cpu"]}]},
-                       "spec.partitions[0].nodeSets[1]: Duplicate value"),
+                       "spec.partitions[0].nodeSets: Invalid value: an item is listed twice"),
 }
 
 

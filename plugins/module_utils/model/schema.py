@@ -62,13 +62,20 @@ def _constraints(meta: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _list_semantics(meta: Dict[str, Any]) -> Dict[str, Any]:
-    """unique_by and unique as the API server enforces them: a list-map keyed by that field, a set."""
-    if meta.get("unique_by"):
-        return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [camel(meta["unique_by"])]}
-    if meta.get("unique"):
-        return {"x-kubernetes-list-type": "set"}
-    return {}
+def _list_rules(meta: Dict[str, Any]) -> Dict[str, Any]:
+    """max_items, unique_by and unique as the API server checks them (CEL, bounded by maxItems)."""
+    out: Dict[str, Any] = {}
+    if meta.get("max_items") is not None:
+        out["maxItems"] = meta["max_items"]
+    key = meta.get("unique_by")
+    if key:
+        out["x-kubernetes-validations"] = [{
+            "rule": "self.all(a, self.exists_one(b, b.%s == a.%s))" % (camel(key), camel(key)),
+            "message": "two items have one %s: each must be used once" % camel(key)}]
+    elif meta.get("unique"):
+        out["x-kubernetes-validations"] = [{"rule": "self.all(a, self.exists_one(b, b == a))",
+                                            "message": "an item is listed twice: each must be listed once"}]
+    return out
 
 
 def _default(fld: dataclasses.Field) -> Any:
@@ -90,7 +97,7 @@ def object_schema(cls: Any) -> Dict[str, Any]:
             prop["items"].update(_constraints(dict(fld.metadata)))
         elif "anyOf" not in prop:
             prop.update(_constraints(dict(fld.metadata)))
-        prop.update(_list_semantics(dict(fld.metadata)))
+        prop.update(_list_rules(dict(fld.metadata)))
         prop["description"] = fld.metadata["doc"]
         default = _default(fld)
         if default is not dataclasses.MISSING:

@@ -153,6 +153,7 @@ def spec_field(
     pattern: Optional[str] = None,
     pattern_doc: Optional[str] = None,
     max_length: Optional[int] = None,
+    max_items: Optional[int] = None,
     unique_by: Optional[str] = None,
     unique: bool = False,
 ) -> Any:
@@ -160,8 +161,10 @@ def spec_field(
 
     Each constraint is enforced by the parser and written into the CRD (schema.py), so the API
     server refuses what the operator would: pattern (pattern_doc says it in words in the
-    parser's message), unique_by (a list of objects keyed by that field: a list-map), unique (a
-    list of scalars without repeats: a set).
+    parser's message), max_items, unique_by (no two objects of a list with one value of that
+    field), unique (no repeated item). The last two are CEL rules in the CRD, not list-maps or
+    sets: those would merge a list item by item on server-side apply, and an item someone
+    else added would then survive the module's and the operator's applies.
     """
     metadata = {
         "doc": doc,
@@ -171,6 +174,7 @@ def spec_field(
         "pattern": pattern,
         "pattern_doc": pattern_doc,
         "max_length": max_length,
+        "max_items": max_items,
         "unique_by": unique_by,
         "unique": unique,
     }
@@ -344,7 +348,8 @@ class Jail:
         "Use this ReadWriteMany claim instead of creating one.", None, pattern=DNS1123_LABEL
     )
     nfs: Optional[Nfs] = spec_field("Use this NFS export instead of a claim.", None)
-    sub_mounts: List[SubMount] = spec_field("Node-local mounts inside the jail.", factory=list, unique_by="name")
+    sub_mounts: List[SubMount] = spec_field("Node-local mounts inside the jail.", factory=list, max_items=32,
+                                            unique_by="name")
     user_paths: List[str] = spec_field(
         "Jail paths where jobs write output: slurmstepd opens output files and the working "
         "directory before the job enters the jail, so the jail plugin shows it the jail's "
@@ -367,7 +372,8 @@ class Partition:
 
     name: str = spec_field("Partition name.", pattern=SLURM_NAME, max_length=64)
     node_sets: List[str] = spec_field(
-        "Node sets in this partition; empty means every node set with catchAll true.", factory=list, unique=True
+        "Node sets in this partition; empty means every node set with catchAll true.", factory=list,
+        pattern=DNS1123_LABEL, max_length=63, max_items=64, unique=True,
     )
     default: bool = spec_field("The partition jobs go to when they name none.", False)
     config: Dict[str, SlurmValue] = spec_field(
@@ -662,6 +668,7 @@ class SlurmClusterSpec:
     partitions: List[Partition] = spec_field(
         "Slurm partitions; one default partition 'main' over every node set when empty.",
         factory=list,
+        max_items=64,
         unique_by="name",
     )
     slurm: Slurm = spec_field("Slurm settings.", factory=Slurm)
@@ -813,11 +820,13 @@ class _Parser:
             return []
         item_meta = meta if not dataclasses.is_dataclass(item) else {}
         values = [self.value(item, v, "%s[%d]" % (path, i), item_meta) for i, v in enumerate(data)]
+        if meta.get("max_items") is not None and len(values) > meta["max_items"]:
+            self.problem(path, "must have at most %d items, got %d" % (meta["max_items"], len(values)))
         self.check_unique(values, path, meta)
         return values
 
     def check_unique(self, values: Sequence[Any], path: str, meta: Mapping[str, Any]) -> None:
-        """unique_by: no two items with one key (the CRD's list-map); unique: no repeated item (its set)."""
+        """unique_by: no two items with one value of that field; unique: no repeated item."""
         key = meta.get("unique_by")
         if not key and not meta.get("unique"):
             return
