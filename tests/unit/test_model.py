@@ -128,8 +128,6 @@ def test_every_problem_is_reported_at_once():
         ({"partitions": [{"name": "a", "nodeSets": ["cpu", "gpu", "cpu"]}]}, "spec.partitions[0].nodeSets[2]",
          "used twice: 'cpu'"),
         ({"partitions": [{"name": "p%d" % i} for i in range(65)]}, "spec.partitions", "at most 64 items, got 65"),
-        ({"jail": {"subMounts": [{"name": "a", "mountPath": "/x"}, {"name": "a", "mountPath": "/y"}]}},
-         "spec.jail.subMounts[1].name", "used twice: 'a'"),
         ({"partitions": [{"name": "a", "config": {"Nodes": "x"}}]}, "spec.partitions[0].config.Nodes", "derived"),
         ({"slurm": {"topology": [{"name": "s", "switches": ["nope"]}]}}, "spec.slurm.topology[0].switches",
          "unknown switch 'nope'"),
