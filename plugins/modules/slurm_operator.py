@@ -15,7 +15,7 @@ description:
     roles and Deployment.
   - Beside the CRDs, the C(slurmkube-spec-rules) ValidatingAdmissionPolicy checks what their
     schema cannot (Slurm option names and one-word values in the settings maps, keys slurmkube
-    sets itself, root programs outside C(spec.slurm.privilegedConfig)): the API server refuses
+    sets itself, root programs outside C(spec.slurm.privilegedConfig)). The API server refuses
     such a spec, naming the field, before the operator sees it. It goes with the CRDs
     (O(remove_crds)).
   - Only objects that differ are written; check mode is a server-side dry run.
@@ -59,7 +59,7 @@ options:
     description:
       - Manage clusters in every namespace. The operator's ClusterRole then holds its rights on
         the clusters' objects in every namespace, C(kube-system) included (pods and their exec,
-        Secrets by name, StatefulSets, Deployments, Jobs): ask for it only when clusters come
+        Secrets by name, StatefulSets, Deployments, Jobs). Ask for it only when clusters come
         and go in namespaces not known in advance.
       - V(false) grants only the namespaces of O(watch_namespaces) (or O(namespace)); a former
         cluster-wide grant is narrowed. Mutually exclusive with a non-empty O(watch_namespaces).

@@ -797,14 +797,13 @@ def test_root_job_attempts_left_the_worker_as_it_was(root_job_attempts, cluster)
 
 
 @needs_plugin
-@pytest.mark.parametrize(("planted", "field", "ids_field"), [("setuid", 1, "munge_uid"), ("setgid", 4, "munge_gid")])
-def test_the_set_id_files_a_root_job_planted_work_outside_the_jail(root_job_attempts, cluster, planted, field,
-                                                                     ids_field):  # fmt: skip
+@pytest.mark.parametrize(("planted", "field", "ids"), [("setuid", 1, "munge_uid"), ("setgid", 4, "munge_gid")])
+def test_the_set_id_files_a_root_job_planted_work_outside_the_jail(root_job_attempts, cluster, planted, field, ids):
     """The control of the two set-id attempts: run on the worker's own mount of the jail (no
     nosuid, no no_new_privs), the very file the job planted makes root munged's uid or gid."""
     path = C.JAIL_MOUNT_PATH + "/opt/slurmkube-planted-" + planted
-    ids = cluster.exec(WORKERS[0], path, "-c", "import os; print(*os.getresuid(), *os.getresgid())").stdout.split()
-    assert ids[field] == daemon_ids(cluster, WORKERS[0])[ids_field], ids
+    got = cluster.exec(WORKERS[0], path, "-c", "import os; print(*os.getresuid(), *os.getresgid())").stdout.split()
+    assert got[field] == daemon_ids(cluster, WORKERS[0])[ids], got
 
 
 def test_the_workers_root_is_read_only_even_for_its_own_root(cluster):

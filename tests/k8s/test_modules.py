@@ -252,8 +252,8 @@ def test_an_operator_watching_one_namespace_reads_no_secret_outside_it(kube: Clu
     assert not can_i(kube, account, "get", "secrets", "-n", kube.namespace + "-other")
 
 
-def test_an_operator_installed_with_default_settings_has_no_rights_outside_its_namespace(kube: Cluster,
-                                                                                        tmp_path: Path):
+def test_an_operator_installed_with_default_settings_has_no_rights_outside_its_namespace(
+        kube: Cluster, tmp_path: Path):
     """Least privilege by default: no watch_namespaces, no cluster_scope. In a namespace it does
     not manage (the test's, kube-system): no exec, no Secrets, no workloads; in its own, what a
     cluster there needs. cluster_scope=true, asked for explicitly, grants every namespace."""

@@ -268,7 +268,7 @@ def test_a_partition_naming_an_unknown_node_set_is_reported_and_nothing_changes(
         time.sleep(15)  # passes go on (resyncs, node events): the status says it, no new Warning
         assert pods_by_uid(kube) == before
         warnings = invalid_spec_warnings(kube)
-        assert sum(count for count, _ in warnings) == 1 and "\n" not in warnings[0][1], warnings
+        assert sum(w[0] for w in warnings) == 1 and "\n" not in warnings[0][1], warnings
         assert "gpu" not in kube.get_json("configmap", "%s-slurm-config" % CLUSTER)["data"]["slurm.conf"]
         assert {p["name"] for p in json.loads(slurm.run("scontrol", "show", "partition", "--json"))["partitions"]} \
             == {"main", "big"}
