@@ -33,8 +33,9 @@ def crd_files() -> dict[str, str]:
         "%s.yaml" % crd["metadata"]["name"]: HEADER + "---\n" + yaml.safe_dump(crd, sort_keys=True, width=100)
         for crd in render_crds()
     }
-    files["%s.yaml" % SPEC_RULES_POLICY] = HEADER + "".join(
-        "---\n" + yaml.safe_dump(obj, sort_keys=True, width=100) for obj in render_spec_rules_policy())
+    policy, binding = render_spec_rules_policy()
+    for name, obj in (("%s.yaml" % SPEC_RULES_POLICY, policy), ("%s-binding.yaml" % SPEC_RULES_POLICY, binding)):
+        files[name] = HEADER + "---\n" + yaml.safe_dump(obj, sort_keys=True, width=100)
     return files
 
 
