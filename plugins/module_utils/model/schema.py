@@ -311,9 +311,13 @@ def render_spec_rules_policy() -> List[Dict[str, Any]]:
         "metadata": {"name": SPEC_RULES_POLICY, "labels": labels},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [C.API_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-                "resources": [C.PLURAL_CLUSTER]}]},
+            # Written as the API server stores it, defaults and all: matchConstraints is one atomic
+            # field, and `kubectl apply --server-side -f crds/` after the module (or the other way
+            # round) would otherwise conflict over a value that only looks different.
+            "matchConstraints": {
+                "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+                "resourceRules": [{"apiGroups": [C.API_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                                   "resources": [C.PLURAL_CLUSTER], "scope": "*"}]},
             "validations": spec_rule_validations(),
         },
     }
