@@ -11,6 +11,8 @@ from __future__ import annotations
 API_GROUP = "slurmkube.io"
 API_VERSION = "v1alpha1"
 GROUP_VERSION = API_GROUP + "/" + API_VERSION
+# ValidatingAdmissionPolicy and its binding (the spec rules beside the CRDs, the admin's policy).
+ADMISSION_API = "admissionregistration.k8s.io/v1"
 KIND_CLUSTER = "SlurmCluster"
 KIND_NODESET = "NodeSet"
 PLURAL_CLUSTER = "slurmclusters"

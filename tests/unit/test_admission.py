@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from memory_kube import MemoryKube
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import (
     InstallError,
     OperatorSettings,
@@ -14,7 +15,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator 
     remove_operator,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.admission import (
-    ADMISSION_API,
     AdmissionRules,
     cel_list,
     render_admission_policy,
@@ -69,7 +69,7 @@ def test_the_option_is_checked_before_anything_is_written():
 def policy_objects(kube, name="slurmkube-operator-ops"):
     """This install's policy and binding (the spec rules' live beside the CRDs)."""
     return [o for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-            for o in kube.list(ADMISSION_API, kind) if o["metadata"]["name"] == name]
+            for o in kube.list(C.ADMISSION_API, kind) if o["metadata"]["name"] == name]
 
 
 def test_the_spec_rules_policy_comes_and_goes_with_the_crds():

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from examples import EXAMPLES, example_resources
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
+from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, spec_rule_validations
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,3 +96,13 @@ def test_schema_defaults_are_the_model_defaults():
     assert spec["login"]["properties"]["replicas"]["default"] == 1
     assert spec["slurm"]["properties"]["maxNodeCount"]["default"] == 1024
     assert spec["login"]["properties"]["serviceType"]["enum"] == ["NodePort", "LoadBalancer", "ClusterIP"]
+
+
+def test_the_spec_rules_cover_every_slurm_settings_map_of_the_model():
+    """Made from the model: each Dict[str, SlurmValue] field gets a key rule and a value rule; a new
+    map of Slurm settings is covered without a line written for it."""
+    messages = [v["message"] for v in spec_rule_validations()]
+    maps = {m.split(":")[0] for m in messages if "keys must be" in m}
+    assert maps == {"spec.slurm.config", "spec.slurm.privilegedConfig", "spec.slurm.cgroupConfig",
+                    "spec.partitions[*].config"}
+    assert maps == {m.split(":")[0] for m in messages if "values must be one word" in m}

@@ -241,7 +241,6 @@ def render_crds() -> List[Dict[str, Any]]:
 # lives beside the CRDs, its CEL made from the model's own rules.
 
 SPEC_RULES_POLICY = C.MANAGED_BY + "-spec-rules"
-ADMISSION_API = "admissionregistration.k8s.io/v1"
 
 
 def _cel_regex(pattern: str) -> str:
@@ -307,7 +306,7 @@ def render_spec_rules_policy() -> List[Dict[str, Any]]:
     """The policy and its binding, for SlurmClusters in every namespace (like the CRDs)."""
     labels = {C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
     policy = {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+        "apiVersion": C.ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": SPEC_RULES_POLICY, "labels": labels},
         "spec": {
             "failurePolicy": "Fail",
@@ -322,7 +321,7 @@ def render_spec_rules_policy() -> List[Dict[str, Any]]:
         },
     }
     binding = {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "apiVersion": C.ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": SPEC_RULES_POLICY, "labels": labels},
         "spec": {"policyName": SPEC_RULES_POLICY, "validationActions": ["Deny"]},
     }

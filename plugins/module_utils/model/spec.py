@@ -912,9 +912,8 @@ class _Parser:
         if enum and data not in enum:
             self.problem(path, "must be one of %s, got %s" % (", ".join(repr(e) for e in enum), describe(data)))
         if pattern and not re.match(pattern, data):
-            wanted = meta.get("pattern_doc") or "match %s" % pattern
-            self.problem(path, "must %s%s, got %s" % ("be " if meta.get("pattern_doc") else "", wanted,
-                                                      describe(data)))
+            wanted = "be " + meta["pattern_doc"] if meta.get("pattern_doc") else "match " + pattern
+            self.problem(path, "must %s, got %s" % (wanted, describe(data)))
         if max_length is not None and len(data) > max_length:
             self.problem(path, "must be at most %d characters, got %s" % (max_length, describe(data)))
 

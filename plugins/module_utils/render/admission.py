@@ -20,7 +20,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import Images
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import cluster_role_name
 
-ADMISSION_API = "admissionregistration.k8s.io/v1"
 # Every image a SlurmCluster names (the model's Images, but its pull policy); the images of an
 # optional part count only where the spec turns that part on.
 OPTIONAL_IMAGE_FIELDS = {"slurmdbd": "accounting", "mariadb": "accounting", "exporter": "exporter"}
@@ -132,7 +131,7 @@ def render_admission_policy(operator_namespace: str, rules: AdmissionRules,
     name = policy_name(operator_namespace)
     labels = {C.LABEL_NAME: C.OPERATOR_NAME, C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
     policy = {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+        "apiVersion": C.ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "failurePolicy": "Fail",
@@ -147,7 +146,7 @@ def render_admission_policy(operator_namespace: str, rules: AdmissionRules,
         match = {"namespaceSelector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(watch_namespaces)}]}}
     binding = {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "apiVersion": C.ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": name, "labels": labels},
         "spec": {"policyName": name, "validationActions": ["Deny"], **({"matchResources": match} if match else {})},
     }
