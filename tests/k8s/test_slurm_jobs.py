@@ -217,6 +217,7 @@ def test_jobs_and_login_sessions_reach_their_cluster_and_dns_only(slurm: SlurmVi
 
 
 def toolbox_pod(name: str, *command: str) -> str:
+    """A pod of another app (the toolbox image's busybox) running command."""
     return textwrap.dedent("""\
         apiVersion: v1
         kind: Pod
@@ -256,15 +257,7 @@ def test_a_pod_of_another_app_reaches_ssh_on_login_and_no_slurm_port(slurm: Slur
     login is open to all."""
     kube = slurm.kube
     pod = "not-slurm"
-    kube.apply(textwrap.dedent("""\
-        apiVersion: v1
-        kind: Pod
-        metadata: {name: %s}
-        spec:
-          terminationGracePeriodSeconds: 0
-          containers: [{name: main, image: localkube.local/toolbox:1, imagePullPolicy: Never,
-                        command: [sleep, "3600"]}]
-        """ % pod))
+    kube.apply(toolbox_pod(pod, "sleep", "3600"))
     try:
         kube.wait_pod_ready(pod)
         ips = {p: pod_of(slurm, p)["status"]["podIP"] for p in (CONTROLLER, NODES[0], LOGIN)}

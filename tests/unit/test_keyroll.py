@@ -134,6 +134,15 @@ def rotate_secret(kube):
         base64.b64encode(NEW).decode()
 
 
+def rotate_with_every_key_mounted_but_a_switch_failing(kube, cluster, failing_pod):
+    """A rotation whose key every pod has mounted, munged failing to come back in failing_pod."""
+    cluster["status"] = {"mungeKey": OLD_FP}
+    rotate_secret(kube)
+    for keys in kube.keys.values():
+        keys[1] = NEW_FP
+    kube.switch_fails.add(failing_pod)
+
+
 def key_condition(status):
     return next(c for c in status["conditions"] if c["type"] == "MungeKeyInUse")
 
@@ -186,11 +195,7 @@ def test_the_key_in_use_is_the_new_one_only_once_slurmdbd_runs_it_too(world):
     """The condition comes from every daemon with a munged: slurmdbd failing to switch keeps
     it False, though slurmctld, the workers and the login node already run the new key."""
     kube, cluster = world
-    cluster["status"] = {"mungeKey": OLD_FP}
-    rotate_secret(kube)
-    for keys in kube.keys.values():
-        keys[1] = NEW_FP
-    kube.switch_fails.add("cpu-slurmdbd-0")
+    rotate_with_every_key_mounted_but_a_switch_failing(kube, cluster, "cpu-slurmdbd-0")
     outcome = R.Reconciler(kube).reconcile(cluster)
     assert outcome.status["mungeKey"] == OLD_FP
     assert key_condition(outcome.status)["status"] == "False"
@@ -242,11 +247,7 @@ def test_pods_that_have_not_mounted_the_new_key_are_annotated_once_so_their_kube
 
 def test_a_failed_switch_keeps_the_old_fingerprint_and_says_where(world):
     kube, cluster = world
-    cluster["status"] = {"mungeKey": OLD_FP}
-    rotate_secret(kube)
-    for keys in kube.keys.values():
-        keys[1] = NEW_FP
-    kube.switch_fails.add("cpu-compute-1")
+    rotate_with_every_key_mounted_but_a_switch_failing(kube, cluster, "cpu-compute-1")
     outcome = R.Reconciler(kube).reconcile(cluster)
     assert outcome.status["mungeKey"] == OLD_FP
     assert "cpu-compute-1: munged did not come back" in key_condition(outcome.status)["message"]
