@@ -140,7 +140,7 @@ spec:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change, kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     ClusterError,

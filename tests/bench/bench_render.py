@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from collection_path import ensure_importable
 
 ensure_importable()
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster, parse_nodeset  # noqa: E402
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset  # noqa: E402
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster  # noqa: E402
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (  # noqa: E402
     render_slurm_conf,

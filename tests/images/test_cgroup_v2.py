@@ -36,7 +36,8 @@ from test_images import (
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     slurm_cpus,
     slurm_job_memory_mib,
     slurm_node_names,
@@ -157,7 +158,7 @@ def guest_root(built: dict, root: Path) -> None:
     write_secret(vm / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
     (vm / "address").write_text(POD_ADDRESS + "\n")
     (vm / "hosts").write_text("127.0.0.1 localhost\n%s %s %s %s\n" % (
-        POD_ADDRESS, render_common.controller_service_fqdn(CLUSTER_MODEL), CONTROLLER_POD, NODE))
+        POD_ADDRESS, names.controller_address(CLUSTER_MODEL.name, CLUSTER_MODEL.namespace), CONTROLLER_POD, NODE))
     controller_env = env_args(render_common.env(CLUSTER_MODEL, C.ROLE_CONTROLLER), CONTROLLER_POD)[1::2]
     pod_dir(root, "controller", CONTROLLER_POD, image_env(built["controller"]) + controller_env, 1, 1024, [
         ("tmpfs", C.SLURMCTLD_STATE_DIR, "mode=0755"),

@@ -25,16 +25,16 @@ import pytest
 from slurm_output import key_values, mpi_ranks, size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fingerprint
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     nodeset_object_name,
-    parse_cluster,
-    parse_nodeset,
     slurm_cpus,
     slurm_job_memory_mib,
     slurm_node_names,
     slurm_real_memory_mib,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_text
@@ -398,7 +398,7 @@ class Cluster:
             *extra,
             *self.common_args(self.controller_pod),
             "--network-alias",
-            render_common.controller_service_fqdn(self.model),
+            names.controller_address(self.model.name, self.model.namespace),
             "-v",
             "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
             "-v",

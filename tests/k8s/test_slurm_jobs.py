@@ -38,12 +38,12 @@ from slurm_helpers import (
 from slurm_output import key_values, mpi_ranks, size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    parse_nodeset,
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     slurm_cpus,
     slurm_job_memory_mib,
     slurm_real_memory_mib,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_name
 
 pytestmark = pytest.mark.k8s

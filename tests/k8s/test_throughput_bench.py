@@ -32,7 +32,7 @@ import yaml
 from localkube_helpers import REPO, Cluster
 from slurm_helpers import Operator, cluster_manifest, manifests, wait_ready
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity, quantity_to_mebibytes
 
 pytestmark = [pytest.mark.k8s, pytest.mark.bench]

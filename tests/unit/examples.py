@@ -7,12 +7,8 @@ from typing import Any, Dict, List, Tuple
 
 import yaml
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    NodeSet,
-    SlurmCluster,
-    parse_cluster,
-    parse_nodeset,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = sorted(p.stem for p in (FIXTURES / "clusters").glob("*.yml"))

@@ -11,10 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "k8s"))
 
 from test_throughput_bench import CLUSTER, quickstart_objects
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    parse_cluster,
-    parse_nodeset,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_slurm_conf,
 )

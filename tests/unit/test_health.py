@@ -9,7 +9,7 @@ from examples import example_resources
 from test_reconcile_health import SlurmKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.ops import gpu_healthcheck as H
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import ClusterError

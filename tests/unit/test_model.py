@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 from examples import EXAMPLES, example
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    SpecError,
-    check_references,
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     munge_secret_name,
-    parse_cluster,
-    parse_nodeset,
     slurm_cpus,
     slurm_job_memory_mib,
     slurm_mem_spec_limit_mib,
     slurm_node_names,
     slurm_real_memory_mib,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_slurm_conf
 
 

@@ -13,7 +13,7 @@ import datetime
 import pytest
 from test_reconcile_health import T0, make_world, reconcile_at
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSetSpec
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSetSpec
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics import reason_kind
 

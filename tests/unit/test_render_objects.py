@@ -10,12 +10,9 @@ import pytest
 from examples import EXAMPLES, example, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    SpecError,
-    parse_cluster,
-    parse_nodeset,
-    slurm_mem_spec_limit_mib,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import slurm_mem_spec_limit_mib
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.policy import render_network_policies
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (

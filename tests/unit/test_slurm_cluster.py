@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from memory_kube import MemoryKube
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     Request,
     cluster_resource,

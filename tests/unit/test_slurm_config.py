@@ -7,12 +7,11 @@ import re
 import pytest
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    parse_cluster,
-    parse_nodeset,
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     slurm_cpus,
     slurm_job_memory_mib,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_cgroup_conf,
     render_slurm_conf,

@@ -8,10 +8,11 @@ import datetime
 import pytest
 from test_reconcile_health import T0, SlurmKube, make_world
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError, parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import switch_placement
-from ansible_collections.slurmkube.core.plugins.module_utils.render.common import config_map_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     hostlist,
     labelled_switches,
@@ -131,7 +132,7 @@ def labelled_world(monkeypatch):
 
 
 def topology_lines(kube, obj):
-    config = kube.get("v1", "ConfigMap", config_map_name(parse_cluster(obj)), obj["metadata"]["namespace"])
+    config = kube.get("v1", "ConfigMap", names.slurm_config(parse_cluster(obj).name), obj["metadata"]["namespace"])
     return [ln for ln in config["data"].get("topology.conf", "").splitlines() if ln and not ln.startswith("#")]
 
 

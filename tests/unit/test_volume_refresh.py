@@ -11,15 +11,15 @@ from test_reconcile_health import T0, make_world
 from test_topology import ControllerKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import (
     config_readers,
     files_digest,
     refresh_pods,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.render.common import config_map_name
 
 CONFIG_MAP = "cpu-slurm-config"
 
@@ -95,7 +95,7 @@ class KubeletKube(ControllerKube):
 def running(monkeypatch):
     """The cpu-only cluster, its controller and four workers running, its configuration in effect."""
     kube, obj = make_world(monkeypatch, KubeletKube())
-    assert config_map_name(parse_cluster(obj)) == CONFIG_MAP
+    assert names.slurm_config(parse_cluster(obj).name) == CONFIG_MAP
     pods = ["cpu-controller-0"] + ["cpu-compute-%d" % i for i in range(4)]
     for name in pods:
         kube.start(name)

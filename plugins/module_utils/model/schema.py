@@ -8,20 +8,20 @@ import dataclasses
 from typing import Any, Callable, Dict, List, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     MANAGED_SLURM_KEYS,
     PRIVILEGED_SLURM_KEYS,
     SLURM_KEY,
     SLURM_VALUE_FORBIDDEN,
     FreeForm,
-    NodeSetSpec,
     Quantity,
-    SlurmClusterSpec,
     SlurmValue,
     camel,
     model_hints,
     optional_inner,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSetSpec, SlurmClusterSpec
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QUANTITY_PATTERN
 
 
@@ -240,7 +240,6 @@ def render_crds() -> List[Dict[str, Any]]:
 # in the CRD then cannot read). The API server checks them with a ValidatingAdmissionPolicy that
 # lives beside the CRDs, its CEL made from the model's own rules.
 
-SPEC_RULES_POLICY = C.MANAGED_BY + "-spec-rules"
 
 
 def _cel_regex(pattern: str) -> str:
@@ -304,10 +303,10 @@ def spec_rule_validations() -> List[Dict[str, str]]:
 
 def render_spec_rules_policy() -> List[Dict[str, Any]]:
     """The policy and its binding, for SlurmClusters in every namespace (like the CRDs)."""
-    labels = {C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
+    labels = names.collection_labels()
     policy = {
         "apiVersion": C.ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": SPEC_RULES_POLICY, "labels": labels},
+        "metadata": {"name": names.SPEC_RULES_POLICY, "labels": labels},
         "spec": {
             "failurePolicy": "Fail",
             # Written as the API server stores it, defaults and all: matchConstraints is one atomic
@@ -322,7 +321,7 @@ def render_spec_rules_policy() -> List[Dict[str, Any]]:
     }
     binding = {
         "apiVersion": C.ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": SPEC_RULES_POLICY, "labels": labels},
-        "spec": {"policyName": SPEC_RULES_POLICY, "validationActions": ["Deny"]},
+        "metadata": {"name": names.SPEC_RULES_POLICY, "labels": labels},
+        "spec": {"policyName": names.SPEC_RULES_POLICY, "validationActions": ["Deny"]},
     }
     return [policy, binding]

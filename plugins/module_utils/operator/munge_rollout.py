@@ -17,10 +17,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
     key_fingerprint,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    SlurmCluster,
-    munge_secret_name,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import munge_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll import (
     KeyView,
     parse_key_status,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 from typing import List, Mapping, NamedTuple, Optional, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import (
     PURPOSE_EVICTION,
@@ -78,20 +79,20 @@ def plan_scale(base: str, desired: int, current: int, nodes: Mapping[str, SlurmN
     """
     actions: List[NodeAction] = []
     for ordinal in range(min(desired, current)):
-        node = nodes.get("%s-%d" % (base, ordinal))
+        node = nodes.get(names.pod(base, ordinal))
         if node is not None and _ours(node, PURPOSE_SCALE_DOWN) is not None:
             actions.append(NodeAction("resume", node.name))
     if desired >= current:
         return ScalePlan(desired, actions, [])
     timeout = datetime.timedelta(seconds=drain_timeout_seconds)
-    leaving = ["%s-%d" % (base, ordinal) for ordinal in range(desired, current)]
+    leaving = [names.pod(base, ordinal) for ordinal in range(desired, current)]
     for name in leaving:
         node = nodes.get(name)
         step = _leave_step(node, now, timeout) if node is not None else None
         if step is not None:
             actions.append(step)
     replicas = current
-    while replicas > desired and "%s-%d" % (base, replicas - 1) not in nodes:
+    while replicas > desired and names.pod(base, replicas - 1) not in nodes:
         replicas -= 1
     return ScalePlan(replicas, actions, [n for n in leaving if n in nodes])
 
@@ -268,7 +269,7 @@ def plan_reregistration(base: str, desired: int, pods: Sequence[PodView], nodes:
     waiting for the StatefulSet to shrink, and a new one would register again.
     """
     grace = datetime.timedelta(seconds=REGISTRATION_GRACE_SECONDS)
-    wanted = {"%s-%d" % (base, ordinal) for ordinal in range(desired)}
+    wanted = {names.pod(base, ordinal) for ordinal in range(desired)}
     return [NodeAction("delete-pod", pod.name, "running but not registered with slurmctld")
             for pod in sorted(pods, key=lambda p: p.name)
             if pod.name in wanted and pod.name not in nodes and pod.ready and not pod.terminating

@@ -11,6 +11,7 @@ import datetime
 from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Set
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
@@ -18,13 +19,14 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     pod_terminating,
     pods_by_name,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
+    has_topology,
+    nodeset_object_name,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     NodeSet,
     NodeSetSpec,
     SlurmCluster,
-    has_topology,
-    nodeset_object_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     NodeAction,
@@ -193,7 +195,7 @@ class NodeSteps:
                     lost_hosts: Mapping[str, datetime.datetime]) -> List[PodView]:
         """The node set's pods as the node planners see them."""
         pods = pods_by_name(self.kube, cluster.namespace,
-                            selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name))
+                            names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name))
         views = []
         for pod in pods:
             labels = pod["metadata"].get("labels") or {}

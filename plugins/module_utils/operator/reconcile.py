@@ -20,6 +20,7 @@ import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual, apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
@@ -27,20 +28,16 @@ from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
     new_munge_key,
     new_ssh_host_keys,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    NodeSet,
-    SlurmCluster,
-    SpecError,
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     accounting_db_secret_name,
-    check_references,
     has_topology,
     munge_secret_name,
     nodeset_object_name,
-    object_name,
-    parse_cluster,
-    parse_nodeset,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import MungeKeyRollout
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
     ScalePlan,
@@ -58,7 +55,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology i
 from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
-from ansible_collections.slurmkube.core.plugins.module_utils.render.login import HOST_KEY_TYPES, host_keys_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.login import HOST_KEY_TYPES
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
     render_db_password_secret,
     render_host_keys_secret,
@@ -232,7 +229,7 @@ class Reconciler:
         if self.kube.get("v1", "Secret", munge_secret_name(cluster), cluster.namespace) is None:
             self.kube.apply(owned_by(render_munge_secret(cluster, new_munge_key()), owner))
             events.append(Event("Normal", "MungeKeyCreated", "generated munge key %s" % munge_secret_name(cluster)))
-        if self.kube.get("v1", "Secret", host_keys_secret_name(cluster), cluster.namespace) is None:
+        if self.kube.get("v1", "Secret", names.ssh_host_keys_secret(cluster.name), cluster.namespace) is None:
             self.kube.apply(owned_by(render_host_keys_secret(cluster, new_ssh_host_keys(HOST_KEY_TYPES)), owner))
             events.append(Event("Normal", "HostKeysCreated", "generated ssh host keys"))
         # An admin's Secret (spec.accounting.database.passwordSecret) is never made here.
@@ -271,10 +268,10 @@ class Reconciler:
         Two populate Jobs at once would copy two different trees into one jail.
         """
         current = populate_job_name(cluster)
-        prefix = object_name(cluster, "jail-populate") + "-"
         stale = [job for job in self.kube.list("batch/v1", "Job", cluster.namespace,
-                                               selector_labels(cluster.name, C.COMPONENT_JAIL))
-                 if job["metadata"]["name"].startswith(prefix) and job["metadata"]["name"] != current]
+                                               names.selector_labels(cluster.name, C.COMPONENT_JAIL))
+                 if names.is_jail_populate_job(cluster.name, job["metadata"]["name"])
+                 and job["metadata"]["name"] != current]
         if not stale:
             return desired
         for job in stale:

@@ -9,19 +9,15 @@ import datetime
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     job_complete,
     statefulset_counts,
     statefulset_ready,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    NodeSet,
-    SlurmCluster,
-    nodeset_object_name,
-    object_name,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import KeyState
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import JobNotRequeued
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
@@ -51,8 +47,8 @@ class StatusReport:
                topology_in_effect: Optional[bool] = None) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         """The SlurmCluster's status and each NodeSet's, from what is live now. `topology_in_effect`
         (None: the cluster has no topology) says whether slurmctld's tree holds every node."""
-        controller = self.statefulset(cluster, object_name(cluster, C.COMPONENT_CONTROLLER))
-        login = self.statefulset(cluster, object_name(cluster, C.COMPONENT_LOGIN))
+        controller = self.statefulset(cluster, names.controller(cluster.name))
+        login = self.statefulset(cluster, names.login(cluster.name))
         job = self.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
         ready_nodes, ready_pods, desired_nodes, leaving, per_nodeset = 0, 0, 0, 0, {}
         now = self.clock()
@@ -120,7 +116,7 @@ class StatusReport:
         """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers; its
         Ready condition serves `kubectl wait`."""
         counts = statefulset_counts(sts)
-        selector = selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
+        selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
         in_service = sum(1 for n in registered if n.responding and not n.draining)
         wanted = nodeset.spec.replicas
         ready = in_service >= wanted and counts["desired"] == wanted and counts["ready"] >= wanted \

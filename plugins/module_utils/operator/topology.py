@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pods_by_name
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 
 
 def switch_placement(pods: Sequence[Mapping[str, Any]], hosts: Sequence[Mapping[str, Any]],
@@ -39,5 +39,5 @@ def read_switch_placement(kube: Kube, cluster: SlurmCluster) -> Dict[str, str]:
     label = cluster.spec.slurm.switch_label
     if not label:
         return {}
-    pods = pods_by_name(kube, cluster.namespace, selector_labels(cluster.name, C.COMPONENT_WORKER))
+    pods = pods_by_name(kube, cluster.namespace, names.selector_labels(cluster.name, C.COMPONENT_WORKER))
     return switch_placement(pods, kube.list("v1", "Node"), label)

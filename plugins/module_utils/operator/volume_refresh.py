@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Mapping, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_running, pods_by_name
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render.common import config_map_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 
 
 def refresh_pods(kube: Kube, namespace: str, pods: Iterable[Mapping[str, Any]], annotation: str,
@@ -58,5 +58,5 @@ def config_readers(pods: Sequence[Mapping[str, Any]], config_map: str) -> List[M
 def refresh_config_volumes(kube: Kube, cluster: SlurmCluster, files: Mapping[str, str]) -> None:
     """Make the kubelets of the cluster's pods sync them now, so their ConfigMap volume holds `files`."""
     pods = pods_by_name(kube, cluster.namespace, {C.LABEL_CLUSTER: cluster.name})
-    refresh_pods(kube, cluster.namespace, config_readers(pods, config_map_name(cluster)),
+    refresh_pods(kube, cluster.namespace, config_readers(pods, names.slurm_config(cluster.name)),
                  C.ANNOTATION_CONFIG_FILES, files_digest(files))

@@ -8,8 +8,9 @@ import os
 import tempfile
 from typing import Any, Dict, List, Mapping, NamedTuple, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SpecError, parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 
 try:

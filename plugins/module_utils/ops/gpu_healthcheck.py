@@ -14,10 +14,10 @@ import copy
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating, pods_by_name
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     ClusterError,
@@ -78,8 +78,8 @@ def configure(kube: Kube, name: str, namespace: str, settings: Mapping[str, Any]
 
 def worker_pods(kube: Kube, name: str, namespace: str, nodes: Optional[Sequence[str]]) -> List[str]:
     """Names of the cluster's worker pods (its Slurm nodes), or of the nodes asked for."""
-    pods = [p["metadata"]["name"] for p in pods_by_name(kube, namespace, selector_labels(name, C.COMPONENT_WORKER))
-            if not pod_terminating(p)]
+    workers = pods_by_name(kube, namespace, names.selector_labels(name, C.COMPONENT_WORKER))
+    pods = [p["metadata"]["name"] for p in workers if not pod_terminating(p)]
     if not nodes:
         return pods
     unknown = sorted(set(nodes) - set(pods))

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_ready, ready_pods
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
 
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
@@ -421,7 +421,7 @@ def find_jail_pod(kube: Kube, namespace: str, cluster: Optional[str], pod: Optio
     else:
         candidates = []
         for component in JAIL_POD_COMPONENTS:
-            candidates += ready_pods(kube, namespace, selector_labels(cluster or "", component))
+            candidates += ready_pods(kube, namespace, names.selector_labels(cluster or "", component))
         if not candidates:
             raise JailUserError("cluster: no ready login or worker pod of SlurmCluster %s in namespace %s; "
                                 "is the cluster up? (or name a pod that mounts the jail with pod)"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
@@ -124,15 +125,9 @@ def check_wanted(want: WantedVolume) -> None:
         raise JailVolumeError("version: must be one non-empty line")
 
 
-def labels(want: WantedVolume) -> Dict[str, str]:
-    """Labels of what the module makes; no cluster label, so no operator ever prunes them."""
-    return {C.LABEL_NAME: "slurm", C.LABEL_INSTANCE: want.name, C.LABEL_COMPONENT: C.COMPONENT_JAIL,
-            C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
-
-
 def metadata(want: WantedVolume, name: str, namespaced: bool = True) -> Dict[str, Any]:
     """Object metadata with the module's labels."""
-    meta: Dict[str, Any] = {"name": name, "labels": labels(want)}
+    meta: Dict[str, Any] = {"name": name, "labels": names.standalone_labels(want.name, C.COMPONENT_JAIL)}
     if namespaced:
         meta["namespace"] = want.namespace
     return meta
@@ -140,14 +135,14 @@ def metadata(want: WantedVolume, name: str, namespaced: bool = True) -> Dict[str
 
 def nfs_volume_name(want: WantedVolume) -> str:
     """PersistentVolumes are cluster-wide: the name carries the namespace."""
-    return "%s-%s" % (want.namespace, want.name)
+    return names.jail_volume_pv(want.namespace, want.name)
 
 
 def populate_job_name(want: WantedVolume, now: Callable[[], float] = time.time) -> str:
     """One Job per version; a repopulation gets a Job of its own each time it is asked for."""
     if want.repopulate:
-        return "%s-repopulate-%s" % (want.name, content_hash([want.marker_version, repr(now())])[:8])
-    return "%s-populate-%s" % (want.name, render_jail.populate_job_suffix(want.marker_version))
+        return names.jail_volume_repopulate_job(want.name, content_hash([want.marker_version, repr(now())])[:8])
+    return names.jail_volume_populate_job(want.name, render_jail.populate_job_suffix(want.marker_version))
 
 
 def render_volume(want: WantedVolume) -> List[Dict[str, Any]]:
@@ -166,7 +161,8 @@ def render_populate_job(want: WantedVolume, job_name: str) -> Dict[str, Any]:
     """The populate Job on the claim, as the namespace's default ServiceAccount without a token."""
     volume = {"name": JAIL_VOLUME, "persistentVolumeClaim": {"claimName": want.claim}}
     settings = {"automountServiceAccountToken": False, "enableServiceLinks": False}
-    return render_jail.populate_job(metadata(want, job_name), labels(want), want.image or "", want.pull_policy,
+    labels = names.standalone_labels(want.name, C.COMPONENT_JAIL)
+    return render_jail.populate_job(metadata(want, job_name), labels, want.image or "", want.pull_policy,
                                     want.marker_version, volume, settings,
                                     command=render_jail.populate_command(want.repopulate))
 

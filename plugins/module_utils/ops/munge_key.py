@@ -8,6 +8,7 @@ import base64
 from typing import Any, Dict, Mapping, NamedTuple, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
@@ -121,4 +122,4 @@ def secret_name_for(params: Mapping[str, Any]) -> str:
         return params["secret_name"]
     if not params.get("cluster"):
         raise MungeKeyError("one of cluster or secret_name is required")
-    return "%s-munge-key" % params["cluster"]
+    return names.munge_key_secret(params["cluster"])

@@ -10,12 +10,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    SpecError,
-    check_references,
-    parse_cluster,
-    parse_nodeset,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 
 

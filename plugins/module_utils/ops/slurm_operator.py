@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import Applied, apply_changed, describe, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
@@ -18,8 +19,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     deployment_available,
     wait_until,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
+    CONTROL_CHARACTERS,
+    is_normalized_path,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, render_spec_rules_policy
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import CONTROL_CHARACTERS, is_normalized_path
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
 from ansible_collections.slurmkube.core.plugins.module_utils.render.admission import (
     AdmissionRules,
@@ -27,7 +31,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.admission im
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import (
     OPERATOR_NAME,
-    cluster_role_name,
     render_operator,
 )
 
@@ -120,7 +123,7 @@ def admission_objects(namespace: str) -> List[Dict[str, Any]]:
 def grants_outside(kube: Kube, namespace: str, watched: Sequence[str]) -> List[Dict[str, Any]]:
     """The Roles and RoleBindings this install made in namespaces it does not watch (any longer):
     a namespace dropped from watch_namespaces keeps no grant."""
-    name = cluster_role_name(namespace)
+    name = names.operator_cluster_wide(namespace)
     return [obj for kind in ("RoleBinding", "Role")
             for obj in kube.list(RBAC, kind, None, labels={C.LABEL_NAME: OPERATOR_NAME})
             if obj["metadata"]["name"] == name and obj["metadata"].get("namespace") not in watched]

@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    SlurmCluster,
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     accounting_db_secret_name,
-    object_name,
+    database_host,
+    slurmdbd_host,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import quantity_to_mebibytes
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import header, key_value_lines
@@ -41,23 +42,6 @@ def runs_slurmdbd(cluster: SlurmCluster) -> bool:
 def runs_database(cluster: SlurmCluster) -> bool:
     """Whether this cluster deploys its own MariaDB for its slurmdbd."""
     return runs_slurmdbd(cluster) and not cluster.spec.accounting.database.host
-
-
-def slurmdbd_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, C.COMPONENT_SLURMDBD)
-
-
-def database_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, C.COMPONENT_DATABASE)
-
-
-def slurmdbd_host(cluster: SlurmCluster) -> str:
-    """Where slurmctld and the clients (sacct, sacctmgr) reach slurmdbd."""
-    return cluster.spec.accounting.host or slurmdbd_name(cluster)
-
-
-def database_host(cluster: SlurmCluster) -> str:
-    return cluster.spec.accounting.database.host or database_name(cluster)
 
 
 def render_slurmdbd_conf(cluster: SlurmCluster) -> str:
@@ -87,7 +71,7 @@ def render_slurmdbd_config_map(cluster: SlurmCluster) -> Optional[common.Manifes
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": common.metadata(cluster, slurmdbd_name(cluster), C.COMPONENT_SLURMDBD),
+        "metadata": common.metadata(cluster, names.slurmdbd(cluster.name), C.COMPONENT_SLURMDBD),
         "data": {C.SLURMDBD_CONFIG_FILE: render_slurmdbd_conf(cluster)},
     }
 
@@ -99,7 +83,7 @@ def _service(cluster: SlurmCluster, name: str, component: str, port_name: str, p
         "metadata": common.metadata(cluster, name, component),
         "spec": {
             "type": "ClusterIP",
-            "selector": selector_labels(cluster.name, component),
+            "selector": names.selector_labels(cluster.name, component),
             "ports": [{"name": port_name, "port": port, "targetPort": port, "protocol": "TCP"}],
         },
     }
@@ -108,13 +92,14 @@ def _service(cluster: SlurmCluster, name: str, component: str, port_name: str, p
 def render_slurmdbd_service(cluster: SlurmCluster) -> Optional[common.Manifest]:
     if not runs_slurmdbd(cluster):
         return None
-    return _service(cluster, slurmdbd_name(cluster), C.COMPONENT_SLURMDBD, "slurmdbd", cluster.spec.accounting.port)
+    return _service(cluster, names.slurmdbd(cluster.name), C.COMPONENT_SLURMDBD, "slurmdbd",
+                    cluster.spec.accounting.port)
 
 
 def render_database_service(cluster: SlurmCluster) -> Optional[common.Manifest]:
     if not runs_database(cluster):
         return None
-    return _service(cluster, database_name(cluster), C.COMPONENT_DATABASE, "mysql", C.DATABASE_PORT)
+    return _service(cluster, names.database(cluster.name), C.COMPONENT_DATABASE, "mysql", C.DATABASE_PORT)
 
 
 def _password_env(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -138,10 +123,10 @@ def _statefulset(cluster: SlurmCluster, name: str, component: str, pod_spec: Dic
     spec: Dict[str, Any] = {
         "replicas": 1,
         "serviceName": name,
-        "selector": {"matchLabels": selector_labels(cluster.name, component)},
+        "selector": {"matchLabels": names.selector_labels(cluster.name, component)},
         "updateStrategy": {"type": "RollingUpdate"},
         "template": {
-            "metadata": {"labels": object_labels(cluster.name, component), "annotations": annotations},
+            "metadata": {"labels": names.object_labels(cluster.name, component), "annotations": annotations},
             "spec": {**common.pod_identity(cluster), **pod_spec},
         },
     }
@@ -178,7 +163,7 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     pod_spec = {
         "containers": [container],
         "volumes": [
-            {"name": SLURMDBD_CONFIG_VOLUME, "configMap": {"name": slurmdbd_name(cluster)}},
+            {"name": SLURMDBD_CONFIG_VOLUME, "configMap": {"name": names.slurmdbd(cluster.name)}},
             common.munge_volume(cluster),
             common.jail_volume(cluster),
             MEMORY_VOLUME,
@@ -186,7 +171,7 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     }
     # slurmdbd reads its config only at start.
     annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster)])}
-    return _statefulset(cluster, slurmdbd_name(cluster), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])
+    return _statefulset(cluster, names.slurmdbd(cluster.name), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])
 
 
 def buffer_pool_mib(cluster: SlurmCluster) -> int:
@@ -219,14 +204,14 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
                          {"name": SECRETS_VOLUME, "mountPath": C.DATABASE_RUN_DIR}],
     }
     claim: Dict[str, Any] = {
-        "metadata": {"name": DATA_VOLUME, "labels": object_labels(cluster.name, C.COMPONENT_DATABASE)},
+        "metadata": {"name": DATA_VOLUME, "labels": names.object_labels(cluster.name, C.COMPONENT_DATABASE)},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(database.storage.size)}}},
     }
     if database.storage.storage_class_name:
         claim["spec"]["storageClassName"] = database.storage.storage_class_name
     # A clean InnoDB shutdown takes a while under load: more than the default 30 s.
     pod_spec = {"terminationGracePeriodSeconds": 120, "containers": [container], "volumes": [MEMORY_VOLUME]}
-    return _statefulset(cluster, database_name(cluster), C.COMPONENT_DATABASE, pod_spec, {}, [claim])
+    return _statefulset(cluster, names.database(cluster.name), C.COMPONENT_DATABASE, pod_spec, {}, [claim])
 
 
 def wait_for_slurmdbd(cluster: SlurmCluster) -> Optional[Dict[str, Any]]:

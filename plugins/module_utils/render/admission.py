@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import Images
-from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import cluster_role_name
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Images
 
 # Every image a SlurmCluster names (the model's Images, but its pull policy); the images of an
 # optional part count only where the spec turns that part on.
@@ -119,17 +119,13 @@ def validations(rules: AdmissionRules) -> List[Dict[str, str]]:
     return checks
 
 
-def policy_name(operator_namespace: str) -> str:
-    """One policy per operator install, named like its ClusterRole."""
-    return cluster_role_name(operator_namespace)
-
-
 def render_admission_policy(operator_namespace: str, rules: AdmissionRules,
                             watch_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding: SlurmClusters created or updated in the
     watched namespaces (every namespace when none) are refused unless they keep to the rules."""
-    name = policy_name(operator_namespace)
-    labels = {C.LABEL_NAME: C.OPERATOR_NAME, C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
+    # One policy per operator install, named like its ClusterRole.
+    name = names.operator_cluster_wide(operator_namespace)
+    labels = names.operator_labels()
     policy = {
         "apiVersion": C.ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name, "labels": labels},

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, check_references
+from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import (
     accounting,
     controller,

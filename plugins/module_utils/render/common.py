@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import jail_claim_name, munge_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     Placement,
     Resources,
     SlurmCluster,
-    munge_secret_name,
-    object_name,
 )
 
 Manifest = Dict[str, Any]
@@ -49,48 +48,24 @@ def confined_security_context() -> Dict[str, Any]:
 
 def metadata(cluster: SlurmCluster, name: str, component: str, nodeset: Optional[str] = None) -> Dict[str, Any]:
     """Object metadata; owner references are left to the caller (operator or module)."""
-    return {"name": name, "namespace": cluster.namespace, "labels": object_labels(cluster.name, component, nodeset)}
-
-
-def controller_service_fqdn(cluster: SlurmCluster) -> str:
-    """The controller Service's DNS name: the address that survives pod IP changes."""
-    return "%s.%s.svc.cluster.local" % (object_name(cluster, C.COMPONENT_CONTROLLER), cluster.namespace)
-
-
-def login_hosts_name(cluster: SlurmCluster) -> str:
-    """The headless Service of the login pods: each one resolves as <pod>.<this>.<namespace>.svc."""
-    return object_name(cluster, C.COMPONENT_LOGIN + "-hosts")
+    labels = names.object_labels(cluster.name, component, nodeset)
+    return {"name": name, "namespace": cluster.namespace, "labels": labels}
 
 
 def login_hosts_dns(cluster: SlurmCluster) -> Dict[str, Any]:
     """dnsConfig for pods that must resolve a login pod by the bare name srun reports
     (its hostname): slurmctld answers srun, salloc and interactive steps there."""
-    domain = "%s.%s.svc.cluster.local" % (login_hosts_name(cluster), cluster.namespace)
+    domain = names.service_domain(names.login_hosts(cluster.name), cluster.namespace)
     return {"dnsConfig": {"searches": [domain]}}
-
-
-def config_map_name(cluster: SlurmCluster) -> str:
-    """The ConfigMap with slurm.conf and its companions."""
-    return object_name(cluster, "slurm-config")
-
-
-def service_account_name(cluster: SlurmCluster) -> str:
-    """The ServiceAccount the cluster's pods run as (it has no token and no rights)."""
-    return object_name(cluster, "slurm")
 
 
 def pod_identity(cluster: SlurmCluster) -> Dict[str, Any]:
     """What every pod of the cluster runs as: the tokenless ServiceAccount, no service env vars."""
     return {
-        "serviceAccountName": service_account_name(cluster),
+        "serviceAccountName": names.service_account(cluster.name),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
     }
-
-
-def jail_claim_name(cluster: SlurmCluster) -> str:
-    """The PersistentVolumeClaim of the jail (the user's own claim when given)."""
-    return cluster.spec.jail.existing_claim or object_name(cluster, C.COMPONENT_JAIL)
 
 
 def jail_volume(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -103,7 +78,7 @@ def jail_volume(cluster: SlurmCluster) -> Dict[str, Any]:
 
 def config_volume(cluster: SlurmCluster) -> Dict[str, Any]:
     """slurm.conf and friends; mounted as a directory so ConfigMap updates reach the files."""
-    return {"name": CONFIG_VOLUME, "configMap": {"name": config_map_name(cluster)}}
+    return {"name": CONFIG_VOLUME, "configMap": {"name": names.slurm_config(cluster.name)}}
 
 
 def munge_volume(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -124,7 +99,7 @@ def env(cluster: SlurmCluster, role: str) -> List[Dict[str, Any]]:
     return [
         {"name": C.ENV_ROLE, "value": role},
         {"name": C.ENV_CLUSTER, "value": cluster.name},
-        {"name": C.ENV_CONTROLLER_HOST, "value": controller_service_fqdn(cluster)},
+        {"name": C.ENV_CONTROLLER_HOST, "value": names.controller_address(cluster.name, cluster.namespace)},
         {"name": C.ENV_JAIL_PATH, "value": C.JAIL_MOUNT_PATH},
         {"name": C.ENV_NODE_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
@@ -158,7 +133,7 @@ def tcp_probe(port: int, period: int = 10) -> Dict[str, Any]:
 
 def wait_for_controller(cluster: SlurmCluster, image: str, pull_policy: str) -> Dict[str, Any]:
     """Init container that holds slurmd until slurmctld accepts TCP (slurmd's own retry backs off to minutes)."""
-    host = controller_service_fqdn(cluster)
+    host = names.controller_address(cluster.name, cluster.namespace)
     script = "until timeout 2 bash -c '</dev/tcp/%s/%d'; do echo waiting for %s; sleep 2; done" % (
         host, C.SLURMCTLD_PORT, host)
     return {

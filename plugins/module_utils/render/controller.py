@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import NodeSet, SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import wait_for_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import restart_settings
@@ -17,14 +17,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
 STATE_VOLUME = "state"
 
 
-def controller_name(cluster: SlurmCluster) -> str:
-    """Name of the controller StatefulSet and Service; the pod is '<this>-0'."""
-    return object_name(cluster, C.COMPONENT_CONTROLLER)
-
-
 def serving_labels(cluster: SlurmCluster) -> Dict[str, str]:
     """The Service's selector: slurmctld's pod until the operator marks it stopping."""
-    return {**selector_labels(cluster.name, C.COMPONENT_CONTROLLER), C.LABEL_SERVING: "true"}
+    return {**names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER), C.LABEL_SERVING: "true"}
 
 
 def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
@@ -32,7 +27,7 @@ def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": common.metadata(cluster, controller_name(cluster), C.COMPONENT_CONTROLLER),
+        "metadata": common.metadata(cluster, names.controller(cluster.name), C.COMPONENT_CONTROLLER),
         "spec": {
             "type": "ClusterIP",
             "selector": serving_labels(cluster),
@@ -75,9 +70,9 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
 def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> common.Manifest:
     """The slurmctld StatefulSet; it restarts only for settings `scontrol reconfigure` cannot apply."""
     spec = cluster.spec.controller
-    selector = selector_labels(cluster.name, C.COMPONENT_CONTROLLER)
+    selector = names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER)
     claim: Dict[str, Any] = {
-        "metadata": {"name": STATE_VOLUME, "labels": object_labels(cluster.name, C.COMPONENT_CONTROLLER)},
+        "metadata": {"name": STATE_VOLUME, "labels": names.object_labels(cluster.name, C.COMPONENT_CONTROLLER)},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(spec.state_volume.size)}}},
     }
     if spec.state_volume.storage_class_name:
@@ -97,17 +92,17 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": common.metadata(cluster, controller_name(cluster), C.COMPONENT_CONTROLLER),
+        "metadata": common.metadata(cluster, names.controller(cluster.name), C.COMPONENT_CONTROLLER),
         "spec": {
             "replicas": 1,
-            "serviceName": controller_name(cluster),
+            "serviceName": names.controller(cluster.name),
             "selector": {"matchLabels": selector},
             "podManagementPolicy": "OrderedReady",
             "updateStrategy": {"type": "RollingUpdate"},
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
             "template": {
                 "metadata": {
-                    "labels": {**object_labels(cluster.name, C.COMPONENT_CONTROLLER), **serving_labels(cluster)},
+                    "labels": {**names.object_labels(cluster.name, C.COMPONENT_CONTROLLER), **serving_labels(cluster)},
                     "annotations": {
                         C.ANNOTATION_CONFIG_HASH: content_hash([restart_settings(cluster, nodesets)]),
                     },

@@ -14,13 +14,9 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
-
-
-def exporter_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, C.COMPONENT_EXPORTER)
 
 
 def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -47,14 +43,14 @@ def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
 
 def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
     exporter = cluster.spec.exporter
-    pod_labels = object_labels(cluster.name, C.COMPONENT_EXPORTER)
+    pod_labels = names.object_labels(cluster.name, C.COMPONENT_EXPORTER)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": common.metadata(cluster, exporter_name(cluster), C.COMPONENT_EXPORTER),
+        "metadata": common.metadata(cluster, names.exporter(cluster.name), C.COMPONENT_EXPORTER),
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
+            "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": common.scrape_annotations(exporter.port)},
                 "spec": {
@@ -71,7 +67,7 @@ def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
 
 def render_exporter_service(cluster: SlurmCluster) -> common.Manifest:
     port = cluster.spec.exporter.port
-    metadata = common.metadata(cluster, exporter_name(cluster), C.COMPONENT_EXPORTER)
+    metadata = common.metadata(cluster, names.exporter(cluster.name), C.COMPONENT_EXPORTER)
     metadata["annotations"] = common.scrape_annotations(port)
     return {
         "apiVersion": "v1",
@@ -80,7 +76,7 @@ def render_exporter_service(cluster: SlurmCluster) -> common.Manifest:
         # Headless: Prometheus discovers the pod behind it, whatever discovery it has (DNS included).
         "spec": {
             "clusterIP": "None",
-            "selector": selector_labels(cluster.name, C.COMPONENT_EXPORTER),
+            "selector": names.selector_labels(cluster.name, C.COMPONENT_EXPORTER),
             "ports": [{"name": "metrics", "port": port, "targetPort": port, "protocol": "TCP"}],
         },
     }
@@ -95,8 +91,8 @@ def render_scrape_policy(cluster: SlurmCluster) -> common.Manifest:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": common.metadata(cluster, object_name(cluster, "metrics"), C.COMPONENT_CONFIG),
-        "spec": {"podSelector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
+        "metadata": common.metadata(cluster, names.network_policy(cluster.name, "metrics"), C.COMPONENT_CONFIG),
+        "spec": {"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
                  "policyTypes": ["Ingress"], "ingress": [rule]},
     }
 

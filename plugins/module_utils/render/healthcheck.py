@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
 # The long-checks role gives up after 300 s; the Job must not outlive it by much.
@@ -37,7 +37,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": common.metadata(cluster, object_name(cluster, C.COMPONENT_HEALTHCHECK), C.COMPONENT_HEALTHCHECK),
+        "metadata": common.metadata(cluster, names.healthcheck(cluster.name), C.COMPONENT_HEALTHCHECK),
         "spec": {
             "schedule": checks.long_checks.schedule,
             "concurrencyPolicy": "Forbid",
@@ -48,7 +48,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
                     "backoffLimit": 1,
                     "activeDeadlineSeconds": LONG_CHECKS_DEADLINE_SECONDS,
                     "template": {
-                        "metadata": {"labels": object_labels(cluster.name, C.COMPONENT_HEALTHCHECK)},
+                        "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_HEALTHCHECK)},
                         "spec": {
                             **common.pod_identity(cluster),
                             "restartPolicy": "Never",

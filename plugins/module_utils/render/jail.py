@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import jail_claim_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
 # The populate program leaves a jail alone when its marker holds the version, takes the
@@ -65,7 +66,7 @@ def render_jail_claim(cluster: SlurmCluster) -> Optional[common.Manifest]:
     jail = cluster.spec.jail
     if jail.existing_claim or jail.nfs:
         return None
-    return jail_claim(common.metadata(cluster, common.jail_claim_name(cluster), C.COMPONENT_JAIL),
+    return jail_claim(common.metadata(cluster, jail_claim_name(cluster), C.COMPONENT_JAIL),
                       str(jail.size), jail.storage_class_name)
 
 
@@ -81,7 +82,7 @@ def populate_job_suffix(version: str) -> str:
 
 def populate_job_name(cluster: SlurmCluster) -> str:
     """The populate Job's name carries the version: a new jail image gets a new Job."""
-    return "%s-%s" % (object_name(cluster, "jail-populate"), populate_job_suffix(jail_version(cluster)))
+    return names.jail_populate_job(cluster.name, populate_job_suffix(jail_version(cluster)))
 
 
 def populate_command(repopulate: bool = False) -> List[str]:
@@ -139,5 +140,5 @@ def render_jail_populate_job(cluster: SlurmCluster) -> common.Manifest:
     images = cluster.spec.images
     return populate_job(
         common.metadata(cluster, populate_job_name(cluster), C.COMPONENT_JAIL),
-        object_labels(cluster.name, C.COMPONENT_JAIL), images.jail, images.pull_policy, jail_version(cluster),
+        names.object_labels(cluster.name, C.COMPONENT_JAIL), images.jail, images.pull_policy, jail_version(cluster),
         common.jail_volume(cluster), common.pod_identity(cluster), cluster_name=cluster.name)

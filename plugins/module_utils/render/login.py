@@ -7,29 +7,14 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import SlurmCluster, object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
 SSHD_VOLUME = "sshd-config"
 HOST_KEYS_VOLUME = "ssh-host-keys"
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
-
-
-def login_name(cluster: SlurmCluster) -> str:
-    """Name of the login StatefulSet and Service."""
-    return object_name(cluster, C.COMPONENT_LOGIN)
-
-
-def sshd_config_map_name(cluster: SlurmCluster) -> str:
-    """ConfigMap holding sshd_config."""
-    return object_name(cluster, "sshd-config")
-
-
-def host_keys_secret_name(cluster: SlurmCluster) -> str:
-    """Secret with the ssh host keys, so they survive pod restarts."""
-    return object_name(cluster, "ssh-host-keys")
 
 
 def render_sshd_config(cluster: SlurmCluster) -> str:
@@ -68,7 +53,7 @@ def render_sshd_config_map(cluster: SlurmCluster) -> common.Manifest:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": common.metadata(cluster, sshd_config_map_name(cluster), C.COMPONENT_LOGIN),
+        "metadata": common.metadata(cluster, names.sshd_config(cluster.name), C.COMPONENT_LOGIN),
         "data": {C.SSHD_CONFIG_FILE: render_sshd_config(cluster)},
     }
 
@@ -82,10 +67,10 @@ def render_login_service(cluster: SlurmCluster) -> common.Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": common.metadata(cluster, login_name(cluster), C.COMPONENT_LOGIN),
+        "metadata": common.metadata(cluster, names.login(cluster.name), C.COMPONENT_LOGIN),
         "spec": {
             "type": login.service_type,
-            "selector": selector_labels(cluster.name, C.COMPONENT_LOGIN),
+            "selector": names.selector_labels(cluster.name, C.COMPONENT_LOGIN),
             "ports": [port],
         },
     }
@@ -100,11 +85,11 @@ def render_login_hosts_service(cluster: SlurmCluster) -> common.Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": common.metadata(cluster, common.login_hosts_name(cluster), C.COMPONENT_LOGIN),
+        "metadata": common.metadata(cluster, names.login_hosts(cluster.name), C.COMPONENT_LOGIN),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": selector_labels(cluster.name, C.COMPONENT_LOGIN),
+            "selector": names.selector_labels(cluster.name, C.COMPONENT_LOGIN),
             "ports": [{"name": "ssh", "port": C.SSH_PORT, "targetPort": C.SSH_PORT, "protocol": "TCP"}],
         },
     }
@@ -146,26 +131,27 @@ def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
             common.config_volume(cluster),
             common.munge_volume(cluster),
             common.jail_volume(cluster),
-            {"name": SSHD_VOLUME, "configMap": {"name": sshd_config_map_name(cluster)}},
-            {"name": HOST_KEYS_VOLUME, "secret": {"secretName": host_keys_secret_name(cluster), "defaultMode": 0o400}},
+            {"name": SSHD_VOLUME, "configMap": {"name": names.sshd_config(cluster.name)}},
+            {"name": HOST_KEYS_VOLUME,
+             "secret": {"secretName": names.ssh_host_keys_secret(cluster.name), "defaultMode": 0o400}},
         ],
     }
     pod_spec.update(common.placement(login.placement))
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": common.metadata(cluster, login_name(cluster), C.COMPONENT_LOGIN),
+        "metadata": common.metadata(cluster, names.login(cluster.name), C.COMPONENT_LOGIN),
         "spec": {
             "replicas": login.replicas,
-            "serviceName": common.login_hosts_name(cluster),
-            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_LOGIN)},
+            "serviceName": names.login_hosts(cluster.name),
+            "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
                 "metadata": {
-                    "labels": object_labels(cluster.name, C.COMPONENT_LOGIN),
+                    "labels": names.object_labels(cluster.name, C.COMPONENT_LOGIN),
                     "annotations": {C.ANNOTATION_CONFIG_HASH: content_hash(
-                        [render_sshd_config(cluster), common.login_hosts_name(cluster)])},
+                        [render_sshd_config(cluster), names.login_hosts(cluster.name)])},
                 },
                 "spec": pod_spec,
             },

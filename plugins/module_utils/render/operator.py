@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import scrape_annotations
 
 OPERATOR_NAME = C.OPERATOR_NAME
@@ -21,12 +22,8 @@ WRITE = ["get", "list", "watch", "create", "patch", "update", "delete"]
 READ = ["get", "list", "watch"]
 
 
-def _labels() -> Dict[str, str]:
-    return {C.LABEL_NAME: OPERATOR_NAME, C.LABEL_PART_OF: C.MANAGED_BY, C.LABEL_MANAGED_BY: C.MANAGED_BY}
-
-
 def _meta(name: str, namespace: str = "") -> Dict[str, Any]:
-    meta: Dict[str, Any] = {"name": name, "labels": _labels()}
+    meta: Dict[str, Any] = {"name": name, "labels": names.operator_labels()}
     if namespace:
         meta["namespace"] = namespace
     return meta
@@ -92,11 +89,6 @@ def lease_rules() -> List[Dict[str, Any]]:
     ]
 
 
-def cluster_role_name(namespace: str) -> str:
-    """Cluster-wide names carry the namespace: operators installed in two namespaces keep their own grants."""
-    return "%s-%s" % (OPERATOR_NAME, namespace)
-
-
 def kopf_command(watch_namespaces: Sequence[str]) -> List[str]:
     """kopf over every namespace, or only the ones named."""
     scope = ["--namespace=%s" % ns for ns in watch_namespaces] or ["--all-namespaces"]
@@ -128,10 +120,11 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
     operators on one cluster.
     """
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(OPERATOR_NAME, namespace)}
+    grants = names.operator_cluster_wide(namespace)
     cluster_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": _meta(cluster_role_name(namespace)), "rules": operator_rules(watch_namespaces)}
+                    "metadata": _meta(grants), "rules": operator_rules(watch_namespaces)}
     watched_roles = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                      "metadata": _meta(cluster_role_name(namespace), watched), "rules": namespaced_rules()}
+                      "metadata": _meta(grants, watched), "rules": namespaced_rules()}
                      for watched in watch_namespaces]
     lease_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                   "metadata": _meta(OPERATOR_NAME, namespace), "rules": lease_rules()}
@@ -161,7 +154,7 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": {C.LABEL_NAME: OPERATOR_NAME}},
             "template": {
-                "metadata": {"labels": dict(_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR}),
+                "metadata": {"labels": dict(names.operator_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR}),
                              "annotations": scrape_annotations(C.OPERATOR_METRICS_PORT)},
                 "spec": {"serviceAccountName": OPERATOR_NAME, "containers": [container],
                          "volumes": [{"name": "tmp", "emptyDir": {}}],
@@ -173,7 +166,7 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
         "apiVersion": "v1", "kind": "Service", "metadata": {
             "name": OPERATOR_NAME, "namespace": namespace, "annotations": scrape_annotations(C.OPERATOR_METRICS_PORT),
             # The component, as on the pods: a ServiceMonitor selects the exporters' and this Service by it.
-            "labels": dict(_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR})},
+            "labels": dict(names.operator_labels(), **{C.LABEL_COMPONENT: C.COMPONENT_OPERATOR})},
         # Headless: Prometheus scrapes every replica (the leader and the standbys), not one at random.
         "spec": {"clusterIP": "None", "selector": {C.LABEL_NAME: OPERATOR_NAME},
                  "ports": [{"name": "metrics", "port": C.OPERATOR_METRICS_PORT, "targetPort": "metrics",

@@ -7,14 +7,13 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     PRIVATE_RANGES_V4,
     PRIVATE_RANGES_V6,
     NodeSet,
     SlurmCluster,
-    nodeset_object_name,
-    object_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_database
@@ -29,7 +28,7 @@ def render_worker_pdb(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifes
     autoscaler takes an idle worker at once and retries a busy one until the operator, having
     drained its Slurm node, finds it idle (or requeued its jobs after the drain timeout).
     """
-    selector = selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
+    selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -49,10 +48,10 @@ def render_login_pdb(cluster: SlurmCluster) -> Optional[common.Manifest]:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": common.metadata(cluster, object_name(cluster, C.COMPONENT_LOGIN), C.COMPONENT_LOGIN),
+        "metadata": common.metadata(cluster, names.login(cluster.name), C.COMPONENT_LOGIN),
         "spec": {
             "minAvailable": 1,
-            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_LOGIN)},
+            "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},
         },
     }
 
@@ -61,7 +60,7 @@ def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": common.metadata(cluster, object_name(cluster, name), C.COMPONENT_CONFIG),
+        "metadata": common.metadata(cluster, names.network_policy(cluster.name, name), C.COMPONENT_CONFIG),
         "spec": {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": ingress},
     }
 
@@ -97,7 +96,7 @@ def render_egress_policy(cluster: SlurmCluster) -> common.Manifest:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": common.metadata(cluster, object_name(cluster, "egress"), C.COMPONENT_CONFIG),
+        "metadata": common.metadata(cluster, names.network_policy(cluster.name, "egress"), C.COMPONENT_CONFIG),
         "spec": {"podSelector": {"matchLabels": own_pods}, "policyTypes": ["Egress"], "egress": egress_rules(cluster)},
     }
 
@@ -112,15 +111,15 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     # The accounting database answers slurmdbd only: jobs and ssh sessions never reach it.
     but_database = {"matchLabels": own_pods, "matchExpressions": [
         {"key": C.LABEL_COMPONENT, "operator": "NotIn", "values": [C.COMPONENT_DATABASE]}]}
-    slurmdbd = {"podSelector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}}
+    slurmdbd = {"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}}
     policies = [
         _network_policy(cluster, "internal", but_database, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),
-        _network_policy(cluster, "login-ssh", {"matchLabels": selector_labels(cluster.name, C.COMPONENT_LOGIN)},
+        _network_policy(cluster, "login-ssh", {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},
                         [{"ports": [{"protocol": "TCP", "port": C.SSH_PORT}]}]),
     ]
     if runs_database(cluster):
         policies.append(_network_policy(
-            cluster, "database", {"matchLabels": selector_labels(cluster.name, C.COMPONENT_DATABASE)},
+            cluster, "database", {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_DATABASE)},
             [{"from": [slurmdbd], "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}]))
     return policies + [render_egress_policy(cluster)]
 
@@ -130,6 +129,6 @@ def render_service_account(cluster: SlurmCluster) -> common.Manifest:
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": common.metadata(cluster, common.service_account_name(cluster), C.COMPONENT_CONFIG),
+        "metadata": common.metadata(cluster, names.service_account(cluster.name), C.COMPONENT_CONFIG),
         "automountServiceAccountToken": False,
     }

@@ -9,14 +9,14 @@ import base64
 from typing import Any, Mapping
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import MUNGE_KEY_MIN_BYTES, SecretError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    SlurmCluster,
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     accounting_db_secret_name,
     munge_secret_name,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
-from ansible_collections.slurmkube.core.plugins.module_utils.render.login import host_keys_secret_name
 
 
 def render_munge_secret(cluster: SlurmCluster, key: bytes) -> common.Manifest:
@@ -38,7 +38,7 @@ def render_host_keys_secret(cluster: SlurmCluster, keys: Mapping[str, bytes]) ->
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": common.metadata(cluster, host_keys_secret_name(cluster), C.COMPONENT_LOGIN),
+        "metadata": common.metadata(cluster, names.ssh_host_keys_secret(cluster.name), C.COMPONENT_LOGIN),
         "data": {name: base64.b64encode(value).decode("ascii") for name, value in sorted(keys.items())},
     }
 

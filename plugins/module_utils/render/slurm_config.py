@@ -17,23 +17,24 @@ import shlex
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    NodeSet,
-    SlurmCluster,
-    SubMount,
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     has_topology,
     nodeset_object_name,
     nodesets_in_partition,
-    object_name,
     partitions_of,
     slurm_cpus,
     slurm_job_memory_mib,
+    slurmdbd_host,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
+    NodeSet,
+    SlurmCluster,
+    SubMount,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import (
     SUBMOUNT_HOST_DIR,
     Manifest,
-    config_map_name,
-    controller_service_fqdn,
     metadata,
 )
 
@@ -135,7 +136,8 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
     spec = cluster.spec
     settings: Dict[str, Any] = {
         "ClusterName": cluster.name,
-        "SlurmctldHost": "%s-0(%s)" % (object_name(cluster, C.COMPONENT_CONTROLLER), controller_service_fqdn(cluster)),
+        "SlurmctldHost": "%s(%s)" % (names.controller_pod(cluster.name),
+                                      names.controller_address(cluster.name, cluster.namespace)),
         "SlurmctldPort": C.SLURMCTLD_PORT,
         "SlurmdPort": C.SLURMD_PORT,
         "AuthType": "auth/munge",
@@ -201,7 +203,7 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         settings["HealthCheckNodeState"] = spec.health_checks.node_state
     if spec.accounting.enabled:
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
-        settings["AccountingStorageHost"] = spec.accounting.host or object_name(cluster, C.COMPONENT_SLURMDBD)
+        settings["AccountingStorageHost"] = slurmdbd_host(cluster)
         settings["AccountingStoragePort"] = spec.accounting.port
         settings.update(FAIR_SHARE)
     if has_topology(cluster):
@@ -301,7 +303,7 @@ def gres_lines(nodeset: NodeSet, max_nodes: int) -> List[str]:
     gpus = nodeset.spec.resources.gpus
     if not gpus:
         return []
-    nodes = "%s-[0-%d]" % (nodeset_object_name(nodeset), max_nodes - 1)
+    nodes = names.node_range(nodeset_object_name(nodeset), max_nodes)
     files = "/dev/nvidia0" if gpus == 1 else "/dev/nvidia[0-%d]" % (gpus - 1)
     kind = " Type=%s" % nodeset.spec.gpu_type if nodeset.spec.gpu_type else ""
     return ["NodeName=%s Name=gpu%s File=%s" % (nodes, kind, files)]
@@ -457,6 +459,6 @@ def render_config_map(cluster: SlurmCluster, files: Mapping[str, str]) -> Manife
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata(cluster, config_map_name(cluster), C.COMPONENT_CONFIG),
+        "metadata": metadata(cluster, names.slurm_config(cluster.name), C.COMPONENT_CONFIG),
         "data": dict(files),
     }

@@ -7,16 +7,15 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import object_labels, selector_labels
-from ansible_collections.slurmkube.core.plugins.module_utils.model.spec import (
-    NodeSet,
-    SlurmCluster,
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     nodeset_object_name,
     slurm_cpus,
     slurm_mem_spec_limit_mib,
     slurm_real_memory_mib,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (
     PROFILE_DIR,
@@ -71,7 +70,7 @@ def render_worker_service(cluster: SlurmCluster, nodeset: NodeSet) -> common.Man
             "clusterIP": "None",
             # slurmctld must reach a node before it is Ready (registration makes it Ready).
             "publishNotReadyAddresses": True,
-            "selector": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
+            "selector": names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
             "ports": [{"name": "slurmd", "port": C.SLURMD_PORT, "targetPort": C.SLURMD_PORT, "protocol": "TCP"}],
         },
     }
@@ -214,7 +213,7 @@ def topology_spread(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, A
         "maxSkew": spread.max_skew,
         "topologyKey": spread.topology_key,
         "whenUnsatisfiable": spread.when_unsatisfiable,
-        "labelSelector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
+        "labelSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
         "nodeTaintsPolicy": "Honor",
     }]
 
@@ -244,12 +243,12 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
         "spec": {
             "replicas": nodeset.spec.replicas,
             "serviceName": nodeset_object_name(nodeset),
-            "selector": {"matchLabels": selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
+            "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "OnDelete"},
             "template": {
                 "metadata": {
-                    "labels": object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
+                    "labels": names.object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
                     "annotations": {C.ANNOTATION_CONFIG_HASH: worker_config_hash(cluster, nodesets)},
                 },
                 "spec": pod_spec,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import ready_pods
-from ansible_collections.slurmkube.core.plugins.module_utils.labels import selector_labels
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import Runner, SlurmControl
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import Sacctmgr
 
@@ -23,7 +23,7 @@ NODE_REPORT_TIMEOUT_SECONDS = 180
 
 def controller_pod(kube: Kube, cluster: str, namespace: str) -> Optional[str]:
     """A ready controller pod of the cluster, or None while there is none."""
-    pods = ready_pods(kube, namespace, selector_labels(cluster, C.COMPONENT_CONTROLLER))
+    pods = ready_pods(kube, namespace, names.selector_labels(cluster, C.COMPONENT_CONTROLLER))
     return pods[0]["metadata"]["name"] if pods else None
 
 

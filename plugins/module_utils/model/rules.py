@@ -1,0 +1,228 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The checks across fields: what no single field's metadata can say."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Mapping, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
+    LABEL_KEY,
+    LABEL_VALUE,
+    MANAGED_CGROUP_KEYS,
+    MANAGED_SLURM_KEYS,
+    PRIVILEGED_SLURM_KEYS,
+    SLURM_KEY,
+    SLURM_NAME,
+    WORKER_DAEMON_RESERVE_MIB,
+    WORKER_MEMORY_MIN_MIB,
+    is_normalized_path,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError, describe, key_path
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
+    Accounting,
+    DnsServer,
+    NodeSet,
+    NodeSetSpec,
+    Partition,
+    Resources,
+    SlurmCluster,
+    SlurmClusterSpec,
+    SubMount,
+    Switch,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity
+
+
+def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
+    problems: List[Tuple[str, str]] = []
+    longest_suffix = max(len(derived("")) for derived in (names.controller, names.login, names.munge_key_secret))
+    if len(name) + longest_suffix > names.STATEFULSET_NAME_MAX:
+        problems.append(
+            ("metadata.name", "must be at most %d characters so derived object names stay valid, got %s"
+             % (names.STATEFULSET_NAME_MAX - longest_suffix, describe(name)))
+        )
+    jail = spec.jail
+    if jail.existing_claim and jail.nfs:
+        problems.append(("spec.jail", "set at most one of existingClaim and nfs"))
+    problems.extend(_sub_mount_rules(jail.sub_mounts))
+    for i, path in enumerate(jail.user_paths):
+        if not path.startswith("/") or path == "/":
+            problems.append(("spec.jail.userPaths[%d]" % i,
+                             "must be an absolute path below /, got %s" % describe(path)))
+    problems.extend(_partition_rules(spec.partitions))
+    problems.extend(_slurm_config_rules(spec.slurm.config, "spec.slurm.config"))
+    problems.extend(_privileged_config_rules(spec.slurm.privileged_config))
+    problems.extend(_cgroup_config_rules(spec.slurm.cgroup_config))
+    if spec.login.node_port is not None and spec.login.service_type != "NodePort":
+        problems.append(("spec.login.nodePort", "is only valid with serviceType NodePort, got serviceType %s"
+                         % describe(spec.login.service_type)))
+    problems.extend(_topology_rules(spec.slurm.topology))
+    if spec.slurm.topology and spec.slurm.switch_label:
+        problems.append(("spec.slurm.switchLabel", "set topology or switchLabel, not both"))
+    root_dir = spec.worker_seccomp.kubelet_root_dir
+    if root_dir == "/" or not is_normalized_path(root_dir):
+        problems.append(("spec.workerSeccomp.kubeletRootDir",
+                         "must be a normalized directory below /, got %s" % describe(root_dir)))
+    problems.extend(_dns_server_rules(spec.egress.dns))
+    for i, rule in enumerate(spec.egress.to):
+        if not rule or set(rule) - {"to", "ports"}:
+            problems.append(("spec.egress.to[%d]" % i, "must be a NetworkPolicy egress rule with 'to' and/or "
+                             "'ports', got %s" % describe(rule)))
+    problems.extend(_accounting_rules(spec.accounting))
+    for where, res in (("spec.controller.resources", spec.controller.resources),
+                       ("spec.login.resources", spec.login.resources),
+                       ("spec.accounting.resources", spec.accounting.resources),
+                       ("spec.accounting.database.resources", spec.accounting.database.resources)):
+        problems.extend(_positive_resources(where, res))
+    return problems
+
+
+def _dns_server_rules(dns: DnsServer) -> List[Tuple[str, str]]:
+    """An empty selector would open port 53 to every pod of the namespace."""
+    if not dns.pod_labels:
+        return [("spec.egress.dns.podLabels", "must select the DNS server pods by at least one label, got {}")]
+    problems = []
+    for key, value in sorted(dns.pod_labels.items()):
+        if not re.match(LABEL_KEY, key) or not re.match(LABEL_VALUE, value or ""):
+            problems.append(("spec.egress.dns.podLabels", "must be Kubernetes label keys and values, got %s=%s"
+                             % (describe(key), describe(value))))
+    return problems
+
+
+def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
+    database = accounting.database
+    if database.host and not database.password_secret:
+        return [("spec.accounting.database.passwordSecret",
+                 "is required with an external database host: the Secret holding its user's password")]
+    return []
+
+
+def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:
+    problems = []
+    seen_paths = set()
+    for i, sub in enumerate(sub_mounts):
+        where = "spec.jail.subMounts[%d]" % i
+        if sub.mount_path.rstrip("/") in seen_paths:
+            problems.append((where + ".mountPath", "is used twice: %s" % describe(sub.mount_path)))
+        if sub.host_path and (sub.medium or sub.size_limit):
+            problems.append((where, "medium and sizeLimit apply to emptyDir only, not with hostPath"))
+        seen_paths.add(sub.mount_path.rstrip("/"))
+    return problems
+
+
+def _partition_rules(partitions: Sequence[Partition]) -> List[Tuple[str, str]]:
+    problems = []
+    for i, part in enumerate(partitions):
+        problems.extend(_slurm_config_rules(part.config, "spec.partitions[%d].config" % i, partition=True))
+    if sum(1 for p in partitions if p.default) > 1:
+        problems.append(("spec.partitions", "at most one partition may be default, got %s"
+                         % ", ".join(p.name for p in partitions if p.default)))
+    return problems
+
+
+def _slurm_config_rules(config: Mapping[str, Any], where: str, partition: bool = False) -> List[Tuple[str, str]]:
+    problems = []
+    for key in config:
+        if not re.match(SLURM_KEY, key):
+            problems.append((key_path(where, key), "is not a Slurm option name"))
+        elif not partition and key.lower() in MANAGED_SLURM_KEYS:
+            problems.append((key_path(where, key), "is set by slurmkube and cannot be overridden"))
+        elif not partition and key.lower() in PRIVILEGED_SLURM_KEYS:
+            problems.append((key_path(where, key), "runs programs or writes files as root: set it in "
+                             "spec.slurm.privilegedConfig, which an administrator may allow"))
+        elif partition and key.lower() in ("nodes", "partitionname", "default"):
+            problems.append((key_path(where, key), "is derived from the partition's fields; set those instead"))
+    return problems
+
+
+def _privileged_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    where = "spec.slurm.privilegedConfig"
+    return [(key_path(where, key), "is not a privileged setting; set it in spec.slurm.config")
+            for key in config if key.lower() not in PRIVILEGED_SLURM_KEYS]
+
+
+def _cgroup_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    problems = []
+    for key in config:
+        where = key_path("spec.slurm.cgroupConfig", key)
+        if not re.match(SLURM_KEY, key):
+            problems.append((where, "is not a cgroup.conf option name"))
+        elif key.lower() in MANAGED_CGROUP_KEYS:
+            problems.append((where, "is set by slurmkube and cannot be overridden"))
+    return problems
+
+
+def _topology_rules(switches: Sequence[Switch]) -> List[Tuple[str, str]]:
+    problems = []
+    names = {s.name for s in switches}
+    for i, sw in enumerate(switches):
+        if bool(sw.nodes) == bool(sw.switches):
+            problems.append(("spec.slurm.topology[%d]" % i, "set exactly one of nodes and switches"))
+        for child in sw.switches:
+            if child not in names:
+                problems.append(("spec.slurm.topology[%d].switches" % i, "unknown switch %s" % describe(child)))
+    return problems
+
+
+def _positive_resources(where: str, res: Resources) -> List[Tuple[str, str]]:
+    problems = []
+    if parse_quantity(res.cpu) <= 0:
+        problems.append((where + ".cpu", "must be more than 0, got %s" % describe(res.cpu)))
+    if res.cpu_request is not None and not 0 < parse_quantity(res.cpu_request) <= parse_quantity(res.cpu):
+        problems.append((where + ".cpuRequest", "must be more than 0 and at most cpu (%s), got %s"
+                         % (res.cpu, describe(res.cpu_request))))
+    if parse_quantity(res.memory) < 64 * 2**20:
+        problems.append((where + ".memory", "must be at least 64Mi, got %s" % describe(res.memory)))
+    return problems
+
+
+def nodeset_rules(name: str, spec: NodeSetSpec) -> List[Tuple[str, str]]:
+    problems = _positive_resources("spec.resources", spec.resources)
+    if parse_quantity(spec.resources.memory) < WORKER_MEMORY_MIN_MIB * 2**20:
+        problems.append(("spec.resources.memory", "must be at least %dMi: slurmd and munged need %dMi of it, got %s"
+                         % (WORKER_MEMORY_MIN_MIB, WORKER_DAEMON_RESERVE_MIB, describe(spec.resources.memory))))
+    cpu = parse_quantity(spec.resources.cpu)
+    if cpu > 0 and cpu.denominator != 1:
+        problems.append(("spec.resources.cpu", "must be a whole number of CPUs (Slurm counts whole CPUs), got %s"
+                         % describe(spec.resources.cpu)))
+    statefulset = names.nodeset(spec.cluster_name, name)
+    if len(statefulset) > names.STATEFULSET_NAME_MAX:
+        problems.append(("metadata.name", "'<clusterName>-<name>' must be at most %d characters, got %s"
+                         % (names.STATEFULSET_NAME_MAX, describe(statefulset))))
+    if spec.gpu_type and not spec.resources.gpus:
+        problems.append(("spec.gpuType",
+                         "needs resources.gpus > 0, got gpuType %s with no GPUs" % describe(spec.gpu_type)))
+    for i, feature in enumerate(spec.features):
+        if not re.match(SLURM_NAME, feature):
+            problems.append(("spec.features[%d]" % i, "must match %s, got %s" % (SLURM_NAME, describe(feature))))
+    for i, gres in enumerate(spec.gres):
+        if not re.match(r"^[A-Za-z][A-Za-z0-9_]*(:[A-Za-z0-9_.-]+)?:[0-9]+$", gres):
+            problems.append(("spec.gres[%d]" % i, "must look like 'name[:type]:count', got %s" % describe(gres)))
+        elif gres.split(":")[0] == "gpu":
+            problems.append(("spec.gres[%d]" % i, "GPUs come from resources.gpus and gpuType, got %s" % describe(gres)))
+    return problems
+
+
+def check_references(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> None:
+    """Raise SpecError when the cluster and its node sets do not fit together."""
+    problems: List[Tuple[str, str]] = []
+    names = {ns.name for ns in nodesets}
+    for ns in nodesets:
+        if ns.spec.cluster_name != cluster.name or ns.namespace != cluster.namespace:
+            problems.append(("NodeSet %s" % ns.name, "belongs to cluster %s/%s, not %s/%s"
+                             % (ns.namespace, ns.spec.cluster_name, cluster.namespace, cluster.name)))
+    for i, part in enumerate(cluster.spec.partitions):
+        for ref in part.node_sets:
+            if ref not in names:
+                problems.append(("spec.partitions[%d].nodeSets" % i, "unknown node set %s; known: %s"
+                                 % (describe(ref), ", ".join(sorted(names)) or "none")))
+    total = sum(ns.spec.replicas for ns in nodesets)
+    if total > cluster.spec.slurm.max_node_count:
+        problems.append(("spec.slurm.maxNodeCount", "is %d but the node sets ask for %d nodes"
+                         % (cluster.spec.slurm.max_node_count, total)))
+    if problems:
+        raise SpecError(problems)
+

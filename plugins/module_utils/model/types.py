@@ -1,0 +1,574 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster model: SlurmCluster and NodeSet, their parts and defaults.
+
+This is the single source of truth. The dataclasses below are read by
+- ``parse.parse_cluster`` / ``parse.parse_nodeset`` (dict from a CR or a module option → typed
+  model; ``rules`` adds the checks across fields),
+- ``schema.crd_schema`` (the CRD's OpenAPI schema is generated from the same fields),
+- the renderers (``render/*``), which only ever see validated models.
+Each field carries its documentation and constraints in its metadata (fields.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
+    DNS1123_LABEL,
+    HOST,
+    HOSTLIST,
+    IMAGE_REF,
+    JAIL_PATH,
+    LABEL_KEY,
+    NODE_PORT_RANGE,
+    NORMALIZED_JAIL_PATH,
+    NORMALIZED_PATH,
+    NORMALIZED_PATH_DOC,
+    PROGRAM_PATH,
+    RESOURCE_NAME,
+    SLURM_NAME,
+    FreeForm,
+    Quantity,
+    SlurmValue,
+    spec_field,
+)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one pod gets; for workers it is also what Slurm schedules on that node."""
+
+    cpu: Quantity = spec_field(
+        "CPU request and limit. Workers need whole CPUs: Slurm counts CPUs in integers.",
+        Quantity("1"),
+    )
+    memory: Quantity = spec_field(
+        "Memory request and limit. On workers it is the Slurm node's RealMemory; 5% of it (at least "
+        "256Mi) is the node's MemSpecLimit, kept from jobs for slurmd and munged.",
+        Quantity("1Gi"),
+    )
+    cpu_request: Optional[Quantity] = spec_field(
+        "CPU the pod requests from Kubernetes when lower than cpu (Burstable QoS, an overcommitted "
+        "node); equal to cpu when unset (Guaranteed QoS, what production clusters want).",
+        None,
+    )
+    gpus: int = spec_field("GPUs per pod (workers only); 0 for CPU-only nodes.", 0, minimum=0, maximum=64)
+    gpu_resource_name: str = spec_field(
+        "Kubernetes extended resource that provides the GPUs.", "nvidia.com/gpu", pattern=RESOURCE_NAME
+    )
+
+
+@dataclass(frozen=True)
+class VolumeClaim:
+    """A PersistentVolumeClaim the product creates."""
+
+    size: Quantity = spec_field("Requested size.", Quantity("1Gi"))
+    storage_class_name: Optional[str] = spec_field(
+        "Storage class; the cluster's default when unset.", None
+    )
+
+
+@dataclass(frozen=True)
+class Images:
+    """Container images, built by images/build.sh (no registry is needed)."""
+
+    controller: str = spec_field("slurmctld image.", "slurmkube/controller:latest", pattern=IMAGE_REF)
+    worker: str = spec_field("slurmd image.", "slurmkube/worker:latest", pattern=IMAGE_REF)
+    login: str = spec_field("sshd image.", "slurmkube/login:latest", pattern=IMAGE_REF)
+    jail: str = spec_field(
+        "Root filesystem users see; copied into the jail volume.", "slurmkube/jail:latest", pattern=IMAGE_REF
+    )
+    slurmdbd: str = spec_field("slurmdbd image (accounting).", "slurmkube/slurmdbd:latest", pattern=IMAGE_REF)
+    exporter: str = spec_field("Prometheus exporter image.", "slurmkube/exporter:latest", pattern=IMAGE_REF)
+    mariadb: str = spec_field(
+        "MariaDB image of the in-cluster accounting database.", "slurmkube/mariadb:latest", pattern=IMAGE_REF
+    )
+    pull_policy: str = spec_field(
+        "imagePullPolicy of every pod.", "IfNotPresent", enum=("Always", "IfNotPresent", "Never")
+    )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where pods may run."""
+
+    node_selector: Dict[str, str] = spec_field("Kubernetes node selector.", factory=dict)
+    tolerations: List[FreeForm] = spec_field("Kubernetes tolerations.", factory=list)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How a node set's pods spread over Kubernetes nodes (a topology spread constraint)."""
+
+    topology_key: str = spec_field(
+        "Node label whose values the pods spread over: kubernetes.io/hostname gives each Slurm node a "
+        "Kubernetes node of its own while there are enough; topology.kubernetes.io/zone spreads them over "
+        "zones. Empty: no constraint.",
+        "kubernetes.io/hostname",
+        pattern="^$|" + RESOURCE_NAME,
+    )
+    max_skew: int = spec_field("How many more pods one value of the label may have than another.", 1, minimum=1)
+    when_unsatisfiable: str = spec_field(
+        "ScheduleAnyway: spread when possible, still run every pod when not (one Kubernetes node then runs "
+        "several Slurm nodes). DoNotSchedule: a pod that would break the spread stays Pending.",
+        "ScheduleAnyway",
+        enum=("ScheduleAnyway", "DoNotSchedule"),
+    )
+
+
+@dataclass(frozen=True)
+class Controller:
+    """slurmctld: one pod, state kept on a persistent volume."""
+
+    resources: Resources = spec_field("Resources of the slurmctld pod.", factory=Resources)
+    state_volume: VolumeClaim = spec_field("Volume for StateSaveLocation.", factory=VolumeClaim)
+    placement: Placement = spec_field("Where the controller runs.", factory=Placement)
+
+
+@dataclass(frozen=True)
+class Login:
+    """sshd pods where users log in; sessions are chrooted into the jail."""
+
+    replicas: int = spec_field("Number of login pods.", 1, minimum=0, maximum=100)
+    service_type: str = spec_field(
+        "How the login Service is exposed.", "NodePort", enum=("NodePort", "LoadBalancer", "ClusterIP")
+    )
+    node_port: Optional[int] = spec_field(
+        "Fixed node port for ssh (NodePort only); Kubernetes picks one when unset.",
+        None,
+        minimum=NODE_PORT_RANGE[0],
+        maximum=NODE_PORT_RANGE[1],
+    )
+    resources: Resources = spec_field("Resources of each login pod.", factory=Resources)
+    placement: Placement = spec_field("Where login pods run.", factory=Placement)
+
+
+@dataclass(frozen=True)
+class Munge:
+    """The munge key shared by every Slurm daemon."""
+
+    secret_name: Optional[str] = spec_field(
+        "Secret holding the key under 'munge.key'; '<cluster>-munge-key' when unset.",
+        None,
+        pattern=DNS1123_LABEL,
+    )
+
+
+@dataclass(frozen=True)
+class Nfs:
+    """An NFS export that holds the jail."""
+
+    server: str = spec_field("NFS server address.", pattern=HOST)
+    path: str = spec_field("Exported path.", pattern=r"^/")
+
+
+@dataclass(frozen=True)
+class SubMount:
+    """Node-local storage mounted at a path inside the jail (fast scratch, say)."""
+
+    name: str = spec_field("Volume name.", pattern=DNS1123_LABEL, max_length=40)
+    mount_path: str = spec_field("Path inside the jail (no blanks, commas or colons).",
+                                 pattern=NORMALIZED_JAIL_PATH, pattern_doc=NORMALIZED_PATH_DOC)
+    host_path: Optional[str] = spec_field(
+        "Node directory to use; an emptyDir when unset.", None, pattern=NORMALIZED_PATH,
+        pattern_doc=NORMALIZED_PATH_DOC,
+    )
+    medium: str = spec_field("emptyDir medium when host_path is unset.", "", enum=("", "Memory"))
+    size_limit: Optional[Quantity] = spec_field("emptyDir size limit.", None)
+
+
+@dataclass(frozen=True)
+class Jail:
+    """The shared root filesystem every login session and job sees as '/'."""
+
+    size: Quantity = spec_field("Size of the jail volume.", Quantity("10Gi"))
+    storage_class_name: Optional[str] = spec_field(
+        "ReadWriteMany storage class for a new claim; the default class when unset.", None
+    )
+    existing_claim: Optional[str] = spec_field(
+        "Use this ReadWriteMany claim instead of creating one.", None, pattern=DNS1123_LABEL
+    )
+    nfs: Optional[Nfs] = spec_field("Use this NFS export instead of a claim.", None)
+    sub_mounts: List[SubMount] = spec_field("Node-local mounts inside the jail.", factory=list, max_items=32,
+                                            unique_by="name")
+    user_paths: List[str] = spec_field(
+        "Jail paths where jobs write output: slurmstepd opens output files and the working "
+        "directory before the job enters the jail, so the jail plugin shows it the jail's "
+        "copy of these paths (its mirrors= option).",
+        factory=lambda: ["/home", "/root"],
+        pattern=JAIL_PATH,
+    )
+    setuid_in_jobs: bool = spec_field(
+        "Let setuid and setgid files and file capabilities take effect in jobs (the jail plugin's "
+        "setuid=yes), for setuid helpers such as sudo, fusermount or newuidmap. Off: every mount "
+        "a job sees is nosuid and its tasks run with no_new_privs, so root in a job cannot become "
+        "another uid (munged's, say) or raise a later job of a plain user through a planted file.",
+        False,
+    )
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A Slurm partition over node sets."""
+
+    name: str = spec_field("Partition name.", pattern=SLURM_NAME, max_length=64)
+    node_sets: List[str] = spec_field(
+        "Node sets in this partition; empty means every node set with catchAll true.", factory=list,
+        pattern=DNS1123_LABEL, max_length=63, max_items=64, unique=True,
+    )
+    default: bool = spec_field("The partition jobs go to when they name none.", False)
+    config: Dict[str, SlurmValue] = spec_field(
+        "Extra PartitionName options (MaxTime, OverSubscribe, ...). Unless a memory default "
+        "(DefMemPerCPU, DefMemPerNode, DefMemPerGPU) is given here or in slurm.config, DefMemPerCPU is "
+        "the smallest memory per CPU among the partition's node sets, so small jobs share nodes.",
+        factory=dict
+    )
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One line of topology.conf."""
+
+    name: str = spec_field("Switch name.", pattern=SLURM_NAME)
+    nodes: Optional[str] = spec_field("Slurm hostlist of nodes on this switch (leaf).", None, pattern=HOSTLIST)
+    switches: List[str] = spec_field("Child switches (spine).", factory=list)
+
+
+@dataclass(frozen=True)
+class Slurm:
+    """Slurm settings beyond what the product derives."""
+
+    config: Dict[str, SlurmValue] = spec_field(
+        "slurm.conf overrides, merged over the product's; null deletes a key; list values are merged "
+        "into comma-list keys. Values are one word: no blanks, '#', quotes or control characters.",
+        factory=dict,
+    )
+    privileged_config: Dict[str, SlurmValue] = spec_field(
+        "slurm.conf settings that run programs, load code or write files as root on the nodes or the "
+        "controller: Prolog, Epilog, PrologSlurmctld, EpilogSlurmctld, TaskProlog, TaskEpilog, "
+        "ResumeProgram, ResumeFailProgram, SuspendProgram, RebootProgram, MailProg, "
+        "UnkillableStepProgram, SlurmctldPrimaryOnProg, SlurmctldPrimaryOffProg, JobCompLoc, "
+        "PluginDir, Include, SlurmUser, SlurmdUser, and the daemons' log and pid files. Merged last. "
+        "WARNING: whoever may set this field is root on every Slurm pod; programs named here run "
+        "outside the jail. Keep it to cluster administrators (the admission policy can forbid it).",
+        factory=dict,
+    )
+    cgroup_config: Dict[str, SlurmValue] = spec_field(
+        "cgroup.conf overrides, merged over the product's (each job held to its CPUs, its memory "
+        "without swap, and its GPUs); null deletes a key.",
+        factory=dict,
+    )
+    max_node_count: int = spec_field(
+        "MaxNodeCount: dynamic nodes the controller accepts; changing it restarts slurmctld.",
+        1024,
+        minimum=1,
+        maximum=65000,
+    )
+    topology: List[Switch] = spec_field("topology.conf switches (topology/tree).", factory=list)
+    switch_label: str = spec_field(
+        "A Kubernetes node label whose value names the network switch of the machine. The operator then "
+        "writes topology.conf (topology/tree) from where the worker pods run: one leaf switch per value, "
+        "named after it; workers on machines without the label under the leaf 'unlabelled'; every leaf "
+        "under one top switch 'top'. It follows pods and labels as they change. Set this or topology, "
+        "not both. Empty: no topology from labels.",
+        "",
+        pattern="^$|" + LABEL_KEY,
+    )
+
+
+# The fast checks there are (images/common/slurmkube-healthcheck runs them in this order).
+FAST_CHECKS = ("munged", "slurmd", "jail", "scratch", "memory", "clock", "gpu")
+# Xids that mean the GPU needs a reset or a repair (NVIDIA's Xid catalogue); see nodecheck.py.
+CRITICAL_XIDS = (48, 62, 64, 74, 79, 92, 95, 119, 120, 140)
+
+
+@dataclass(frozen=True)
+class LongChecks:
+    """Long health checks submitted as Slurm jobs on a schedule: per node, scratch I/O, memory
+    bandwidth and compute; node pairs, TCP latency; GPU nodes, NCCL all-reduce bus bandwidth.
+    A node that fails is drained with reason 'slurmkube: long check: ...', which only a person
+    or a replacement (replaceDrainedNodes) clears."""
+
+    enabled: bool = spec_field("Run the long checks.", False)
+    schedule: str = spec_field("Cron schedule of the CronJob.", "0 */6 * * *")
+    min_memory_bandwidth_mib_per_second: int = spec_field(
+        "Least memory copy bandwidth (MiB/s, one CPU, 128 MiB buffers) a node must reach.",
+        1000, minimum=0, maximum=10**7,
+    )
+    min_compute_mib_per_second: int = spec_field(
+        "Least SHA-256 throughput (MiB/s) of one CPU: a slow or throttled core shows here.",
+        100, minimum=0, maximum=10**6,
+    )
+    max_latency_microseconds: int = spec_field(
+        "Most one-way TCP latency (microseconds, median of 200 round trips) between two nodes.",
+        1000, minimum=1, maximum=10**7,
+    )
+    min_nccl_bus_bandwidth_gb_per_second: int = spec_field(
+        "Least NCCL all-reduce bus bandwidth (GB/s, at the largest message) of a GPU node's GPUs. "
+        "Intra-node NVLink gives hundreds; PCIe without peer-to-peer about 4.",
+        10, minimum=0, maximum=100000,
+    )
+    nccl_python: str = spec_field(
+        "Python in the jail that has the nvidia-nccl-cu12 and nvidia-cuda-runtime-cu12 wheels "
+        "(the GPU check loads NCCL from them; the product images ship no CUDA).",
+        "/opt/slurmkube/nccl/bin/python3", pattern=PROGRAM_PATH,
+    )
+
+
+@dataclass(frozen=True)
+class HealthChecks:
+    """Checks that drain bad nodes (reason prefixed 'slurmkube:') and resume the nodes they
+    drained once they pass again; an administrator's drain is never undone."""
+
+    enabled: bool = spec_field("Run fast checks as Slurm's HealthCheckProgram.", True)
+    interval: int = spec_field("HealthCheckInterval in seconds.", 60, minimum=10, maximum=86400)
+    node_state: str = spec_field(
+        "HealthCheckNodeState: which nodes are checked.",
+        "ANY",
+        enum=("ANY", "IDLE", "ALLOC", "MIXED", "NONDRAINED_IDLE"),
+    )
+    checks: List[str] = spec_field(
+        "Fast checks to run: munged (answers), slurmd (running), jail (readable), scratch (free "
+        "space of the node's /tmp), memory (pressure stall), clock (against slurmctld's), gpu "
+        "(nvidia-smi: count against the node's gpu GRES, ECC, retirement and row remapping, "
+        "temperature, critical Xids; skipped on nodes without GPUs).",
+        factory=lambda: list(FAST_CHECKS), enum=FAST_CHECKS,
+    )
+    scratch_min_free_mib: int = spec_field("Least free space (MiB) on the node's scratch.", 1024, minimum=0)
+    scratch_min_free_percent: int = spec_field(
+        "Least free space (percent) on the node's scratch.", 5, minimum=0, maximum=100)
+    memory_max_stall_percent: int = spec_field(
+        "Most share of the last minute in which every task of the node waited for memory "
+        "(PSI 'full avg60').", 50, minimum=1, maximum=100,
+    )
+    clock_max_skew_seconds: int = spec_field(
+        "Most difference between the node's clock and slurmctld's (munge rejects credentials "
+        "beyond 300 s).", 60, minimum=1, maximum=86400,
+    )
+    gpu_max_temperature_celsius: int = spec_field("Hottest a GPU may be.", 85, minimum=1, maximum=150)
+    gpu_max_uncorrectable_ecc_errors: int = spec_field(
+        "Most volatile (since driver load) uncorrectable ECC errors a GPU may have.", 0, minimum=0)
+    gpu_critical_xids: List[int] = spec_field(
+        "Xid codes in the kernel log that drain a GPU node (application faults such as 13 or 31 "
+        "are left out by default).",
+        factory=lambda: list(CRITICAL_XIDS), minimum=1, maximum=1000,
+    )
+    replace_drained_nodes: bool = spec_field(
+        "Delete the pod of a node drained by these checks for a hardware reason (GPU, scratch, "
+        "clock, a long check) once it is idle; its StatefulSet makes a new one (elsewhere when "
+        "its Kubernetes node is cordoned) and the node is resumed when the new pod is ready.",
+        False,
+    )
+    long_checks: LongChecks = spec_field("Scheduled long checks.", factory=LongChecks)
+
+
+SQL_NAME = r"^[A-Za-z0-9_]+$"
+
+
+@dataclass(frozen=True)
+class AccountingDatabase:
+    """slurmdbd's database: an in-cluster MariaDB, or an external MariaDB/MySQL."""
+
+    host: Optional[str] = spec_field(
+        "External database host (MariaDB or MySQL; list it in spec.egress.to when it lives outside "
+        "the cluster's pods); an in-cluster MariaDB '<cluster>-mariadb' when unset.",
+        None,
+        pattern=HOST,
+    )
+    port: int = spec_field("Database port.", 3306, minimum=1, maximum=65535)
+    name: str = spec_field("Database name (slurmdbd's StorageLoc).", "slurm_acct_db", pattern=SQL_NAME,
+                           max_length=64)
+    user: str = spec_field("Database user (slurmdbd's StorageUser).", "slurm", pattern=SQL_NAME, max_length=32)
+    password_secret: Optional[str] = spec_field(
+        "Secret holding the user's password under the key 'password'; '<cluster>-accounting-db', "
+        "generated once, when unset (required with an external host). The in-cluster database "
+        "sets its user's password from the Secret at each start: a cluster made again over a "
+        "kept database claim works with its new password.",
+        None,
+        pattern=DNS1123_LABEL,
+    )
+    storage: VolumeClaim = spec_field(
+        "Volume of the in-cluster database; kept when the cluster is deleted, like the jail.",
+        factory=VolumeClaim,
+    )
+    resources: Resources = spec_field("Resources of the in-cluster database pod.", factory=Resources)
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Slurm accounting through slurmdbd: job history (sacct), fair share, QoS and limits."""
+
+    enabled: bool = spec_field(
+        "Store accounting in slurmdbd; also turns on priority/multifactor with fair share (the "
+        "Priority* keys of spec.slurm.config override its weights).",
+        False,
+    )
+    host: Optional[str] = spec_field(
+        "External slurmdbd host: none is deployed then (list it in spec.egress.to when it lives "
+        "outside the cluster's pods). A slurmdbd '<cluster>-slurmdbd' in the same namespace, with "
+        "its database, when unset.",
+        None,
+        pattern=HOST,
+    )
+    port: int = spec_field("slurmdbd port.", 6819, minimum=1, maximum=65535)
+    resources: Resources = spec_field("Resources of the slurmdbd pod.", factory=Resources)
+    database: AccountingDatabase = spec_field("slurmdbd's database.", factory=AccountingDatabase)
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """Prometheus exporter of the cluster's Slurm state: a Deployment of its own (it reports
+    slurmctld down while slurmctld's pod is replaced) with a Service whose port is 'metrics'."""
+
+    enabled: bool = spec_field("Run the exporter.", False)
+    port: int = spec_field("Metrics port.", 9341, minimum=1, maximum=65535)
+    min_interval_seconds: int = spec_field(
+        "Slurm is asked at most this often, however many Prometheus servers scrape; between two "
+        "asks a scrape gets the last answers.", 15, minimum=1, maximum=3600)
+    scrape_from: List[FreeForm] = spec_field(
+        "Who may scrape: NetworkPolicy 'from' peers ({namespaceSelector: ...}, {podSelector: "
+        "...}); any pod in any namespace when empty.", factory=list)
+    resources: Resources = spec_field("Resources of the exporter pod.", factory=Resources)
+
+
+# Where API servers, kubelets and cloud metadata live: never reached through egress.internet.
+PRIVATE_RANGES_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
+                     "127.0.0.0/8")
+PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
+
+
+@dataclass(frozen=True)
+class DnsServer:
+    """The Kubernetes cluster's DNS server pods: the only resolver the cluster's pods may ask."""
+
+    namespace: str = spec_field("Namespace of the DNS server pods.", "kube-system", pattern=DNS1123_LABEL)
+    pod_labels: Dict[str, str] = spec_field(
+        "Labels that select the DNS server pods (kubeadm, kind, EKS, GKE and AKS label CoreDNS or "
+        "kube-dns k8s-app=kube-dns). A node-local DNS cache on a link-local address is not a pod: "
+        "list it in egress.to.",
+        factory=lambda: {"k8s-app": "kube-dns"},
+    )
+
+
+@dataclass(frozen=True)
+class Egress:
+    """Where the cluster's pods (jobs and ssh sessions included) may connect, with networkPolicy:
+    each other and the cluster's DNS always; the rest only as listed here."""
+
+    dns: DnsServer = spec_field(
+        "The cluster's DNS server: port 53 is open to these pods only, so a job cannot send DNS "
+        "queries (a way to carry data out) to any other address.",
+        factory=DnsServer,
+    )
+
+    internet: bool = spec_field(
+        "Allow public addresses: everything outside the private (RFC 1918, fc00::/7), shared "
+        "(100.64.0.0/10), link-local and loopback ranges, where API servers, kubelets and cloud "
+        "metadata (169.254.169.254) live. A public API server endpoint is a public address: "
+        "list it in no rule and keep this false, or block it at the site's firewall.",
+        False,
+    )
+    to: List[FreeForm] = spec_field(
+        "More NetworkPolicy egress rules, in Kubernetes' own form ({to: [...], ports: [...]}): an "
+        "external slurmdbd or database, license servers, storage.",
+        factory=list,
+    )
+
+
+@dataclass(frozen=True)
+class WorkerSeccomp:
+    """The workers' seccomp filter. The runtime's default profile refuses pivot_root, which the
+    jail needs, so workers get slurmkube's own profile or none."""
+
+    profile: str = spec_field(
+        "Localhost: slurmkube's profile, which refuses the calls that reach the node's kernel "
+        "(modules, keyrings, bpf, io_uring, userfaultfd, open_by_handle_at, the clock; the list "
+        "and reasons are in images/README.md), written by each worker pod's init container into "
+        "its node's kubelet seccomp directory. Unconfined: no filter, for a runtime that reads "
+        "no Localhost profile.",
+        "Localhost",
+        enum=("Localhost", "Unconfined"),
+    )
+    kubelet_root_dir: str = spec_field(
+        "The kubelet's --root-dir on the workers' nodes: the profile goes to its seccomp/ "
+        "directory (/var/snap/microk8s/common/var/lib/kubelet on MicroK8s).",
+        "/var/lib/kubelet",
+        pattern=PROGRAM_PATH,
+    )
+
+
+@dataclass(frozen=True)
+class SlurmClusterSpec:
+    """spec of a SlurmCluster."""
+
+    images: Images = spec_field("Container images.", factory=Images)
+    controller: Controller = spec_field("The controller (slurmctld).", factory=Controller)
+    login: Login = spec_field("Login nodes (sshd).", factory=Login)
+    munge: Munge = spec_field("The munge key.", factory=Munge)
+    jail: Jail = spec_field("The shared root filesystem.", factory=Jail)
+    partitions: List[Partition] = spec_field(
+        "Slurm partitions; one default partition 'main' over every node set when empty.",
+        factory=list,
+        max_items=64,
+        unique_by="name",
+    )
+    slurm: Slurm = spec_field("Slurm settings.", factory=Slurm)
+    health_checks: HealthChecks = spec_field("Node health checks.", factory=HealthChecks)
+    accounting: Accounting = spec_field("Accounting.", factory=Accounting)
+    exporter: Exporter = spec_field("Metrics exporter.", factory=Exporter)
+    network_policy: bool = spec_field(
+        "Render NetworkPolicies: the cluster's pods admit only each other (and ssh to login) and "
+        "connect only to each other, DNS and what egress allows.", True
+    )
+    egress: Egress = spec_field("Where the pods may connect beyond each other and DNS.", factory=Egress)
+    worker_seccomp: WorkerSeccomp = spec_field("The workers' seccomp filter.", factory=WorkerSeccomp)
+
+
+@dataclass(frozen=True)
+class NodeSetSpec:
+    """spec of a NodeSet: a group of identical Slurm worker nodes (one pod each)."""
+
+    cluster_name: str = spec_field("The SlurmCluster (same namespace) this node set belongs to.", pattern=DNS1123_LABEL)
+    replicas: int = spec_field("Number of nodes.", 1, minimum=0, maximum=10000)
+    resources: Resources = spec_field("Resources of each node.", factory=Resources)
+    gpu_type: Optional[str] = spec_field("GRES type of the GPUs (h100, a100, ...).", None, pattern=SLURM_NAME)
+    features: List[str] = spec_field("Extra Slurm features of the nodes.", factory=list)
+    gres: List[str] = spec_field("Extra GRES beyond GPUs, as 'name[:type]:count'.", factory=list)
+    placement: Placement = spec_field("Where the node pods run.", factory=Placement)
+    spread: Spread = spec_field("How the node pods spread over Kubernetes nodes.", factory=Spread)
+    drain_timeout_seconds: int = spec_field(
+        "On scale-down, or when its Kubernetes node is being emptied (kubectl drain, an autoscaler), how "
+        "long to wait for jobs on a draining node before requeueing them.",
+        3600,
+        minimum=0,
+    )
+    lost_node_timeout_seconds: int = spec_field(
+        "When the Kubernetes node under a pod stops reporting (NotReady), the pod's Slurm node is set "
+        "DOWN at once and Slurm requeues its jobs; after this many seconds the pod, stuck on the lost "
+        "node, is deleted by force so that its StatefulSet makes it again on another node. A node only "
+        "cut off from the control plane may still run the old pod until it reports again. 0: never.",
+        300,
+        minimum=0,
+    )
+    catch_all: bool = spec_field("Join partitions that list no node sets.", True)
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """A SlurmCluster object: identity plus validated spec."""
+
+    name: str
+    namespace: str
+    spec: SlurmClusterSpec
+
+
+@dataclass(frozen=True)
+class NodeSet:
+    """A NodeSet object: identity plus validated spec."""
+
+    name: str
+    namespace: str
+    spec: NodeSetSpec
+
