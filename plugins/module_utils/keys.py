@@ -10,12 +10,14 @@ import subprocess
 import tempfile
 from typing import Dict, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
+
 # munged's own minimum; its default key is 1024 bytes (mungekey(8)).
 MUNGE_KEY_MIN_BYTES = 32
 MUNGE_KEY_BYTES = 1024
 
 
-class SecretError(Exception):
+class SecretError(SlurmkubeError):
     """A secret cannot be made or is unusable."""
 
 

@@ -96,6 +96,11 @@ def pod(statefulset: str, ordinal: int) -> str:
     return "%s-%d" % (statefulset, ordinal)
 
 
+def sub_mount_volume(sub_mount: str) -> str:
+    """The worker pod's volume of a jail sub-mount (spec.jail.subMounts[].name)."""
+    return "sub-%s" % sub_mount
+
+
 def node_range(statefulset: str, count: int) -> str:
     """The Slurm hostlist of a StatefulSet's first count pods (count > 0)."""
     return "%s-[0-%d]" % (statefulset, count - 1)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
+
 _SUFFIXES = {
     "": Fraction(1),
     "m": Fraction(1, 1000),
@@ -29,7 +31,7 @@ QUANTITY_PATTERN = r"^([+]?[0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti
 _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
 
 
-class QuantityError(ValueError):
+class QuantityError(SlurmkubeError):
     """The text is not a Kubernetes quantity."""
 
 

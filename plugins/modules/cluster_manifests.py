@@ -95,8 +95,8 @@ files:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.cluster_manifests import (
-    ManifestError,
     render_manifest_set,
     sync_directory,
 )
@@ -115,7 +115,7 @@ def main() -> None:
     params = module.params
     try:
         rendered = render_manifest_set(params["cluster"], params["node_sets"], params["include_crds"])
-    except ManifestError as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     result = {"changed": False, "manifests": rendered.manifests, "config_files": rendered.config_files}
     if params["dest"]:

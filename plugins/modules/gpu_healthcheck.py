@@ -109,8 +109,7 @@ node_results:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.gpu_healthcheck import (
     HEALTH_CHECKS_KEY,
@@ -119,7 +118,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.ops.gpu_healthcheck
     live_cluster,
     run_checks,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import ClusterError
 
 
 def main() -> None:
@@ -156,9 +154,7 @@ def main() -> None:
                 result["changed"] = result["changed"] or any(r.drained for r in results.values())
             # Not "results": Ansible keeps that key for loops and renames it in a module result.
             result["node_results"] = {node: r.as_dict() for node, r in results.items()}
-    except SpecError as exc:
-        module.fail_json(msg="checks: invalid health checks: %s" % exc, **result)
-    except (ClusterError, KubeError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc), **result)
     module.exit_json(**result)
 

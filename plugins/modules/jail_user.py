@@ -153,11 +153,10 @@ pod:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_user import (
     JailAccounts,
-    JailUserError,
     ensure_user,
     find_jail_pod,
     wanted_from_params,
@@ -193,7 +192,7 @@ def main() -> None:
         pod, container = find_jail_pod(kube, p["namespace"], p["cluster"], p["pod"], p["jail_path"])
         jail = JailAccounts(lambda argv: kube.exec(p["namespace"], pod, container, argv), p["jail_path"])
         result = ensure_user(jail, want, module.check_mode)
-    except (JailUserError, KubeError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     out = {"changed": result.changed, "user": result.user, "pod": pod}
     if module._diff:

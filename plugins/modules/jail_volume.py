@@ -162,10 +162,9 @@ populate_job:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_volume import (
-    JailVolumeError,
     ensure_absent,
     ensure_present,
     wait_populated,
@@ -207,7 +206,7 @@ def main() -> None:
             result = ensure_present(kube, want, module.check_mode)
             if result.populate_job and p["wait"] and not module.check_mode:
                 wait_populated(kube, want.namespace, result.populate_job, p["wait_timeout"])
-    except (JailVolumeError, KubeError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     out = {"changed": result.changed, "claim": result.claim}
     if result.populate_job:

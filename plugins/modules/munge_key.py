@@ -103,10 +103,9 @@ rolled_out:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.munge_key import (
-    MungeKeyError,
     ensure_key,
     key_from_params,
     remove_key,
@@ -142,7 +141,7 @@ def main() -> None:
         rolled_out = False
         if result.replaced and p["wait"] and p["cluster"] and not module.check_mode:
             rolled_out = wait_rolled_out(kube, p["cluster"], p["namespace"], result.fingerprint, p["wait_timeout"])
-    except (MungeKeyError, KubeError, OSError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=result.changed, fingerprint=result.fingerprint, secret=result.secret,
                      rolled_out=rolled_out)

@@ -139,11 +139,9 @@ spec:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change, kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
-    ClusterError,
     Request,
     ensure_absent,
     ensure_present,
@@ -182,9 +180,7 @@ def main() -> None:
             result["spec"] = plan.spec
             if p["wait"] and not module.check_mode:
                 result["status"] = wait_ready(kube, p["name"], p["namespace"], p["wait_timeout"])
-    except SpecError as exc:
-        module.fail_json(msg="invalid cluster: %s" % exc)
-    except (ClusterError, KubeError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc), **result)
     module.exit_json(**result)
 

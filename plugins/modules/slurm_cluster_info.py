@@ -137,9 +137,9 @@ jobs:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import ClusterInfoError, gather
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import gather
 
 
 def main() -> None:
@@ -154,7 +154,7 @@ def main() -> None:
     p = module.params
     try:
         facts = gather(kube_for(module), p["name"], p["namespace"], p["jobs"])
-    except (ClusterInfoError, KubeError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **facts)
 

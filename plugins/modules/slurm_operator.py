@@ -173,10 +173,9 @@ namespace:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import (
-    InstallError,
     OperatorSettings,
     admission_settings,
     ensure_operator,
@@ -222,7 +221,7 @@ def main() -> None:
             change = ensure_operator(kube, settings, module.check_mode)
             if p["wait"] and not module.check_mode:
                 wait_operator(kube, p["namespace"], p["replicas"], p["wait_timeout"])
-    except (InstallError, KubeError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     result = {"changed": change.changed, "namespace": p["namespace"]}
     if module._diff:

@@ -12,7 +12,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.ops import gpu_healthcheck as H
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import ClusterError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import ClusterError
 
 T0 = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.timezone.utc)
 HOT = "gpu 00000000:00:04.0: 38 C (max 37 C)"

@@ -7,9 +7,9 @@ import pytest
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_resource
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     Request,
-    cluster_resource,
     nodeset_resource,
     plan_present,
 )

@@ -9,6 +9,7 @@ import json
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 
 try:
     from kubernetes import config as kube_config
@@ -27,7 +28,7 @@ except ImportError as exc:  # the modules report it with missing_required_lib
 Obj = Dict[str, Any]
 
 
-class KubeError(Exception):
+class KubeError(SlurmkubeError):
     """A Kubernetes call failed; the message names the object and the reason."""
 
 

@@ -11,11 +11,17 @@ from ansible_collections.slurmkube.core.plugins.module_utils.errors import Slurm
 
 
 class SpecError(SlurmkubeError):
-    """A spec is invalid; ``problems`` holds every (path, message) found."""
+    """A spec is invalid; ``problems`` holds every (path, message) found, ``context`` what a
+    module's user reads first ("invalid cluster: spec.x: ...")."""
 
-    def __init__(self, problems: Sequence[Tuple[str, str]]) -> None:
+    def __init__(self, problems: Sequence[Tuple[str, str]], context: str = "") -> None:
         self.problems = list(problems)
-        super().__init__("; ".join("%s: %s" % p for p in self.problems))
+        text = "; ".join("%s: %s" % p for p in self.problems)
+        super().__init__("%s: %s" % (context, text) if context else text)
+
+    def within(self, context: str) -> SpecError:
+        """The same problems, told in a context."""
+        return SpecError(self.problems, context)
 
 
 def describe(value: Any) -> str:

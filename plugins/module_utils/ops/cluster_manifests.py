@@ -8,6 +8,7 @@ import os
 import tempfile
 from typing import Any, Dict, List, Mapping, NamedTuple, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds
@@ -21,7 +22,7 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     HAS_YAML = False
 
 
-class ManifestError(Exception):
+class ManifestError(SlurmkubeError):
     """The input cannot be rendered; the message says which field and why."""
 
 
@@ -61,7 +62,7 @@ def render_manifest_set(cluster: Mapping[str, Any], node_sets: Sequence[Mapping[
         sets = [parse_nodeset(n) for n in node_sets]
         rendered = render_cluster(model, sets)
     except SpecError as exc:
-        raise ManifestError("invalid cluster: %s" % exc) from exc
+        raise exc.within("invalid cluster") from exc
     manifests = (render_crds() if include_crds else []) + rendered.objects
     files = {manifest_file_name(m): to_yaml(m) for m in manifests}
     return ManifestSet(manifests, rendered.config_files, files)

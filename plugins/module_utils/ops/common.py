@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Callable, Dict, List, NamedTuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple
 
 from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
@@ -22,6 +24,16 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_sacctmgr
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import Outcome, Sacctmgr, SacctmgrError
+
+
+class ClusterError(SlurmkubeError):
+    """A request about a SlurmCluster cannot be carried out; the message names the option at fault."""
+
+
+def cluster_resource(name: str, namespace: str, spec: Mapping[str, Any]) -> Dict[str, Any]:
+    """The SlurmCluster object."""
+    return {"apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER,
+            "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
 
 # The accounting modules' target (twin of doc fragment slurmkube.core.slurm_accounting).
 ACCOUNTING_ARGS: Dict[str, Dict[str, Any]] = {
@@ -107,7 +119,7 @@ def run_accounting_module(module: Any, ensure: Callable[[Sacctmgr], Outcome], di
     p = module.params
     try:
         outcome = ensure(sacctmgr_for(kube_for(module), p["cluster"], p["namespace"]))
-    except (SacctmgrError, KubeError) as exc:
+    except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**outcome_result(outcome, diff))
 

@@ -15,15 +15,12 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating, pods_by_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
-    ClusterError,
-    cluster_resource,
-    ensure_present,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change, ClusterError, cluster_resource
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError, nodes_by_name
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import fast_check_may_drain, health_reason
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control, node_report
@@ -67,10 +64,13 @@ def configure(kube: Kube, name: str, namespace: str, settings: Mapping[str, Any]
     spec = dict(live.get("spec") or {})
     wanted = deep_merge(spec, {HEALTH_CHECKS_KEY: dict(settings)})
     desired = cluster_resource(name, namespace, wanted)
-    parse_cluster(desired)
+    try:
+        parse_cluster(desired)
+    except SpecError as exc:
+        raise exc.within("checks: invalid health checks") from exc
     if wanted == spec:
         return Change(False, [])
-    ensure_present(kube, [desired], [], check_mode)
+    apply_changed(kube, [desired], dry_run=check_mode)
     header = "SlurmCluster %s/%s spec.%s" % (namespace, name, HEALTH_CHECKS_KEY)
     return Change(True, [{"before_header": header, "after_header": header,
                           "before": spec.get(HEALTH_CHECKS_KEY) or {}, "after": wanted[HEALTH_CHECKS_KEY]}])

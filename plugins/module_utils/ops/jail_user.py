@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_ready, ready_pods
 
@@ -37,7 +38,7 @@ FILE_SEPARATOR = "--slurmkube--"
 JAIL_POD_COMPONENTS = (C.COMPONENT_LOGIN, C.COMPONENT_WORKER)
 
 
-class JailUserError(Exception):
+class JailUserError(SlurmkubeError):
     """The user cannot be ensured as asked; the message names the option or the failing step."""
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
@@ -38,7 +39,7 @@ DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
 
-class JailVolumeError(Exception):
+class JailVolumeError(SlurmkubeError):
     """The jail volume cannot be ensured as asked; the message names the option or the object."""
 
 

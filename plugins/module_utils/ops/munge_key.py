@@ -9,6 +9,7 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
@@ -22,7 +23,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets impo
 MUNGE_KEY_MAX_BYTES = 1024
 
 
-class MungeKeyError(Exception):
+class MungeKeyError(SlurmkubeError):
     """The key cannot be used or the Secret cannot be changed as asked."""
 
 
@@ -106,8 +107,11 @@ def remove_key(kube: Kube, name: str, namespace: str, check_mode: bool) -> Munge
 def key_from_params(content: Optional[str], src: Optional[str]) -> Optional[bytes]:
     """The key the user gave: file bytes, or base64 content; None to generate one."""
     if src:
-        with open(src, "rb") as handle:
-            return handle.read()
+        try:
+            with open(src, "rb") as handle:
+                return handle.read()
+        except OSError as exc:
+            raise MungeKeyError("src: cannot read the key from %s: %s" % (src, exc.strerror or exc)) from exc
     if content:
         try:
             return base64.b64decode(content, validate=True)

@@ -13,17 +13,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REA
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
-
-
-class ClusterError(Exception):
-    """The request cannot be carried out; the message says why."""
-
-
-def cluster_resource(name: str, namespace: str, spec: Mapping[str, Any]) -> Dict[str, Any]:
-    """The SlurmCluster object."""
-    return {"apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER,
-            "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change, ClusterError, cluster_resource
 
 
 def nodeset_resource(cluster: str, namespace: str, item: Mapping[str, Any]) -> Dict[str, Any]:
@@ -90,14 +81,23 @@ def validate(cluster: Mapping[str, Any], wanted: Sequence[Mapping[str, Any]], ke
     """Fail before any write when the cluster and its node sets would be bad (SpecError names field
     and value). A live node set left as it is counts when it is valid (the operator reports one
     that is not)."""
-    model = parse_cluster(cluster)
-    sets = [parse_nodeset(n) for n in wanted]
-    for live in kept:
+    try:
+        model = parse_cluster(cluster)
+        sets = [parse_nodeset(n) for n in wanted]
+        sets.extend(_valid_nodesets(kept))
+        check_references(model, sets)
+    except SpecError as exc:
+        raise exc.within("invalid cluster") from exc
+
+
+def _valid_nodesets(nodesets: Sequence[Mapping[str, Any]]) -> List[NodeSet]:
+    valid = []
+    for obj in nodesets:
         try:
-            sets.append(parse_nodeset(live))
+            valid.append(parse_nodeset(obj))
         except SpecError:
             continue
-    check_references(model, sets)
+    return valid
 
 
 def ensure_present(kube: Kube, objects: Sequence[Mapping[str, Any]], doomed: Sequence[Mapping[str, Any]],

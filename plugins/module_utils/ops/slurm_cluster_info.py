@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import accounting_facts, slurm_facts
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control
 
 
-class ClusterInfoError(Exception):
+class ClusterInfoError(SlurmkubeError):
     """The cluster cannot be read; the message says which option or object is wrong."""
 
 

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import Applied, apply_changed, describe, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
@@ -38,7 +39,7 @@ RBAC = "rbac.authorization.k8s.io/v1"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
-class InstallError(Exception):
+class InstallError(SlurmkubeError):
     """The operator could not be installed or did not become available."""
 
 

@@ -94,7 +94,8 @@ def _worker_mounts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
     mounts.append({"name": NODE_TMP_VOLUME, "mountPath": C.NODE_TMP_DIR})
     mounts.extend({"name": name, "mountPath": where[0]} for name, where in WRITABLE_PATHS.items())
     for sub in cluster.spec.jail.sub_mounts:
-        mounts.append({"name": "sub-" + sub.name, "mountPath": "%s/%s" % (common.SUBMOUNT_HOST_DIR, sub.name)})
+        mounts.append({"name": names.sub_mount_volume(sub.name),
+                       "mountPath": "%s/%s" % (common.SUBMOUNT_HOST_DIR, sub.name)})
     return mounts
 
 
@@ -112,14 +113,14 @@ def _worker_volumes(cluster: SlurmCluster) -> List[Dict[str, Any]]:
     for sub in cluster.spec.jail.sub_mounts:
         if sub.host_path:
             host = {"path": sub.host_path, "type": "DirectoryOrCreate"}
-            volumes.append({"name": "sub-" + sub.name, "hostPath": host})
+            volumes.append({"name": names.sub_mount_volume(sub.name), "hostPath": host})
             continue
         empty: Dict[str, Any] = {}
         if sub.medium:
             empty["medium"] = sub.medium
         if sub.size_limit:
             empty["sizeLimit"] = str(sub.size_limit)
-        volumes.append({"name": "sub-" + sub.name, "emptyDir": empty})
+        volumes.append({"name": names.sub_mount_volume(sub.name), "emptyDir": empty})
     if cluster.spec.worker_seccomp.profile == "Localhost":
         # Only our own directory of the kubelet's: other profiles of the node stay out of reach.
         where = "%s/seccomp/%s" % (cluster.spec.worker_seccomp.kubelet_root_dir, PROFILE_DIR)

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Sequence, Tuple
 
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
+
 Runner = Callable[[Sequence[str]], Tuple[int, str, str]]
 
 BUSY_STATES = frozenset(("ALLOCATED", "MIXED", "COMPLETING"))
 
 
-class SlurmError(Exception):
+class SlurmError(SlurmkubeError):
     """A Slurm command failed; the message carries its error output."""
 
 
