@@ -10,10 +10,8 @@ import os
 import pytest
 from examples import EXAMPLES, FIXTURES, example
 
-from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import (
-    render_slurmdbd_conf,
-    runs_slurmdbd,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import runs_slurmdbd
+from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import render_slurmdbd_conf
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_config_files
 

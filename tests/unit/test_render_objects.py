@@ -219,6 +219,7 @@ def test_slurm_setting_change_does_not_roll_pods_but_restart_setting_does():
 
     base = hashes({})
     assert hashes({"SchedulerParameters": ["bf_continue"], "MinJobAge": 600}) == base
+    assert hashes(2048, "maxNodeCount") == base  # scontrol reconfigure applies it (spec.slurm.maxNodeCount's doc)
     changed = hashes({"PluginDir": "/opt/slurm/lib"}, "privilegedConfig")
     assert all(changed[name] != base[name] for name in ("cpu-controller", "cpu-compute"))
     assert changed["cpu-login"] == base["cpu-login"]

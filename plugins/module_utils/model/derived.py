@@ -53,6 +53,19 @@ def slurm_node_names(nodeset: NodeSet) -> List[str]:
     return [names.pod(base, i) for i in range(nodeset.spec.replicas)]
 
 
+# --------------------------------------------------------------------------- what runs
+
+def runs_slurmdbd(cluster: SlurmCluster) -> bool:
+    """Whether this cluster deploys its own slurmdbd (accounting on, no external one named)."""
+    accounting = cluster.spec.accounting
+    return accounting.enabled and not accounting.host
+
+
+def runs_database(cluster: SlurmCluster) -> bool:
+    """Whether this cluster deploys its own MariaDB for its slurmdbd."""
+    return runs_slurmdbd(cluster) and not cluster.spec.accounting.database.host
+
+
 # --------------------------------------------------------------------------- Slurm's view
 
 

@@ -261,7 +261,9 @@ class Slurm:
         factory=dict,
     )
     max_node_count: int = spec_field(
-        "MaxNodeCount: dynamic nodes the controller accepts; changing it restarts slurmctld.",
+        "MaxNodeCount: dynamic nodes the controller accepts. A change is applied with `scontrol reconfigure` "
+        "(slurmctld restarts in place, its pod stays); node sets with GPUs, whose gres.conf names every node "
+        "up to it, have their workers replaced one at a time, drained first, as for any update.",
         1024,
         minimum=1,
         maximum=65000,

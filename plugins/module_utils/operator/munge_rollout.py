@@ -7,7 +7,7 @@ place in the order keyroll.py plans."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
@@ -24,18 +24,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll im
     parse_key_status,
     plan_key_rollout,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event, KeyState
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
     secret_value,
 )
-
-
-class KeyState(NamedTuple):
-    """The munge key every daemon runs with, and why a rotation is not finished (None when it is)."""
-
-    in_use: str
-    pending: Optional[str]
 
 
 class MungeKeyRollout:

@@ -40,7 +40,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan i
     plan_scale,
     plan_update,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event, JobNotRequeued
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_config_volumes
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
     SlurmControl,
@@ -63,13 +63,6 @@ def host_is_leaving(node: Mapping[str, Any]) -> bool:
     """A Kubernetes node being emptied: cordoned, or tainted for removal."""
     spec = node.get("spec") or {}
     return bool(spec.get("unschedulable")) or any(t.get("key") in REMOVAL_TAINTS for t in spec.get("taints") or [])
-
-
-class JobNotRequeued(NamedTuple):
-    """A job the operator would have requeued, but which was sent with --no-requeue."""
-
-    job_id: int
-    node: str
 
 
 def host_lost_since(node: Mapping[str, Any]) -> Optional[datetime.datetime]:

@@ -33,6 +33,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
     has_topology,
     munge_secret_name,
     nodeset_object_name,
+    runs_slurmdbd,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
@@ -52,7 +53,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes impo
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import StatusReport
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import read_switch_placement
-from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import HOST_KEY_TYPES

@@ -18,10 +18,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_rollout import KeyState
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import JobNotRequeued
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
     Clock,
+    JobNotRequeued,
+    KeyState,
     condition,
     phase_of,
     ready_condition,

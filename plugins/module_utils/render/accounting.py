@@ -18,7 +18,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.digest import conte
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     accounting_db_secret_name,
     database_host,
-    slurmdbd_host,
+    runs_database,
+    runs_slurmdbd,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import quantity_to_mebibytes
@@ -32,16 +33,6 @@ DATA_VOLUME = "data"
 SECRETS_VOLUME = "run-secrets"
 MEMORY_VOLUME = {"name": SECRETS_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}
 
-
-def runs_slurmdbd(cluster: SlurmCluster) -> bool:
-    """Whether this cluster deploys its own slurmdbd (accounting on, no external one named)."""
-    accounting = cluster.spec.accounting
-    return accounting.enabled and not accounting.host
-
-
-def runs_database(cluster: SlurmCluster) -> bool:
-    """Whether this cluster deploys its own MariaDB for its slurmdbd."""
-    return runs_slurmdbd(cluster) and not cluster.spec.accounting.database.host
 
 
 def render_slurmdbd_conf(cluster: SlurmCluster) -> str:
@@ -213,23 +204,6 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     pod_spec = {"terminationGracePeriodSeconds": 120, "containers": [container], "volumes": [MEMORY_VOLUME]}
     return _statefulset(cluster, names.database(cluster.name), C.COMPONENT_DATABASE, pod_spec, {}, [claim])
 
-
-def wait_for_slurmdbd(cluster: SlurmCluster) -> Optional[Dict[str, Any]]:
-    """Init container of slurmctld: start once slurmdbd accepts TCP, so the cluster registers
-    and the association lists load at once instead of at slurmctld's next retry."""
-    if not cluster.spec.accounting.enabled:
-        return None
-    host, port = slurmdbd_host(cluster), cluster.spec.accounting.port
-    script = "until timeout 2 bash -c '</dev/tcp/%s/%d'; do echo waiting for slurmdbd %s:%d; sleep 2; done" % (
-        host, port, host, port)
-    images = cluster.spec.images
-    return {
-        "name": "wait-for-slurmdbd",
-        "image": images.controller,
-        "imagePullPolicy": images.pull_policy,
-        "command": ["bash", "-c", script],
-        "securityContext": common.confined_security_context(),
-    }
 
 
 def render_accounting(cluster: SlurmCluster) -> List[common.Manifest]:

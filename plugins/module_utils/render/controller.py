@@ -4,14 +4,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import slurmdbd_host
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
-from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import wait_for_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import restart_settings
 
 STATE_VOLUME = "state"
@@ -20,6 +20,24 @@ STATE_VOLUME = "state"
 def serving_labels(cluster: SlurmCluster) -> Dict[str, str]:
     """The Service's selector: slurmctld's pod until the operator marks it stopping."""
     return {**names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER), C.LABEL_SERVING: "true"}
+
+
+def wait_for_slurmdbd(cluster: SlurmCluster) -> Optional[Dict[str, Any]]:
+    """Init container of slurmctld: start once slurmdbd accepts TCP, so the cluster registers
+    and the association lists load at once instead of at slurmctld's next retry."""
+    if not cluster.spec.accounting.enabled:
+        return None
+    host, port = slurmdbd_host(cluster), cluster.spec.accounting.port
+    script = "until timeout 2 bash -c '</dev/tcp/%s/%d'; do echo waiting for slurmdbd %s:%d; sleep 2; done" % (
+        host, port, host, port)
+    images = cluster.spec.images
+    return {
+        "name": "wait-for-slurmdbd",
+        "image": images.controller,
+        "imagePullPolicy": images.pull_policy,
+        "command": ["bash", "-c", script],
+        "securityContext": common.confined_security_context(),
+    }
 
 
 def render_controller_service(cluster: SlurmCluster) -> common.Manifest:

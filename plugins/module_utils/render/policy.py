@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, runs_database
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     PRIVATE_RANGES_V4,
     PRIVATE_RANGES_V6,
@@ -16,7 +16,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
     SlurmCluster,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
-from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting import runs_database
 
 
 def render_worker_pdb(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifest:
