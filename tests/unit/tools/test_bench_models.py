@@ -5,9 +5,10 @@ once broke a day before anyone ran it: the example cluster had gained accounting
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "k8s"))
+from collection_path import REPO
+
+sys.path.insert(0, str(REPO / "tests" / "k8s"))
 
 from test_throughput_bench import CLUSTER, quickstart_objects
 

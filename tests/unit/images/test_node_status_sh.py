@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from collection_path import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 HELPERS = REPO / "images/common/node-status.sh"
 
 pytestmark = pytest.mark.skipif(not shutil.which("jq"), reason="jq (tests/run installs it, as the images have it)")

@@ -13,7 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1]
+from collection_path import REPO
+
+TESTS = REPO / "tests"
 
 HANGING = """import subprocess
 import pytest

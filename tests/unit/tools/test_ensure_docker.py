@@ -15,7 +15,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from collection_path import REPO
+
 ENSURE_DOCKER = REPO / "images/ensure-docker.sh"
 
 # Records what it holds open, then runs as a daemon does.

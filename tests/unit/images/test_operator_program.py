@@ -4,13 +4,13 @@ cluster's state gauges set after a pass and gone once the cluster is."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
+from collection_path import REPO
 from prometheus_client import REGISTRY, generate_latest
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 
-PROGRAM = Path(__file__).resolve().parents[2] / "images" / "operator" / "slurmkube_operator.py"
+PROGRAM = REPO / "images" / "operator" / "slurmkube_operator.py"
 SPEC = importlib.util.spec_from_file_location("slurmkube_operator", PROGRAM)
 OPERATOR = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(OPERATOR)

@@ -7,11 +7,12 @@ import importlib.util
 import threading
 from pathlib import Path
 
+from collection_path import REPO
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
-PROGRAM = Path(__file__).resolve().parents[2] / "images" / "exporter" / "slurmkube_exporter.py"
+PROGRAM = REPO / "images" / "exporter" / "slurmkube_exporter.py"
 SPEC = importlib.util.spec_from_file_location("slurmkube_exporter", PROGRAM)
 E = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(E)

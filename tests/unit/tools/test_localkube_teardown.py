@@ -7,7 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from collection_path import REPO
+
 TEARDOWN = REPO / "tools/localkube/teardown.sh"
 
 

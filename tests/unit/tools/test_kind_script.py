@@ -14,7 +14,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from collection_path import REPO
+
 KIND = REPO / "tools/kind/kind.sh"
 
 FAKE_KIND = """#!/usr/bin/env bash

@@ -13,11 +13,10 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from collection_path import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 HOOK = REPO / "images/common/slurmkube-controller-stop"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"),

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from pathlib import Path
 
 import nodecheck as N
 import pytest
+from examples import FIXTURES
 
-GPU = Path(__file__).resolve().parent / "fixtures" / "gpu"
+GPU = FIXTURES / "gpu"
 DEFAULTS = N.Limits()
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Iterator, List, Tuple
 
 import pytest
+from collection_path import REPO
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 
-REPO = Path(__file__).resolve().parents[2]
 NAMES = REPO / "plugins" / "module_utils" / "names.py"
 # A whole format that is a name: dash-joined words and placeholders, one of them a %s.
 NAME_FORMAT = re.compile(r"^(?=.*%s)(%[sd]|[a-z0-9]+)(-(%[sd]|[a-z0-9]+))+$")

@@ -5,16 +5,14 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
+from collection_path import REPO
 from examples import EXAMPLES, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, spec_rule_validations
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_committed_crds_equal_generated():
