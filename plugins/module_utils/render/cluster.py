@@ -20,8 +20,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render import (
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import Manifest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.healthcheck import render_healthcheck_cronjob
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
-    render_config_files,
+    controller_config_hash,
     render_config_map,
+    render_slurm_config,
+    worker_config_hash,
 )
 
 
@@ -33,13 +35,19 @@ class RenderedCluster(NamedTuple):
 
 
 def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
-                   placement: Optional[Mapping[str, str]] = None) -> RenderedCluster:
+                   placement: Optional[Mapping[str, str]] = None,
+                   replicas: Optional[Mapping[str, int]] = None) -> RenderedCluster:
     """All manifests of a cluster and its node sets (the munge, host-key and database Secrets
     excluded: they hold generated secrets, made by the munge_key module and the operator).
-    `placement`, each worker's switch label value, feeds topology.conf (spec.slurm.switchLabel)."""
+    `placement`, each worker's switch label value, feeds topology.conf (spec.slurm.switchLabel);
+    `replicas`, by node set name, the pods each worker StatefulSet keeps (the operator's scale
+    plan: a node leaves only once Slurm let it go); a node set not named gets its spec's count.
+    The Slurm settings are merged once, and the restart hashes are taken from that result."""
     check_references(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
-    files = render_config_files(cluster, ordered, placement)
+    config = render_slurm_config(cluster, ordered, placement)
+    files = config.files
+    worker_hash = worker_config_hash(config)
     maybe: List[Optional[Manifest]] = [
         policy.render_service_account(cluster),
         render_config_map(cluster, files),
@@ -48,12 +56,12 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         jail.render_jail_populate_job(cluster),
         *accounting.render_accounting(cluster),
         controller.render_controller_service(cluster),
-        controller.render_controller_statefulset(cluster, ordered),
+        controller.render_controller_statefulset(cluster, controller_config_hash(config)),
     ]
     for ns in ordered:
         maybe += [
             worker.render_worker_service(cluster, ns),
-            worker.render_worker_statefulset(cluster, ns, ordered),
+            worker.render_worker_statefulset(cluster, ns, worker_hash, (replicas or {}).get(ns.name)),
             policy.render_worker_pdb(cluster, ns),
         ]
     maybe += [

@@ -4,15 +4,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import slurmdbd_host
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
-from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import restart_settings
 
 STATE_VOLUME = "state"
 
@@ -85,8 +83,9 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
     }
 
 
-def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> common.Manifest:
-    """The slurmctld StatefulSet; it restarts only for settings `scontrol reconfigure` cannot apply."""
+def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> common.Manifest:
+    """The slurmctld StatefulSet; it restarts only for settings `scontrol reconfigure` cannot apply
+    (`config_hash`: slurm_config.controller_config_hash)."""
     spec = cluster.spec.controller
     selector = names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER)
     claim: Dict[str, Any] = {
@@ -122,7 +121,7 @@ def render_controller_statefulset(cluster: SlurmCluster, nodesets: Sequence[Node
                 "metadata": {
                     "labels": {**names.object_labels(cluster.name, C.COMPONENT_CONTROLLER), **serving_labels(cluster)},
                     "annotations": {
-                        C.ANNOTATION_CONFIG_HASH: content_hash([restart_settings(cluster, nodesets)]),
+                        C.ANNOTATION_CONFIG_HASH: config_hash,
                     },
                 },
                 "spec": pod_spec,

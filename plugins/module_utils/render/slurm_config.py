@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     has_topology,
     nodeset_object_name,
@@ -256,9 +257,10 @@ def slurm_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
     return merge_settings(merge_settings(slurm_defaults(cluster, nodesets), slurm.config), slurm.privileged_config)
 
 
-def render_slurm_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
-    """The whole slurm.conf text."""
-    settings = slurm_settings(cluster, nodesets)
+def render_slurm_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                      settings: Optional[Mapping[str, Any]] = None) -> str:
+    """The whole slurm.conf text (of `settings` when the caller merged them already)."""
+    settings = slurm_settings(cluster, nodesets) if settings is None else settings
     ordered = sorted(nodesets, key=lambda ns: ns.name)
     lines = [header(cluster, "slurm.conf")]
     lines.extend(key_value_lines(settings))
@@ -429,12 +431,28 @@ def render_health_conf(cluster: SlurmCluster) -> str:
     return header(cluster, "Health-check settings") + "\n".join(lines) + "\n"
 
 
+class SlurmConfig(NamedTuple):
+    """A cluster's Slurm configuration, merged once: slurm.conf's settings (the product's, the
+    spec's, its privileged ones) and every file of the config ConfigMap by name."""
+
+    settings: Dict[str, Any]
+    files: Dict[str, str]
+
+
+def render_slurm_config(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
+                        placement: Optional[Mapping[str, str]] = None) -> SlurmConfig:
+    """The settings merged once, and the files written from them."""
+    settings = slurm_settings(cluster, nodesets)
+    return SlurmConfig(settings, render_config_files(cluster, nodesets, placement, settings))
+
+
 def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
-                        placement: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+                        placement: Optional[Mapping[str, str]] = None,
+                        settings: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
     """Every Slurm config file by name, and the health-check settings. `placement` is each
     worker's switch label value (see labelled_switches), read by the operator."""
     files = {
-        SLURM_CONF: render_slurm_conf(cluster, nodesets),
+        SLURM_CONF: render_slurm_conf(cluster, nodesets, settings),
         CGROUP_CONF: render_cgroup_conf(cluster),
         GRES_CONF: render_gres_conf(cluster, nodesets),
         PLUGSTACK_CONF: render_plugstack_conf(cluster),
@@ -446,12 +464,21 @@ def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
     return files
 
 
-def restart_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
+def restart_settings(settings: Mapping[str, Any]) -> str:
     """The slurm.conf values whose change needs daemons restarted, as text to hash."""
-    settings = slurm_settings(cluster, nodesets)
     spelled = {k.lower(): k for k in settings}
     wanted = [spelled[k.lower()] for k in RESTART_KEYS if k.lower() in spelled]
     return "\n".join(key_value_lines({k: settings[k] for k in wanted}))
+
+
+def controller_config_hash(config: SlurmConfig) -> str:
+    """Digest of what slurmctld reads only at start; other changes go by `scontrol reconfigure`."""
+    return content_hash([restart_settings(config.settings)])
+
+
+def worker_config_hash(config: SlurmConfig) -> str:
+    """Digest of what slurmd reads only at start; other changes go by `scontrol reconfigure`."""
+    return content_hash([restart_settings(config.settings), config.files[CGROUP_CONF], config.files[GRES_CONF]])
 
 
 def render_config_map(cluster: SlurmCluster, files: Mapping[str, str]) -> Manifest:

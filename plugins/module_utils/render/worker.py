@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     nodeset_object_name,
     slurm_cpus,
@@ -22,11 +21,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp impo
     worker_seccomp_profile_file,
     worker_seccomp_profile_name,
     worker_seccomp_profile_text,
-)
-from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
-    render_cgroup_conf,
-    render_gres_conf,
-    restart_settings,
 )
 
 SPOOL_VOLUME = "spool"
@@ -195,15 +189,6 @@ def _worker_init_containers(cluster: SlurmCluster) -> List[Dict[str, Any]]:
     return init
 
 
-def worker_config_hash(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> str:
-    """Digest of what slurmd reads only at start; other changes go by `scontrol reconfigure`."""
-    return content_hash([
-        restart_settings(cluster, nodesets),
-        render_cgroup_conf(cluster),
-        render_gres_conf(cluster, nodesets),
-    ])
-
-
 def topology_spread(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, Any]]:
     """The node set's pods over the values of a node label; nodes whose taints they do not
     tolerate (a control plane) are no place to spread to."""
@@ -219,8 +204,10 @@ def topology_spread(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, A
     }]
 
 
-def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets: Sequence[NodeSet]) -> common.Manifest:
-    """A node set's StatefulSet.
+def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, config_hash: str,
+                              replicas: Optional[int] = None) -> common.Manifest:
+    """A node set's StatefulSet: `replicas` pods (the operator's scale plan; the spec's count when
+    none is given), `config_hash` (slurm_config.worker_config_hash) on their template.
 
     updateStrategy OnDelete: Kubernetes never restarts a node under a running job; the
     operator drains a node, waits until it is idle, then deletes its pod.
@@ -242,7 +229,7 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
         "kind": "StatefulSet",
         "metadata": common.metadata(cluster, nodeset_object_name(nodeset), C.COMPONENT_WORKER, nodeset.name),
         "spec": {
-            "replicas": nodeset.spec.replicas,
+            "replicas": nodeset.spec.replicas if replicas is None else replicas,
             "serviceName": nodeset_object_name(nodeset),
             "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
             "podManagementPolicy": "Parallel",
@@ -250,7 +237,7 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, nodesets:
             "template": {
                 "metadata": {
                     "labels": names.object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
-                    "annotations": {C.ANNOTATION_CONFIG_HASH: worker_config_hash(cluster, nodesets)},
+                    "annotations": {C.ANNOTATION_CONFIG_HASH: config_hash},
                 },
                 "spec": pod_spec,
             },
