@@ -164,6 +164,17 @@ def write_status_if_changed(obj: Mapping[str, Any], status: Mapping[str, Any]) -
     return True
 
 
+def write_nodeset_status(nodeset: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """write_status_if_changed for a NodeSet, which may have been deleted since the pass read it."""
+    try:
+        return write_status_if_changed(nodeset, status)
+    except KubeError:
+        meta = nodeset["metadata"]
+        if kube().get(C.GROUP_VERSION, C.KIND_NODESET, meta["name"], meta["namespace"]) is None:
+            return False
+        raise
+
+
 def forget_cluster(namespace: str, name: str) -> None:
     """A deleted cluster's state gauges go with it (alerts must not fire on what is gone)."""
     for gauge_name, values in _state_labels.pop("%s/%s" % (namespace, name), set()):
@@ -221,12 +232,12 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
             logger.info("applied %s (pass of %.1f s)", ", ".join(outcome.applied), time.monotonic() - started)
         statuses = int(write_status_if_changed(live, outcome.status))
         wanted: Dict[str, int] = {}
+        # The NodeSets as the pass read them: their status says what the pass acted on.
         for nodeset_name, status in outcome.nodeset_status.items():
-            nodeset = kube().get(C.GROUP_VERSION, C.KIND_NODESET, nodeset_name, namespace)
-            if nodeset is not None:
-                wanted[nodeset_name] = int((nodeset.get("spec") or {}).get("replicas", 0))
-                status = dict(status, observedGeneration=nodeset["metadata"].get("generation", 0))
-                statuses += write_status_if_changed(nodeset, status)
+            nodeset = outcome.nodesets[nodeset_name]
+            wanted[nodeset_name] = int((nodeset.get("spec") or {}).get("replicas", 0))
+            status = dict(status, observedGeneration=nodeset["metadata"].get("generation", 0))
+            statuses += write_nodeset_status(nodeset, status)
         WRITES.labels(namespace, name, "status").inc(statuses)
         record_state(namespace, name, outcome.status, outcome.nodeset_status, wanted)
 

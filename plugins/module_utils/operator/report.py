@@ -1,16 +1,15 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The reconcile step that reports: the SlurmCluster's status and conditions and each NodeSet's,
-from what is live now."""
+"""The pass's last step: the SlurmCluster's status and conditions and each NodeSet's, from what
+the pass read and did and the StatefulSets as they are after its apply."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     job_complete,
     statefulset_counts,
@@ -18,10 +17,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import JobNotRequeued, Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
-    Clock,
-    JobNotRequeued,
-    KeyState,
+    Event,
     condition,
     phase_of,
     ready_condition,
@@ -33,106 +31,123 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control impor
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import nodes_by_state
 
 
-class StatusReport:
-    """Reads the live objects and Slurm's nodes into statuses."""
+def report(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+    """The SlurmCluster's status and each NodeSet's (the invalid ones say why), from what the pass
+    read and did; a Warning for each job newly found unrequeueable."""
+    status, per_nodeset = cluster_status(p)
+    status["configHash"] = p.config_hash
+    if p.slurm_nodes is None:  # Slurm could not be asked: what was found before still holds
+        status["jobsNotRequeued"] = p.previous_status.get("jobsNotRequeued") or []
+    p.events.extend(newly_not_requeued(p.previous_status, p.not_requeued))
+    statuses = dict(p.invalid_nodesets)
+    for name, counts in per_nodeset.items():
+        statuses[name] = dict(counts, **statuses.get(name, {}))
+    return status, statuses
 
-    def __init__(self, kube: Kube, clock: Clock) -> None:
-        self.kube = kube
-        self.clock = clock
 
-    def report(self, cluster: SlurmCluster, nodesets: Sequence[NodeSet], cluster_obj: Mapping[str, Any],
-               slurm_nodes: Optional[Mapping[str, SlurmNode]], key: KeyState,
-               live_nodesets: Mapping[str, Mapping[str, Any]],
-               not_requeued: Sequence[JobNotRequeued] = (),
-               topology_in_effect: Optional[bool] = None) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
-        """The SlurmCluster's status and each NodeSet's, from what is live now. `topology_in_effect`
-        (None: the cluster has no topology) says whether slurmctld's tree holds every node."""
-        controller = self.statefulset(cluster, names.controller(cluster.name))
-        login = self.statefulset(cluster, names.login(cluster.name))
-        job = self.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
-        ready_nodes, ready_pods, desired_nodes, leaving, per_nodeset = 0, 0, 0, 0, {}
-        now = self.clock()
-        for nodeset in nodesets:
-            sts = self.statefulset(cluster, nodeset_object_name(nodeset))
-            registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
-            idle = sum(1 for n in registered if n.responding and not n.draining)
-            ready_nodes += min(idle, nodeset.spec.replicas)
-            # Slurm may count a node in service a few seconds before the kubelet's probe does.
-            ready_pods += min(statefulset_counts(sts)["ready"], nodeset.spec.replicas)
-            desired_nodes += nodeset.spec.replicas
-            # A scale-down is done when its nodes have left Slurm, not when enough remain.
-            leaving += max(0, len(registered) - nodeset.spec.replicas)
-            per_nodeset[nodeset.name] = self.nodeset_status(cluster, nodeset, sts, registered,
-                                                            live_nodesets.get(nodeset.name) or {}, now)
-        previous = (cluster_obj.get("status") or {}).get("conditions") or []
-        generation = cluster_obj["metadata"].get("generation", 0)
-        nodes_message = "%d/%d nodes in service" % (ready_nodes, desired_nodes)
-        if ready_pods != desired_nodes:
-            nodes_message += ", %d/%d worker pods ready" % (ready_pods, desired_nodes)
-        if leaving:
-            nodes_message += ", %d leaving" % leaving
-        nodes_message += "".join("; job %d on %s was sent with --no-requeue: its node leaves when it ends"
-                                 % held for held in not_requeued)
-        conditions = [
-            condition("ControllerReady", statefulset_ready(controller) and slurm_nodes is not None,
-                      "Slurmctld", "slurmctld answers" if slurm_nodes is not None else "waiting for slurmctld",
-                      generation, previous, now),
-            condition("JailReady", job_complete(job) or bool(cluster.spec.jail.existing_claim and job is None),
-                      "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
-            condition("LoginReady", statefulset_ready(login), "Sshd",
-                      "%(ready)d/%(desired)d login pods ready" % statefulset_counts(login), generation, previous, now),
-            condition("NodesReady", ready_nodes == desired_nodes == ready_pods and not leaving, "SlurmNodes",
-                      nodes_message, generation, previous, now),
-            condition("MungeKeyInUse", key.pending is None, "MungeKey",
-                      key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
-        ]
-        if topology_in_effect is not None:
-            # topology/tree refuses every job while no registered node is in its tree.
-            conditions.append(condition("TopologyReady", topology_in_effect, "TopologyConf",
-                                        "slurmctld's topology holds every node" if topology_in_effect
-                                        else "waiting for slurmctld to read topology.conf", generation, previous, now))
-        conditions.append(ready_condition(conditions, generation, previous, now))
-        status = {
-            "phase": phase_of(conditions),
-            "message": "; ".join(c["message"] for c in conditions[:-1] if c["status"] != "True"),
-            "observedGeneration": generation,
-            "conditions": conditions,
-            "controller": statefulset_counts(controller),
-            "login": statefulset_counts(login),
-            "nodes": {"ready": ready_nodes, "desired": desired_nodes},
-            "nodesByState": nodes_by_state(list((slurm_nodes or {}).values())),
-            "mungeKey": key.in_use,
-            "jobsNotRequeued": [{"jobId": held.job_id, "node": held.node} for held in not_requeued],
-        }
-        return status, per_nodeset
+def newly_not_requeued(previous_status: Mapping[str, Any], found: Sequence[JobNotRequeued]) -> List[Event]:
+    """A Warning for each job found unrequeueable that the live status does not list yet: one
+    Event per job, not one per pass."""
+    known = {(held.get("jobId"), held.get("node")) for held in previous_status.get("jobsNotRequeued") or []}
+    return [Event("Warning", "JobNotRequeued",
+                  "job %d on %s was sent with --no-requeue: it runs on past the drain timeout and its node "
+                  "leaves when it ends (scancel it to end it now)" % (held.job_id, held.node))
+            for held in found if (held.job_id, held.node) not in known]
 
-    def statefulset(self, cluster: SlurmCluster, name: str) -> Optional[Dict[str, Any]]:
-        """A live StatefulSet of the cluster, or None."""
-        return self.kube.get("apps/v1", "StatefulSet", name, cluster.namespace)
 
-    def nodeset_status(self, cluster: SlurmCluster, nodeset: NodeSet, sts: Optional[Mapping[str, Any]],
-                       registered: Sequence[SlurmNode], live: Mapping[str, Any],
-                       now: datetime.datetime) -> Dict[str, Any]:
-        """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers; its
-        Ready condition serves `kubectl wait`."""
-        counts = statefulset_counts(sts)
-        selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
-        in_service = sum(1 for n in registered if n.responding and not n.draining)
-        wanted = nodeset.spec.replicas
-        ready = in_service >= wanted and counts["desired"] == wanted and counts["ready"] >= wanted \
-            and len(registered) <= wanted
-        message = "%d/%d nodes in service, %d/%d pods ready" % (
-            min(in_service, wanted), wanted, min(counts["ready"], wanted), wanted)
-        if len(registered) > wanted:
-            message += ", %d leaving" % (len(registered) - wanted)
-        generation = (live.get("metadata") or {}).get("generation", 0)
-        previous = (live.get("status") or {}).get("conditions") or []
-        return {
-            "phase": "Ready" if ready else "Scaling",
-            "conditions": [condition("Ready", ready, "NodesInService" if ready else "BelowReplicas", message,
-                                     generation, previous, now)],
-            "replicas": counts["desired"],
-            "readyReplicas": counts["ready"],
-            "selector": ",".join("%s=%s" % kv for kv in sorted(selector.items())),
-            "nodesByState": nodes_by_state(registered),
-        }
+def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
+    """The SlurmCluster's status and each valid NodeSet's, from the objects live after the apply
+    and Slurm's nodes."""
+    cluster, slurm_nodes, key, not_requeued = p.cluster, p.slurm_nodes, p.key, p.not_requeued
+    topology_ready = p.topology_ready
+    controller = statefulset(p, names.controller(cluster.name))
+    login = statefulset(p, names.login(cluster.name))
+    job = p.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
+    ready_nodes, ready_pods, desired_nodes, leaving, per_nodeset = 0, 0, 0, 0, {}
+    now = p.clock()
+    for nodeset in p.nodesets:
+        sts = statefulset(p, nodeset_object_name(nodeset))
+        registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
+        idle = sum(1 for n in registered if n.responding and not n.draining)
+        ready_nodes += min(idle, nodeset.spec.replicas)
+        # Slurm may count a node in service a few seconds before the kubelet's probe does.
+        ready_pods += min(statefulset_counts(sts)["ready"], nodeset.spec.replicas)
+        desired_nodes += nodeset.spec.replicas
+        # A scale-down is done when its nodes have left Slurm, not when enough remain.
+        leaving += max(0, len(registered) - nodeset.spec.replicas)
+        per_nodeset[nodeset.name] = nodeset_status(cluster, nodeset, sts, registered,
+                                                   p.live_nodesets.get(nodeset.name) or {}, now)
+    previous = p.previous_status.get("conditions") or []
+    generation = p.cluster_obj["metadata"].get("generation", 0)
+    nodes_message = "%d/%d nodes in service" % (ready_nodes, desired_nodes)
+    if ready_pods != desired_nodes:
+        nodes_message += ", %d/%d worker pods ready" % (ready_pods, desired_nodes)
+    if leaving:
+        nodes_message += ", %d leaving" % leaving
+    nodes_message += "".join("; job %d on %s was sent with --no-requeue: its node leaves when it ends"
+                             % held for held in not_requeued)
+    conditions = [
+        condition("ControllerReady", statefulset_ready(controller) and slurm_nodes is not None,
+                  "Slurmctld", "slurmctld answers" if slurm_nodes is not None else "waiting for slurmctld",
+                  generation, previous, now),
+        condition("JailReady", job_complete(job) or bool(cluster.spec.jail.existing_claim and job is None),
+                  "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
+        condition("LoginReady", statefulset_ready(login), "Sshd",
+                  "%(ready)d/%(desired)d login pods ready" % statefulset_counts(login), generation, previous, now),
+        condition("NodesReady", ready_nodes == desired_nodes == ready_pods and not leaving, "SlurmNodes",
+                  nodes_message, generation, previous, now),
+        condition("MungeKeyInUse", key.pending is None, "MungeKey",
+                  key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
+    ]
+    if topology_ready is not None:
+        # topology/tree refuses every job while no registered node is in its tree.
+        conditions.append(condition("TopologyReady", topology_ready, "TopologyConf",
+                                    "slurmctld's topology holds every node" if topology_ready
+                                    else "waiting for slurmctld to read topology.conf", generation, previous, now))
+    conditions.append(ready_condition(conditions, generation, previous, now))
+    status = {
+        "phase": phase_of(conditions),
+        "message": "; ".join(c["message"] for c in conditions[:-1] if c["status"] != "True"),
+        "observedGeneration": generation,
+        "conditions": conditions,
+        "controller": statefulset_counts(controller),
+        "login": statefulset_counts(login),
+        "nodes": {"ready": ready_nodes, "desired": desired_nodes},
+        "nodesByState": nodes_by_state(list((slurm_nodes or {}).values())),
+        "mungeKey": key.in_use,
+        "jobsNotRequeued": [{"jobId": held.job_id, "node": held.node} for held in not_requeued],
+    }
+    return status, per_nodeset
+
+
+def statefulset(p: Pass, name: str) -> Optional[Dict[str, Any]]:
+    """A live StatefulSet of the cluster, or None."""
+    return p.kube.get("apps/v1", "StatefulSet", name, p.cluster.namespace)
+
+
+def nodeset_status(cluster: SlurmCluster, nodeset: NodeSet, sts: Optional[Mapping[str, Any]],
+                   registered: Sequence[SlurmNode], live: Mapping[str, Any],
+                   now: datetime.datetime) -> Dict[str, Any]:
+    """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers; its
+    Ready condition serves `kubectl wait`."""
+    counts = statefulset_counts(sts)
+    selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
+    in_service = sum(1 for n in registered if n.responding and not n.draining)
+    wanted = nodeset.spec.replicas
+    ready = in_service >= wanted and counts["desired"] == wanted and counts["ready"] >= wanted \
+        and len(registered) <= wanted
+    message = "%d/%d nodes in service, %d/%d pods ready" % (
+        min(in_service, wanted), wanted, min(counts["ready"], wanted), wanted)
+    if len(registered) > wanted:
+        message += ", %d leaving" % (len(registered) - wanted)
+    generation = (live.get("metadata") or {}).get("generation", 0)
+    previous = (live.get("status") or {}).get("conditions") or []
+    return {
+        "phase": "Ready" if ready else "Scaling",
+        "conditions": [condition("Ready", ready, "NodesInService" if ready else "BelowReplicas", message,
+                                 generation, previous, now)],
+        "replicas": counts["desired"],
+        "readyReplicas": counts["ready"],
+        "selector": ",".join("%s=%s" % kv for kv in sorted(selector.items())),
+        "nodesByState": nodes_by_state(registered),
+    }

@@ -1,31 +1,16 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the operator reports: the SlurmCluster's conditions and the phase they add up to, Events,
-and the facts of a pass its steps hand to the report."""
+"""What the operator reports: the SlurmCluster's conditions and the phase they add up to, and Events."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 # What time it is (UTC); tests pass a fixed one.
 Clock = Callable[[], datetime.datetime]
-
-
-class KeyState(NamedTuple):
-    """The munge key every daemon runs with, and why a rotation is not finished (None when it is)."""
-
-    in_use: str
-    pending: Optional[str]
-
-
-class JobNotRequeued(NamedTuple):
-    """A job the operator would have requeued, but which was sent with --no-requeue."""
-
-    job_id: int
-    node: str
 
 
 class Event(NamedTuple):

@@ -10,13 +10,14 @@ from examples import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of, ready_condition
 
 
 @pytest.fixture
 def world(monkeypatch):
     fake_keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: fake_keys)
+    monkeypatch.setattr(operator_secrets, "new_ssh_host_keys", lambda types: fake_keys)
     kube = MemoryKube()
     raw = example_resources("cpu-only")
     cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))

@@ -16,6 +16,7 @@ from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
 
 T0 = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.timezone.utc)
 GPU_REASON = "slurmkube: gpu 00000000:34:00.0: 1 uncorrectable ECC errors (max 0)"
@@ -107,7 +108,7 @@ def make_world(monkeypatch, kube=None, spec=None):
     """A cpu-only cluster with its objects applied, a controller pod, four idle nodes and their
     pods; `kube` a SlurmKube of the caller's kind, `spec` the cluster's (else replacing drained nodes)."""
     keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: keys)
+    monkeypatch.setattr(operator_secrets, "new_ssh_host_keys", lambda types: keys)
     kube = kube if kube is not None else SlurmKube()
     raw = example_resources("cpu-only")
     cluster = copy.deepcopy(raw["cluster"])

@@ -11,6 +11,7 @@ from test_reconcile_health import SlurmKube
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.ops import gpu_healthcheck as H
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import ClusterError
 
@@ -21,7 +22,7 @@ HOT = "gpu 00000000:00:04.0: 38 C (max 37 C)"
 @pytest.fixture
 def kube(monkeypatch):
     keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: keys)
+    monkeypatch.setattr(operator_secrets, "new_ssh_host_keys", lambda types: keys)
     kube = SlurmKube()
     raw = example_resources("cpu-only")
     kube.apply(raw["cluster"])

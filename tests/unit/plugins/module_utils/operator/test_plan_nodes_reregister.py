@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import (
     REGISTRATION_GRACE_SECONDS,
     NodeAction,
     PodView,

@@ -7,7 +7,7 @@ import datetime
 import pytest
 from examples import FIXTURES
 
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodeplan import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import (
     NodeAction,
     PodView,
     evictable,

@@ -13,7 +13,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fingerprint
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.keyroll import (
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_munge_key import (
     KeyView,
     parse_key_status,
     plan_key_rollout,
@@ -111,7 +112,7 @@ class PodsKube(MemoryKube):
 
 @pytest.fixture
 def world(monkeypatch):
-    monkeypatch.setattr(R, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
+    monkeypatch.setattr(operator_secrets, "new_ssh_host_keys", lambda types: {"ssh_host_ed25519_key": b"k"})
     kube = PodsKube()
     raw = example_resources("cpu-only")
     cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))

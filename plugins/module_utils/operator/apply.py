@@ -1,0 +1,55 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The pass's render and apply: every object of the cluster rendered once (with the scale plan's
+replicas and the workers' placement), then applied where it differs from what is live. The
+cluster owns what it applies, but the jail claim: deleting a cluster never deletes users' data."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Sequence
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
+from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
+
+
+def render_objects(p: Pass) -> None:
+    """The cluster's objects and config files, once per pass."""
+    replicas = {name: scaling.plan.replicas for name, scaling in p.scaling.items()}
+    p.rendered = render_cluster(p.cluster, p.nodesets, p.placement, replicas)
+
+
+def apply_objects(p: Pass) -> None:
+    """Apply every object that differs (a new populate Job only once the old one is gone)."""
+    desired = after_stale_populate_jobs(p, p.rendered.objects)
+    owned = [obj if is_kept_on_delete(obj) else owned_by(obj, p.cluster_obj) for obj in desired]
+    p.applied = ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
+                 for a in apply_changed(p.kube, owned, seen=p.seen)]
+
+
+def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
+    """The jail claim has no owner: deleting the cluster never deletes users' data."""
+    return obj["kind"] == "PersistentVolumeClaim"
+
+
+def after_stale_populate_jobs(p: Pass, desired: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Delete an earlier jail image's populate Job; hold the new one back until it is gone.
+
+    Two populate Jobs at once would copy two different trees into one jail.
+    """
+    cluster = p.cluster
+    current = populate_job_name(cluster)
+    stale = [job for job in p.kube.list("batch/v1", "Job", cluster.namespace,
+                                        names.selector_labels(cluster.name, C.COMPONENT_JAIL))
+             if names.is_jail_populate_job(cluster.name, job["metadata"]["name"])
+             and job["metadata"]["name"] != current]
+    if not stale:
+        return list(desired)
+    for job in stale:
+        if not job["metadata"].get("deletionTimestamp"):
+            # Foreground: the Job stays (and the new one waits) until its pods are gone.
+            p.kube.delete("batch/v1", "Job", job["metadata"]["name"], cluster.namespace, propagation="Foreground")
+    return [obj for obj in desired if not (obj["kind"] == "Job" and obj["metadata"]["name"] == current)]

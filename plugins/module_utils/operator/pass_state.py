@@ -1,0 +1,75 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One reconcile pass: what it read, planned, rendered and did.
+
+reconcile.py runs the steps in order over one Pass; each step reads what the ones before it
+left here and adds its own part. Nothing else is handed from step to step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import ScalePlan
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
+from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import RenderedCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmNode
+
+
+class KeyState(NamedTuple):
+    """The munge key every daemon runs with, and why a rotation is not finished (None when it is)."""
+
+    in_use: str
+    pending: Optional[str]
+
+
+class JobNotRequeued(NamedTuple):
+    """A job the operator would have requeued, but which was sent with --no-requeue."""
+
+    job_id: int
+    node: str
+
+
+class Scaling(NamedTuple):
+    """A worker StatefulSet as it was at the start of the pass, and its scale plan."""
+
+    live: Dict[str, Any]
+    plan: ScalePlan
+
+
+@dataclass
+class Pass:
+    """The state of one pass over one SlurmCluster. `slurm` and `slurm_nodes` stay None while
+    slurmctld cannot be asked: the steps that would act on Slurm then do nothing."""
+
+    kube: Kube
+    clock: Clock
+    seen: Optional[SeenEqual]
+    cluster_obj: Mapping[str, Any]
+    cluster: SlurmCluster
+    nodesets: List[NodeSet]
+    # Every NodeSet object of the cluster as read, by name; the status of the invalid ones.
+    live_nodesets: Dict[str, Dict[str, Any]]
+    invalid_nodesets: Dict[str, Dict[str, Any]]
+    events: List[Event] = field(default_factory=list)
+    slurm: Optional[SlurmControl] = None
+    slurm_nodes: Optional[Dict[str, SlurmNode]] = None
+    key: KeyState = KeyState("", None)
+    placement: Dict[str, str] = field(default_factory=dict)
+    scaling: Dict[str, Scaling] = field(default_factory=dict)
+    rendered: RenderedCluster = RenderedCluster([], {})
+    applied: List[str] = field(default_factory=list)
+    # The digest of the Slurm configuration slurmctld runs with (status.configHash).
+    config_hash: str = ""
+    # Whether slurmctld's topology holds every node; None for a cluster without a topology.
+    topology_ready: Optional[bool] = None
+    not_requeued: List[JobNotRequeued] = field(default_factory=list)
+
+    @property
+    def previous_status(self) -> Mapping[str, Any]:
+        """The SlurmCluster's status as the pass found it."""
+        return self.cluster_obj.get("status") or {}

@@ -1,0 +1,69 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The pass's step that puts a new Slurm configuration in effect: `scontrol reconfigure` once
+slurmctld's pod reads the rendered files (ConfigMaps reach pods with a delay, which
+volume_refresh.py shortens); also when nodes joined a cluster with a topology, whose tree takes
+dynamic nodes in only on reconfigure. The digest of what is in effect is the status's configHash."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import has_topology
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_config_volumes
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmNode
+
+
+def config_digest(cluster: SlurmCluster, files: Mapping[str, str], slurm_nodes: Mapping[str, SlurmNode]) -> str:
+    """What the running Slurm configuration should be, as a digest."""
+    parts = ["%s\n%s" % kv for kv in sorted(files.items())]
+    if has_topology(cluster):
+        parts.append(",".join(sorted(slurm_nodes)))
+    return content_hash(parts)
+
+
+def controller_has_config(slurm: SlurmControl, files: Mapping[str, str]) -> bool:
+    """The controller pod's /etc/slurm holds exactly the files we render."""
+    paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
+    code, out = slurm.run(["cat", *paths])[:2]
+    return code == 0 and out == "".join(files[name] for name in sorted(files))
+
+
+def reconfigure_if_needed(p: Pass) -> None:
+    """`scontrol reconfigure` when the rendered configuration is not the one in effect and the
+    controller's pod sees it (the configuration in effect is kept while Slurm cannot be asked);
+    then whether slurmctld's topology holds every node."""
+    put_config_in_effect(p)
+    p.topology_ready = topology_in_effect(p)
+
+
+def put_config_in_effect(p: Pass) -> None:
+    """The reconfigure itself; p.config_hash: what is in effect after it."""
+    p.config_hash = p.previous_status.get("configHash", "")
+    slurm, slurm_nodes = p.slurm, p.slurm_nodes
+    if slurm is None or slurm_nodes is None:
+        return
+    files = p.rendered.config_files
+    wanted = config_digest(p.cluster, files, slurm_nodes)
+    if p.config_hash == wanted:
+        return
+    refresh_config_volumes(p.kube, p.cluster, files)
+    if not controller_has_config(slurm, files):
+        return
+    slurm.reconfigure()
+    p.events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))
+    p.config_hash = wanted
+
+
+def topology_in_effect(p: Pass) -> Optional[bool]:
+    """Whether slurmctld reconfigured with this pass's files and nodes (its tree takes dynamic
+    nodes in only then); None for a cluster without a topology."""
+    if not has_topology(p.cluster):
+        return None
+    return p.slurm_nodes is not None and p.config_hash == config_digest(p.cluster, p.rendered.config_files,
+                                                                          p.slurm_nodes)
