@@ -197,22 +197,47 @@ copy_tree() {
   tar -C "$src" --exclude=__pycache__ --exclude='*.pyc' "$@" -cf - . | tar -C "$dest" -xf -
 }
 
+# The role entrypoints and shell library files (images/common/roles, images/common/lib) an
+# image carries: only what its roles run. Its Dockerfile copies common/roles/ and common/lib/
+# whole, so this is the one list.
+shell_parts_of() {
+  case "$1" in
+    controller) echo lib/base.sh lib/munge.sh lib/slurm.sh roles/controller ;;
+    worker) echo lib/base.sh lib/munge.sh lib/slurm.sh lib/cgroups.sh roles/worker ;;
+    login) echo lib/base.sh lib/munge.sh lib/slurm.sh roles/login roles/long-checks ;;
+    slurmdbd) echo lib/base.sh lib/munge.sh lib/slurm.sh lib/database.sh roles/slurmdbd ;;
+    mariadb) echo lib/base.sh lib/database.sh roles/database ;;
+    exporter) echo lib/base.sh lib/munge.sh roles/exporter ;;
+  esac
+}
+
+stage_shell_parts() {
+  local name="$1" ctx="$2" part
+  mkdir -p "$ctx/common/lib" "$ctx/common/roles"
+  for part in $(shell_parts_of "$name"); do
+    cp -p "$here/common/$part" "$ctx/common/$part"
+  done
+}
+
 # Copy what one image is built from into this run's staging dir: its folder, plus the
-# shared scripts (images/common + constants.sh) or the SPANK sources.
+# shared scripts (images/common + constants.sh, the image's roles) or the SPANK sources.
 stage_context() {
   local name="$1" ctx="$staging/$1"
   mkdir -p "$ctx"
   copy_tree "$here/$name" "$ctx"
   case "$name" in
     controller | worker | login | jail)
-      copy_tree "$here/common" "$ctx/common"
+      copy_tree "$here/common" "$ctx/common" --exclude=./lib --exclude=./roles
+      stage_shell_parts "$name" "$ctx"
       write_constants_sh >"$ctx/common/constants.sh"
       # The node checks (standard library only) run on workers and, for long checks, in the jail.
       cp "$here/node/nodecheck.py" "$here/node/nccl_check.py" "$ctx/common/"
       ;;
     slurmdbd | mariadb | exporter)
       mkdir -p "$ctx/common"
-      cp "$here/common/slurmkube-entrypoint" "$here/common/slurmkube-munge-key" "$here/common/node-status.sh" "$ctx/common/"
+      cp "$here/common/slurmkube-entrypoint" "$ctx/common/"
+      [[ "$name" == mariadb ]] || cp "$here/common/slurmkube-munge-key" "$ctx/common/"
+      stage_shell_parts "$name" "$ctx"
       write_constants_sh >"$ctx/common/constants.sh"
       if [[ "$name" == exporter ]]; then
         mkdir -p "$ctx/collection"

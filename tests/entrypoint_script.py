@@ -1,16 +1,26 @@
-"""Functions of the images' entrypoint (images/common/slurmkube-entrypoint), one at a time: the
-script runs its main when sourced, so the tests take a function's text and run that."""
+"""Functions of the images' entrypoints (the shell library images/common/lib/*.sh and the role
+entrypoints images/common/roles/*), one at a time: a role's script runs when sourced, so the
+tests take a function's text and run that."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
-ENTRYPOINT = Path(__file__).resolve().parents[1] / "images/common/slurmkube-entrypoint"
+COMMON = Path(__file__).resolve().parents[1] / "images" / "common"
+
+
+def entrypoint_files() -> Iterator[Path]:
+    yield from sorted((COMMON / "lib").glob("*.sh"))
+    yield from sorted((COMMON / "roles").iterdir())
 
 
 def entrypoint_function(name: str) -> str:
-    """The text of the entrypoint's function `name`, from `name() {` to its closing brace."""
-    lines = ENTRYPOINT.read_text().splitlines()
-    start = lines.index("%s() {" % name)
-    end = lines.index("}", start)
-    return "\n".join(lines[start:end + 1]) + "\n"
+    """The text of the function `name`, from `name() {` to its closing brace, wherever it is."""
+    for path in entrypoint_files():
+        lines = path.read_text().splitlines()
+        if "%s() {" % name in lines:
+            start = lines.index("%s() {" % name)
+            end = lines.index("}", start)
+            return "\n".join(lines[start:end + 1]) + "\n"
+    raise KeyError("no function %s in %s" % (name, COMMON))

@@ -114,7 +114,14 @@ WORKER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-worker-stop"  # the worker's pr
 CONTROLLER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-controller-stop"  # slurmctld's preStop hook
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"
 JAIL_POPULATE_PROGRAM = "/usr/local/sbin/slurmkube-jail-populate"
+# Every image starts this: it runs the entrypoint of SLURMKUBE_ROLE, ROLE_ENTRYPOINTS_DIR/<role>, on
+# the shell library in SHELL_LIBRARY_DIR (images/common/lib: only what the image's roles use).
 ENTRYPOINT_PROGRAM = "/usr/local/sbin/slurmkube-entrypoint"
+ROLE_ENTRYPOINTS_DIR = "/usr/local/lib/slurmkube/roles"
+SHELL_LIBRARY_DIR = "/usr/local/lib/slurmkube/lib"
+# Written by a worker's entrypoint: the node's name and jail, for what slurmd and the kubelet run
+# with a bare environment (the health check, the stop hook).
+NODE_ENV_FILE = "/run/slurmkube/node.env"
 # Key rotation in place (the operator execs it): `status` prints the key munged runs with and
 # the one mounted from the Secret; `switch <fingerprint>` restarts munged with the mounted key.
 MUNGE_KEY_PROGRAM = "/usr/local/sbin/slurmkube-munge-key"

@@ -1,0 +1,62 @@
+# shellcheck shell=bash
+# A worker's cgroups made writable for slurmd (sourced after base.sh).
+
+# slurmd holds each job in a cgroup of its own below this pod's (cgroup.conf's
+# CgroupMountpoint is CGROUP_MOUNT_DIR). The runtime mounts the pod's cgroups read-only at
+# /sys/fs/cgroup; they are mounted again here, writable (CAP_SYS_ADMIN, which the jail needs
+# anyway). The root of each mount is this pod's own cgroup, so slurmd can reach nothing of
+# the node's, and /sys/fs/cgroup stays read-only: it is what jobs see through the jail's /sys.
+mount_cgroups_writable() {
+  local dir="$CGROUP_MOUNT_DIR" sub root
+  install -d "$dir"
+  if [[ -e /sys/fs/cgroup/cgroup.controllers ]]; then
+    mount --bind /sys/fs/cgroup "$dir" && mount -o remount,bind,rw "$dir" || return 1
+    root="$dir$(sed -n 's/^0:://p' /proc/self/cgroup)" # the pod's cgroup ("/" in its namespace)
+    root="${root%/}"
+    leave_cgroup_root "$root" || return 1
+    delegate_cgroup_controllers "$root" || return 1
+    log "cgroup v2: this pod's tree is writable at $root (controllers: $(cat "$root/cgroup.subtree_control"))"
+    return 0
+  fi
+  # v1: a tmpfs with one mount per controller (cpu,cpuacct may be one, with symlinks).
+  mount --rbind /sys/fs/cgroup "$dir" || return 1
+  for sub in "$dir"/*; do
+    if [[ -d "$sub" && ! -L "$sub" ]] && mountpoint -q "$sub"; then
+      mount -o remount,bind,rw "$sub" || return 1
+    fi
+  done
+  log "cgroup v1: this pod's controllers are writable under $dir"
+}
+
+# cgroup v2 lets a cgroup hand controllers to its children only while it holds no process
+# itself. The container starts in its pod's cgroup (ROOT): move its processes (tini, this
+# script, munged) to ROOT/init.scope, as systemd would, and slurmd, started after, with them.
+leave_cgroup_root() {
+  local root="$1" pid pids
+  [[ -e "$root/cgroup.procs" ]] || return 0 # (cgroupfs files have size 0: -s would always fail)
+  install -d "$root/init.scope"
+  # The list is read whole before moving anyone: it changes under a reader as processes leave.
+  for _ in 1 2 3; do
+    mapfile -t pids <"$root/cgroup.procs"
+    ((${#pids[@]})) || return 0
+    for pid in "${pids[@]}"; do
+      echo "$pid" >"$root/init.scope/cgroup.procs" 2>/dev/null || true
+    done
+  done
+  [[ -z "$(cat "$root/cgroup.procs")" ]] || return 1
+}
+
+# Then hand every controller the pod has to its children and on from ROOT/system.slice, as
+# systemd does for a unit with Delegate=yes: slurmd makes the scope for job cgroups there
+# (cgroup.conf: IgnoreSystemd). slurmd would do it itself (EnableControllers), but before
+# system.slice exists, and it logs errors for each controller (measured on a v2 node).
+delegate_cgroup_controllers() {
+  local dir controller controllers
+  for dir in "$1" "$1/system.slice"; do
+    install -d "$dir"
+    read -ra controllers <"$dir/cgroup.controllers"
+    for controller in "${controllers[@]}"; do
+      echo "+$controller" >"$dir/cgroup.subtree_control" || return 1
+    done
+  done
+}
