@@ -45,7 +45,7 @@ debootstrap_s="$(awk '/debootstrap trixie/ { split($2, a, ":"); s = a[1]*3600 + 
 echo "warm build, nothing changed..." >&2
 warm=$(timed_build)
 echo "warm build after an entrypoint edit..." >&2
-echo "# bench edit" >>"$work/repo/images/common/slurmkube-entrypoint"
+echo "# bench edit" >>"$work/repo/images/common/lib/base.sh"
 edit=$(timed_build)
 
 sizes="$(jq -r 'to_entries[] | .value' "$work/manifest.json" |

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Dict, NamedTuple
 
 import pytest
-from slurm_output import key_values, size_kib
-from test_images import (
+from docker_cluster import (
     CLUSTER_MODEL,
     REPO,
     WIDE_MODEL,
@@ -34,6 +33,7 @@ from test_images import (
     write_secret,
     write_slurm_config,
 )
+from slurm_output import key_values, size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names

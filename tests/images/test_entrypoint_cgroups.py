@@ -2,7 +2,7 @@
 
 On cgroup v2 a cgroup may hand controllers to its children only while it holds no process, so
 the entrypoint moves the container's processes from its namespace's root cgroup into init.scope
-before slurmd starts (images/common/slurmkube-entrypoint, leave_cgroup_root). This host is cgroup
+before slurmd starts (images/common/lib/cgroups.sh, leave_cgroup_root). This host is cgroup
 v1, but it mounts the unified (v2) hierarchy beside it: the function runs there, in a cgroup of
 its own that stands for the pod's, with processes it must move.
 """

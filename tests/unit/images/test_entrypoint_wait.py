@@ -1,4 +1,4 @@
-"""The entrypoint's test that slurmctld answers (images/common/slurmkube-entrypoint,
+"""The entrypoint's test that slurmctld answers (images/common/lib/slurm.sh,
 controller_answers_up), with a stand-in scontrol on PATH, under the script's own
 `set -euo pipefail`."""
 

@@ -1,0 +1,97 @@
+"""Each image on its own: what it runs and carries (no cluster)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from docker_cluster import (
+    BUILD,
+    REPO,
+    docker,
+    run,
+    spank_plugin_expected,
+)
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+pytestmark = pytest.mark.slurm
+
+
+def test_print_tags_names_the_built_images_without_building(images):
+    out = run("bash", str(BUILD), "--print-tags", cwd=REPO)
+    assert json.loads(out.stdout) == images
+    assert "building" not in out.stderr
+
+
+def test_controller_image_runs_slurmctld(images):
+    out = docker("run", "--rm", images["controller"], "slurmctld", "-V").stdout
+    assert " 24.11." in out  # "slurm-wlm 24.11.5" (Debian trixie)
+
+
+def test_login_image_runs_sshd(images):
+    out = docker("run", "--rm", images["login"], "/usr/sbin/sshd", "-V", check=False)
+    assert "OpenSSH_10" in out.stdout + out.stderr
+
+
+def test_worker_image_has_slurmd_healthcheck_and_plugin(images):
+    files = [C.HEALTHCHECK_PROGRAM, C.ENTRYPOINT_PROGRAM]
+    if spank_plugin_expected():
+        files.append(C.SPANK_PLUGIN_PATH)
+    docker("run", "--rm", images["worker"], "sh", "-c", "slurmd -V && " + " && ".join("test -s %s" % f for f in files))
+
+
+def test_jail_image_has_what_hpc_users_expect(images):
+    tools = [
+        "srun",
+        "sbatch",
+        "squeue",
+        "mpirun",
+        "mpicc",
+        "python3",
+        "gcc",
+        "g++",
+        "gfortran",
+        "make",
+        "vim",
+        "less",
+        "git",
+        "curl",
+        "ssh",
+        "tmux",
+    ]
+    docker("run", "--rm", images["jail"], "sh", "-c", " && ".join("command -v %s >/dev/null" % t for t in tools))
+    if spank_plugin_expected():
+        docker("run", "--rm", images["jail"], "test", "-s", C.SPANK_PLUGIN_PATH)
+
+
+def test_operator_image_imports_its_handlers_unprivileged_on_a_read_only_root(images):
+    script = (
+        "import kubernetes, kopf, slurmkube_operator;"
+        "from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile;"
+        "import os; print(os.getuid())"
+    )
+    out = docker("run", "--rm", "--read-only", images["operator"], "python3", "-c", script).stdout
+    assert out.strip() == "65532"
+    assert "1.45" in docker("run", "--rm", images["operator"], "kopf", "--version").stdout
+
+
+@pytest.mark.parametrize("name", ["controller", "worker", "login", "jail"])
+def test_every_image_running_slurm_clients_has_the_spank_plugin(images, name):
+    if not spank_plugin_expected():
+        pytest.skip("spank/Makefile does not exist yet")
+    docker("run", "--rm", images[name], "test", "-s", C.SPANK_PLUGIN_PATH)
+
+
+def test_no_image_ships_a_munge_key_or_ssh_host_keys(images):
+    for name in ("controller", "worker", "login", "jail"):
+        docker(
+            "run",
+            "--rm",
+            images[name],
+            "sh",
+            "-c",
+            "test ! -e /etc/munge/munge.key && ! ls /etc/ssh/ssh_host_*_key 2>/dev/null",
+        )
+
+
