@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 import yaml
 from localkube_helpers import Cluster, wait_for
@@ -198,3 +199,25 @@ def wait_ready(kube: Cluster, name: str, operator: Operator, timeout: float = 60
             name, cluster_status(kube, name), pods, operator.logs()[-6000:])
 
     return wait_for(ready, timeout, 3, explain=explain)
+
+
+@contextlib.contextmanager
+def running_cluster(kube: Cluster, operator: Operator, name: str, images: Mapping[str, str],
+                    spec: Optional[Mapping] = None, nodesets: Sequence[Tuple[Any, ...]] = (),
+                    ready_timeout: float = 600, delete_timeout: float = 180) -> Iterator[SlurmView]:
+    """The test modules' one cluster fixture: a SlurmCluster and its NodeSets ((name, replicas[,
+    spec]) each) applied and Ready; when the block ends the cluster is deleted, then every NodeSet
+    of it (those its tests added too)."""
+    kube.apply(manifests(cluster_manifest(kube.namespace, name, images, spec),
+                         *(nodeset_manifest(kube.namespace, name, *nodeset) for nodeset in nodesets)))
+    wait_ready(kube, name, operator, timeout=ready_timeout)
+    try:
+        yield SlurmView(kube, name)
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", name, "--wait=true", check=False,
+                     timeout=delete_timeout)
+        mine = [n["metadata"]["name"] for n in (kube.find_json("nodesets") or {}).get("items", [])
+                if (n.get("spec") or {}).get("clusterName") == name]
+        if mine:
+            kube.kubectl("-n", kube.namespace, "delete", "nodeset", *mine, "--wait=true", check=False,
+                         timeout=delete_timeout)

@@ -22,7 +22,7 @@ from slurm_helpers import (
     SlurmView,
     cluster_manifest,
     manifests,
-    nodeset_manifest,
+    running_cluster,
     tiny_cluster_spec,
     wait_ready,
 )
@@ -83,17 +83,12 @@ def slurm(localkube_cluster: Cluster, images: dict, operator: Operator, site_dat
     spec["slurm"] = {"config": dict(spec["slurm"]["config"], AccountingStorageEnforce="associations,limits,qos",
                                     PriorityCalcPeriod=1)}
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, images, spec),
-                         nodeset_manifest(kube.namespace, CLUSTER, NODESET, 1, WIDE)))
-    wait_ready(kube, CLUSTER, operator)
-    view = SlurmView(kube, CLUSTER)
-    # slurmctld registers the cluster with slurmdbd when it first connects.
-    wait_for(lambda: CLUSTER in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
-             120, 2, explain=lambda: kube.kubectl("-n", kube.namespace, "logs", "%s-slurmdbd-0" % CLUSTER,
-                                                  "--tail=50", check=False).stdout)
-    yield view
-    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
-    kube.kubectl("-n", kube.namespace, "delete", "nodeset", NODESET, "--wait=true", check=False, timeout=180)
+    with running_cluster(kube, operator, CLUSTER, images, spec, [(NODESET, 1, WIDE)]) as view:
+        # slurmctld registers the cluster with slurmdbd when it first connects.
+        wait_for(lambda: CLUSTER in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
+                 120, 2, explain=lambda: kube.kubectl("-n", kube.namespace, "logs", "%s-slurmdbd-0" % CLUSTER,
+                                                      "--tail=50", check=False).stdout)
+        yield view
 
 
 @pytest.fixture(scope="module", autouse=True)

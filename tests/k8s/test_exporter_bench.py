@@ -27,11 +27,8 @@ from slurm_helpers import (
     TINY,
     Operator,
     SlurmView,
-    cluster_manifest,
-    manifests,
-    nodeset_manifest,
+    running_cluster,
     tiny_cluster_spec,
-    wait_ready,
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -73,15 +70,10 @@ def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster(localkube_cluster: Cluster, images: dict, operator: Operator) -> Cluster:
-    kube = localkube_cluster
     spec = dict(tiny_cluster_spec(), exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": 1})
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, "exporter")}, pullPolicy="Never")
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, images, spec),
-                         nodeset_manifest(kube.namespace, CLUSTER, "cpu", 1)))
-    wait_ready(kube, CLUSTER, operator)
-    yield kube
-    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
-    kube.kubectl("-n", kube.namespace, "delete", "nodeset", "cpu", "--wait=true", check=False, timeout=180)
+    with running_cluster(localkube_cluster, operator, CLUSTER, images, spec, [("cpu", 1)]):
+        yield localkube_cluster
 
 
 def exporter_pod(kube: Cluster) -> str:

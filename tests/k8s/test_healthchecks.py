@@ -27,12 +27,9 @@ from slurm_helpers import (
     TINY_NODES,
     Operator,
     SlurmView,
-    cluster_manifest,
     in_service,
-    manifests,
-    nodeset_manifest,
+    running_cluster,
     tiny_cluster_spec,
-    wait_ready,
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -78,14 +75,10 @@ def hc(localkube_cluster: Cluster, monitoring_images: dict, operator: Operator) 
                 exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": EXPORTER_INTERVAL,
                           "scrapeFrom": [SCRAPER]})
     spec["images"] = dict({n: monitoring_images[n] for n in (*SLURM_IMAGES, "exporter")}, pullPolicy="Never")
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, monitoring_images, spec),
-                         nodeset_manifest(kube.namespace, CLUSTER, "cpu", len(WORKERS), TINY_NODES)))
-    wait_ready(kube, CLUSTER, operator)
-    # Started now, so the rates the dashboards show have a window of samples by the last test.
-    deploy_prometheus(kube, monitoring_images["prometheus"], CLUSTER, SCRAPE_INTERVAL)
-    yield kube
-    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
-    kube.kubectl("-n", kube.namespace, "delete", "nodesets", "--all", "--wait=true", check=False, timeout=180)
+    with running_cluster(kube, operator, CLUSTER, monitoring_images, spec, [("cpu", len(WORKERS), TINY_NODES)]):
+        # Started now, so the rates the dashboards show have a window of samples by the last test.
+        deploy_prometheus(kube, monitoring_images["prometheus"], CLUSTER, SCRAPE_INTERVAL)
+        yield kube
 
 
 @pytest.fixture(scope="module")

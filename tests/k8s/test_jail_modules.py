@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from localkube_helpers import REPO, SHARED_STORAGE_CLASS, Cluster, wait_for
-from slurm_helpers import Operator, cluster_manifest, manifests, nodeset_manifest, wait_ready
+from slurm_helpers import Operator, running_cluster
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module
@@ -47,12 +47,9 @@ def jail_claim(localkube_cluster: Cluster, slurm_images, tmp_path_factory) -> st
 @pytest.fixture(scope="module")
 def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator, jail_claim: str) -> Cluster:
     """Controller, one login, one worker, on the jail jail_volume made (spec.jail.existingClaim)."""
-    kube = localkube_cluster
     spec = {"jail": {"existingClaim": jail_claim}, "partitions": [{"name": "main", "default": True}]}
-    cluster = cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec)
-    kube.apply(manifests(cluster, nodeset_manifest(kube.namespace, CLUSTER, "cpu", 1)))
-    wait_ready(kube, CLUSTER, operator, timeout=900)
-    return kube
+    with running_cluster(localkube_cluster, operator, CLUSTER, slurm_images, spec, [("cpu", 1)], ready_timeout=900):
+        yield localkube_cluster
 
 
 def module(kube: Cluster, tmp_path: Path, name: str, args: dict, *flags: str):

@@ -24,6 +24,7 @@ from slurm_helpers import (
     manifests,
     nodeset_manifest,
     our_writes,
+    running_cluster,
     tiny_cluster_spec,
     wait_ready,
 )
@@ -47,18 +48,13 @@ def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator) 
     spec = {"partitions": [{"name": "main", "default": True}, {"name": "big", "nodeSets": ["big"]}],
             "slurm": {"topology": [{"name": "leaf", "nodes": "demo-cpu-[0-9],demo-big-0"},
                                    {"name": "spine", "switches": ["leaf"]}], "config": dict(QUICK_REQUEUE)}}
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
-                         nodeset_manifest(kube.namespace, CLUSTER, "cpu", 3),
-                         nodeset_manifest(kube.namespace, CLUSTER, "big", 1)))
-    wait_ready(kube, CLUSTER, operator)
-    # Ready is Slurm's view (nodes in service); slurmd registers before the kubelet's first
-    # readiness probe (every 10 s) marks its pod Ready, and the NodeSets' readyReplicas follow
-    # the pods. The tests below start from a cluster both agree on (CI saw the gap once).
-    wait_for(lambda: all(kube.get_json("nodeset", name).get("status", {}).get("readyReplicas") == replicas
-                         for name, replicas in (("cpu", 3), ("big", 1))), 120, 2)  # fmt: skip
-    yield kube
-    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
-    kube.kubectl("-n", kube.namespace, "delete", "nodesets", "--all", "--wait=true", check=False, timeout=180)
+    with running_cluster(kube, operator, CLUSTER, slurm_images, spec, [("cpu", 3), ("big", 1)]):
+            # Ready is Slurm's view (nodes in service); slurmd registers before the kubelet's first
+        # readiness probe (every 10 s) marks its pod Ready, and the NodeSets' readyReplicas follow
+        # the pods. The tests below start from a cluster both agree on (CI saw the gap once).
+        wait_for(lambda: all(kube.get_json("nodeset", name).get("status", {}).get("readyReplicas") == replicas
+                             for name, replicas in (("cpu", 3), ("big", 1))), 120, 2)  # fmt: skip
+        yield kube
 
 
 @pytest.fixture(scope="module")

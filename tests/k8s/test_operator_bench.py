@@ -24,10 +24,8 @@ from localkube_helpers import Cluster, wait_for
 from slurm_helpers import (
     Operator,
     SlurmView,
-    cluster_manifest,
-    manifests,
-    nodeset_manifest,
     our_writes,
+    running_cluster,
     wait_ready,
 )
 
@@ -41,13 +39,9 @@ TINY = {"resources": {"cpu": 1, "cpuRequest": "20m", "memory": "512Mi"}}
 
 @pytest.fixture(scope="module")
 def bench_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
-    kube = localkube_cluster
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, {"login": {"replicas": 0}}),
-                         nodeset_manifest(kube.namespace, CLUSTER, "wide", 0, TINY)))
-    wait_ready(kube, CLUSTER, operator)
-    yield kube
-    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=300)
-    kube.kubectl("-n", kube.namespace, "delete", "nodeset", "wide", "--wait=true", check=False, timeout=300)
+    with running_cluster(localkube_cluster, operator, CLUSTER, slurm_images, {"login": {"replicas": 0}},
+                         [("wide", 0, TINY)], delete_timeout=300):
+        yield localkube_cluster
 
 
 def scale(kube: Cluster, replicas: int) -> None:

@@ -28,12 +28,11 @@ from slurm_helpers import (
     TINY_NODES,
     Operator,
     SlurmView,
-    cluster_manifest,
     in_service,
     manifests,
     nodeset_manifest,
+    running_cluster,
     tiny_cluster_spec,
-    wait_ready,
 )
 from slurm_output import key_values, mpi_ranks, size_kib
 
@@ -60,14 +59,10 @@ KEY_IN_POD = "/tmp/slurm-jobs-test-key"
 
 @pytest.fixture(scope="module")
 def slurm(localkube_cluster: Cluster, slurm_images, operator: Operator) -> SlurmView:
-    kube = localkube_cluster
     spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY})
-    kube.apply(manifests(cluster_manifest(kube.namespace, CLUSTER, slurm_images, spec),
-                         nodeset_manifest(kube.namespace, CLUSTER, NODESET, len(NODES), WIDE)))  # fmt: skip
-    wait_ready(kube, CLUSTER, operator)
-    yield SlurmView(kube, CLUSTER)
-    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=180)
-    kube.kubectl("-n", kube.namespace, "delete", "nodeset", NODESET, "--wait=true", check=False, timeout=180)
+    with running_cluster(localkube_cluster, operator, CLUSTER, slurm_images, spec,
+                         [(NODESET, len(NODES), WIDE)]) as slurm:
+        yield slurm
 
 
 def model():
