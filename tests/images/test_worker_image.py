@@ -122,7 +122,7 @@ def test_workers_register_with_their_size_and_nodeset(cluster):
 
 
 def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):
-    extra = "%s-%d" % (nodeset_object_name(NODESET_MODEL), len(WORKERS))
+    extra = names.pod(nodeset_object_name(NODESET_MODEL), len(WORKERS))
     cluster.start_worker(extra)
     wait_for(extra + " idle", lambda: extra in cluster.idle_nodes(), timeout=60)
     remove_worker(cluster, extra)

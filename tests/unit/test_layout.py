@@ -166,7 +166,7 @@ def test_node_programs_import_nothing_of_the_collection():
     ("ops", "from %s.operator.reconcile import Reconciler" % PREFIX),
     ("model", "from %s.k8s.client import Kube" % PREFIX),
     ("render", "from %s.slurm import control" % PREFIX),
-    ("k8s", "from %s.model.spec import SlurmCluster" % PREFIX),
+    ("k8s", "from %s.model.types import SlurmCluster" % PREFIX),
     ("modules", "import %s.operator.leader" % PREFIX),
     (OPERATOR_ENTRY, "from %s.ops.slurm_cluster import plan_present" % PREFIX),
     (EXPORTER_ENTRY, "from %s.k8s.client import Kube" % PREFIX),

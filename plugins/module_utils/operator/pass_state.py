@@ -61,7 +61,7 @@ class Pass:
     key: KeyState = KeyState("", None)
     placement: Dict[str, str] = field(default_factory=dict)
     scaling: Dict[str, Scaling] = field(default_factory=dict)
-    rendered: RenderedCluster = RenderedCluster([], {})
+    rendered: RenderedCluster = field(default_factory=lambda: RenderedCluster([], {}))
     applied: List[str] = field(default_factory=list)
     # The digest of the Slurm configuration slurmctld runs with (status.configHash).
     config_hash: str = ""
