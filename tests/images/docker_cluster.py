@@ -130,7 +130,6 @@ def spank_plugin_expected() -> bool:
     return (REPO / "spank" / "Makefile").is_file()
 
 
-
 # ---------------------------------------------------------------------------- a real cluster
 
 
@@ -369,10 +368,8 @@ class Cluster:
             remove_as_root(self.root / d)
 
 
-
 def jail_home(cluster: Cluster) -> Path:
     return cluster.root / "jail" / "home" / JAIL_USER
-
 
 
 def root_sbatch(cluster: Cluster, *args: str) -> str:
@@ -395,7 +392,6 @@ def daemon_ids(cluster: Cluster, host: str) -> dict:
 AS_MUNGE = ("setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", "--")
 
 
-
 def ssh_to_login(cluster: Cluster, command: str) -> subprocess.CompletedProcess:
     """Run command in an ssh session of the jail user on the login node, from another container."""
     return docker(
@@ -404,7 +400,6 @@ def ssh_to_login(cluster: Cluster, command: str) -> subprocess.CompletedProcess:
         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
         "%s@%s" % (JAIL_USER, LOGIN_POD), command, timeout=120,
     )  # fmt: skip
-
 
 
 WIDE_NODE = slurm_node_names(WIDE_MODEL)[0]

@@ -39,7 +39,6 @@ def test_rendered_config_is_what_the_daemons_run_with(cluster):
     assert "submounts=%s:/tmp" % C.NODE_TMP_DIR in plugstack
 
 
-
 @pytest.mark.parametrize("host", [CONTROLLER_POD, WORKERS[0], LOGIN_POD])
 def test_munged_is_not_dumpable_even_to_its_own_uid(cluster, host):
     """munged holds the keys it derives from the key file in its heap. It is started with real
@@ -68,7 +67,6 @@ def test_munged_keeps_no_key_file_its_own_uid_could_read(cluster):
         assert out.returncode != 0 and "Permission denied" in out.stderr, (path, out.stdout, out.stderr)
 
 
-
 TIMESTAMPED = re.compile(r"^(\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\]|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) ")
 
 
@@ -86,7 +84,6 @@ def test_jail_accounts_resolve_on_controller_and_login(cluster, host):
     entry = cluster.exec(host, "getent", "passwd", JAIL_USER).stdout
     assert entry.startswith("%s:x:%d:%d:" % (JAIL_USER, JAIL_UID, JAIL_UID))
     assert cluster.exec(host, "getent", "passwd", "slurm").returncode == 0  # the image's own users stay
-
 
 
 def rotate_mounted_key(directory: Path, key: bytes) -> None:
@@ -141,5 +138,3 @@ def test_munge_key_switches_in_place_under_a_running_job(cluster):
     assert {h: cluster.exec(h, "pgrep", "-x", "slurmctld|slurmd|sshd", check=False).stdout.split()[:1]
             for h in hosts} == daemons  # fmt: skip
     assert "SIGHUP: restarting munged" in docker("logs", cluster.containers[WORKERS[0]]).stdout
-
-

@@ -93,5 +93,3 @@ def test_no_image_ships_a_munge_key_or_ssh_host_keys(images):
             "-c",
             "test ! -e /etc/munge/munge.key && ! ls /etc/ssh/ssh_host_*_key 2>/dev/null",
         )
-
-

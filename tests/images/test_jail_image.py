@@ -15,8 +15,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 pytestmark = pytest.mark.slurm
 
 
-
-
 @pytest.fixture
 def jail_dir(tmp_path):
     jail = tmp_path / "jail"
@@ -50,5 +48,3 @@ def test_jail_populate_once_then_noop_and_user_data_survives_upgrade(images, jai
     assert marker.read_text() == "v2\n"
     assert user_file.read_text() == "precious\n"
     assert "alice:x:2000" in (jail_dir / "etc/passwd").read_text()
-
-

@@ -32,7 +32,6 @@ def test_user_logs_in_and_runs_a_batch_job_in_the_jail(cluster):
     assert out[1:] == [JAIL_USER, "test"]
 
 
-
 @needs_plugin
 def test_sbatch_from_login_writes_default_output_into_the_jail_home(cluster):
     job = ssh_to_login(cluster, "cd ~ && sbatch --parsable --wait --wrap 'id -un; cat /%s'" % C.JAIL_MARKER_FILE)
@@ -41,7 +40,6 @@ def test_sbatch_from_login_writes_default_output_into_the_jail_home(cluster):
     assert out.read_text().split() == [JAIL_USER, "test"]
     for worker in WORKERS:  # written into the jail, not into a worker's own /home
         assert cluster.exec(worker, "test", "-e", "/home/%s" % JAIL_USER, check=False).returncode != 0
-
 
 
 def test_login_runs_sshd_with_the_mounted_host_key_and_slurm_clients(cluster):
@@ -59,7 +57,6 @@ def test_login_runs_sshd_with_the_mounted_host_key_and_slurm_clients(cluster):
     assert served == mounted
     out = cluster.exec(LOGIN_POD, "sinfo", "-h", "-N", "-o", "%N").stdout
     assert set(out.split()) == set(WORKERS)
-
 
 
 def test_ssh_login_lands_in_the_jail_with_slurm_commands(cluster):
@@ -104,5 +101,3 @@ def test_a_session_holds_no_admin_capability_and_cannot_reach_the_login_pods_roo
     bounding = int(out.stdout.split()[1], 16)
     assert not bounding & (1 << CAP_SYS_ADMIN), out.stdout  # sshd and its sessions lost it for good
     assert "Permission denied" in out.stdout and "PRIVATE KEY" not in out.stdout, out.stdout
-
-

@@ -102,5 +102,3 @@ class TestEnforcement:
         wait_for("the leftover sleep gone",
                  lambda: cluster.exec(WIDE_NODE, "pgrep", "-f", "sleep 3141", check=False).returncode == 1,
                  timeout=30)  # fmt: skip
-
-

@@ -142,8 +142,6 @@ def run_long_checks(cluster: Cluster, *env: str) -> tuple:
     return [job for kind, node, job in submitted if kind == "long"], [s[2] for s in submitted], out
 
 
-
-
 def test_long_checks_pass_on_healthy_nodes_and_report_per_node(cluster):
     # Four engineers share this machine's two cores: the test proves the checks' wiring, so
     # its thresholds only require that the benchmarks ran.
@@ -188,5 +186,3 @@ def test_failed_long_check_drains_and_the_fast_check_leaves_it(cluster):
     finally:
         for worker in WORKERS:
             cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume", check=False)
-
-

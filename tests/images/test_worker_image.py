@@ -55,7 +55,6 @@ def test_jobs_run_in_the_jail_and_share_its_files(cluster):
         assert srun(WORKERS[0], "cat " + path).returncode != 0
 
 
-
 @needs_plugin
 def test_mpi_ranks_find_each_other_with_srun_pmix_and_with_mpirun_in_sbatch(cluster):
     """The PMIx server is slurmstepd's, on the node; the ranks run in the jail and must reach it."""
@@ -70,7 +69,6 @@ def test_mpi_ranks_find_each_other_with_srun_pmix_and_with_mpirun_in_sbatch(clus
     ranks = mpi_ranks(batch.stdout)
     assert sorted(ranks) == [0, 1], batch.stdout + batch.stderr
     assert {r["sum"] for r in ranks.values()} == {1}
-
 
 
 @needs_plugin
@@ -110,7 +108,6 @@ def test_jobs_tmp_is_the_nodes_own_scratch(cluster):
     assert mode == "1777"  # sticky: no user deletes another's files
 
 
-
 def test_workers_register_with_their_size_and_nodeset(cluster):
     told = cluster.node(WORKERS[0])
     # Slurm sees the pod's whole memory and keeps the daemons' share from jobs.
@@ -118,7 +115,6 @@ def test_workers_register_with_their_size_and_nodeset(cluster):
     derived = cluster.node(WORKERS[1])
     assert (derived["cpus"], derived["real_memory"]) == (1, WORKER_MEMORY_MB)
     assert NODESET in told["features"]
-
 
 
 def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):

@@ -152,5 +152,3 @@ def test_the_workers_root_is_read_only_even_for_its_own_root(cluster):
     """What slurmd runs as root outside the jail (the health check) stays the image's."""
     out = cluster.exec(WORKERS[0], "sh", "-c", "echo x >>%s" % C.HEALTHCHECK_PROGRAM, check=False)
     assert out.returncode != 0 and "Read-only file system" in out.stderr, out.stderr
-
-

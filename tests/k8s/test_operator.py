@@ -49,7 +49,7 @@ def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator) 
             "slurm": {"topology": [{"name": "leaf", "nodes": "demo-cpu-[0-9],demo-big-0"},
                                    {"name": "spine", "switches": ["leaf"]}], "config": dict(QUICK_REQUEUE)}}
     with running_cluster(kube, operator, CLUSTER, slurm_images, spec, [("cpu", 3), ("big", 1)]):
-            # Ready is Slurm's view (nodes in service); slurmd registers before the kubelet's first
+        # Ready is Slurm's view (nodes in service); slurmd registers before the kubelet's first
         # readiness probe (every 10 s) marks its pod Ready, and the NodeSets' readyReplicas follow
         # the pods. The tests below start from a cluster both agree on (CI saw the gap once).
         wait_for(lambda: all(kube.get_json("nodeset", name).get("status", {}).get("readyReplicas") == replicas

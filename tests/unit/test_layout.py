@@ -97,7 +97,7 @@ def violations(layer: str, source: str) -> List[str]:
 def sideways(dotted_self: str, source: str) -> List[str]:
     """What a module imports from its own layer that is neither the layer's floor nor allowed to
     its top."""
-    layer, _, name = dotted_self.partition(".")
+    layer, name = dotted_self.split(".")[0], dotted_self.split(".")[-1]
     if layer not in LAYERS or TOPS.get(layer) == name:
         return []
     return sorted(dotted for dotted in imported_modules(source)

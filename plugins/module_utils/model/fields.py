@@ -178,7 +178,6 @@ def camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-
 def optional_inner(hint: Any) -> Optional[Any]:
     """X for Optional[X], else None."""
     args = getattr(hint, "__args__", ())

@@ -227,4 +227,3 @@ def parse_cluster(resource: Mapping[str, Any]) -> SlurmCluster:
 def parse_nodeset(resource: Mapping[str, Any]) -> NodeSet:
     """Validate a NodeSet resource ({metadata, spec}) and return its model."""
     return NodeSet(*_parse_resource(resource, NodeSetSpec, rules.nodeset_rules))
-

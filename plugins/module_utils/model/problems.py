@@ -33,4 +33,3 @@ def key_path(path: str, key: str) -> str:
     """The path of a mapping's entry: path.key, or path['key'] (quoted, escapes and all) when the
     key holds anything but a plain name, so no message carries a raw newline."""
     return "%s.%s" % (path, key) if re.match(r"^[A-Za-z0-9_.-]+$", key) else "%s[%s]" % (path, describe(key))
-

@@ -225,4 +225,3 @@ def check_references(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> None
                          % (cluster.spec.slurm.max_node_count, total)))
     if problems:
         raise SpecError(problems)
-

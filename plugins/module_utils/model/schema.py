@@ -241,7 +241,6 @@ def render_crds() -> List[Dict[str, Any]]:
 # lives beside the CRDs, its CEL made from the model's own rules.
 
 
-
 def _cel_regex(pattern: str) -> str:
     """A Python regular expression as a CEL raw string for matches() (RE2 reads it alike)."""
     if "'" in pattern:

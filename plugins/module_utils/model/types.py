@@ -573,4 +573,3 @@ class NodeSet:
     name: str
     namespace: str
     spec: NodeSetSpec
-

@@ -65,5 +65,6 @@ def topology_in_effect(p: Pass) -> Optional[bool]:
     nodes in only then); None for a cluster without a topology."""
     if not has_topology(p.cluster):
         return None
-    return p.slurm_nodes is not None and p.config_hash == config_digest(p.cluster, p.rendered.config_files,
-                                                                          p.slurm_nodes)
+    if p.slurm_nodes is None:
+        return False
+    return p.config_hash == config_digest(p.cluster, p.rendered.config_files, p.slurm_nodes)

@@ -35,6 +35,7 @@ def cluster_resource(name: str, namespace: str, spec: Mapping[str, Any]) -> Dict
     return {"apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER,
             "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
 
+
 # The accounting modules' target (twin of doc fragment slurmkube.core.slurm_accounting).
 ACCOUNTING_ARGS: Dict[str, Dict[str, Any]] = {
     "cluster": {"type": "str", "required": True},

@@ -34,7 +34,6 @@ SECRETS_VOLUME = "run-secrets"
 MEMORY_VOLUME = {"name": SECRETS_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}
 
 
-
 def render_slurmdbd_conf(cluster: SlurmCluster) -> str:
     """slurmdbd.conf without StoragePass. DbdHost=localhost: slurmdbd runs where it is read
     (it refuses a DbdHost that is not its own name), and listens on every address."""
@@ -203,7 +202,6 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     # A clean InnoDB shutdown takes a while under load: more than the default 30 s.
     pod_spec = {"terminationGracePeriodSeconds": 120, "containers": [container], "volumes": [MEMORY_VOLUME]}
     return _statefulset(cluster, names.database(cluster.name), C.COMPONENT_DATABASE, pod_spec, {}, [claim])
-
 
 
 def render_accounting(cluster: SlurmCluster) -> List[common.Manifest]:

@@ -137,8 +137,8 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
     spec = cluster.spec
     settings: Dict[str, Any] = {
         "ClusterName": cluster.name,
-        "SlurmctldHost": "%s(%s)" % (names.controller_pod(cluster.name),
-                                      names.controller_address(cluster.name, cluster.namespace)),
+        "SlurmctldHost": "%s(%s)" % (
+            names.controller_pod(cluster.name), names.controller_address(cluster.name, cluster.namespace)),
         "SlurmctldPort": C.SLURMCTLD_PORT,
         "SlurmdPort": C.SLURMD_PORT,
         "AuthType": "auth/munge",

@@ -66,8 +66,7 @@ def test_every_role_entrypoint_is_in_some_image():
 
 
 def test_the_dockerfiles_put_roles_and_library_where_the_entrypoints_look():
-    images = {image for image in shell_parts()}
-    for image in sorted(images):
+    for image in sorted(shell_parts()):
         text = (REPO / "images" / image / "Dockerfile").read_text()
         assert "COPY common/roles/ %s/\n" % C.ROLE_ENTRYPOINTS_DIR in text
         assert "COPY common/lib/ %s/\n" % C.SHELL_LIBRARY_DIR in text
