@@ -5,7 +5,6 @@
 # images; run it again and nothing changes.
 #
 #   bash quickstart.sh                               the example cluster on kind, on this machine
-#   bash quickstart.sh -e slurmkube_kubernetes=localkube          on the embedded single node
 #   bash quickstart.sh -e slurmkube_kubeconfig=~/.kube/config -e @images.yml   your cluster
 #
 # Extra arguments go to ansible-playbook (playbooks/site.yml lists the settings);

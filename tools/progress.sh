@@ -3,7 +3,7 @@
 # and, while it runs, say on stderr every PROGRESS_SECONDS (default 60) what is being done, for
 # how long, and where the log is: a cold build is never silent for minutes. Returns CMD's
 # status; on failure the end of the log goes to stderr.
-# Sourced by tools/localkube/localkube.sh and images/build.sh; PROGRESS_TAG names the caller.
+# Sourced by tools/kubernetes/build-env.sh and images/build.sh; PROGRESS_TAG names the caller.
 progress_run() {
   local what="$1" logfile="$2" start=$SECONDS next pid status=0
   shift 2

@@ -6,8 +6,8 @@
 #                               `kind.sh up` of a fresh cluster, its memory idle a minute later
 #                               (the nodes' containers, as docker counts them), `kind.sh down`
 #
-# The cold build (no cached binaries) is the Kubernetes build localkube makes, plus kubeadm,
-# local-path and the kind CLI: see localkube_bringup.md. No assertion on the numbers: they
+# The cold build (no cached binaries) is the Kubernetes build (tools/kubernetes), plus kubeadm,
+# local-path and the kind CLI. No assertion on the numbers: they
 # are recorded for people to compare.
 set -euo pipefail
 

@@ -35,7 +35,7 @@ record() {
 # What the first run finds: the Kubernetes build, the node image, the images.
 found() {
   local what=()
-  [[ -n $(ls "$cache"/localkube/*/bin/kubelet 2>/dev/null) ]] && what+=("Kubernetes build")
+  [[ -n $(ls "$cache"/kubernetes/*/bin/kubelet 2>/dev/null) ]] && what+=("Kubernetes build")
   [[ -n $(docker images -q slurmkube/kind-node 2>/dev/null) ]] && what+=("node image")
   [[ -s $cache/images.json ]] && what+=("images")
   if ((${#what[@]})); then

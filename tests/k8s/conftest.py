@@ -1,10 +1,10 @@
-"""A real Kubernetes for the `k8s` tests: localkube (tools/localkube/localkube.sh), or with
-SLURMKUBE_TEST_KUBERNETES=kind one kind cluster (localkube_helpers.KIND_TEST_CLUSTER).
+"""A real Kubernetes for the `k8s` tests: one kind cluster (tools/kind/kind.sh), KIND_TEST_CLUSTER.
 
-The session fixture `localkube_cluster` brings the cluster up (building it on a cold
-machine) and takes it down at the end unless it was already running or LOCALKUBE_KEEP=1.
+The session fixture `kube_cluster` brings it up (building the node image on a cold machine)
+and deletes it at the end unless it was already running or SLURMKUBE_TEST_KEEP=1.
 `slurm_images`, `crds` and `operator` give a test module what it needs to run Slurm
 clusters in the session's namespace (see slurm_helpers.py for manifests and readers).
+Modules marked `kind` make kind clusters of their own.
 """
 
 from __future__ import annotations
@@ -22,16 +22,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from localkube_helpers import (
+from kube_helpers import (
     KIND_TEST_CLUSTER,
-    ON_KIND,
+    KIND_TEST_WORKERS,
     REPO,
     Cluster,
     exported_env,
     kind,
     load_images,
-    localkube,
-    localkube_env,
     toolbox_archive,
 )
 from playbook_runner import run_module
@@ -39,35 +37,25 @@ from slurm_helpers import SLURM_IMAGES, Operator
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """test_localkube.py first: it takes the cluster down and up again, which would wipe the
-    session's operator and imported images under any module that ran before it. Tests that need
-    no Kubernetes before those that do: in CI's second process they run while the first kind
-    cluster waits for its node image (cold, for the Kubernetes build). On kind, the tests on the
-    session's kind cluster last: it stays up to the session's end, and beside the kind clusters
-    of other modules (quickstart's) it took CPU from them on a two-core machine."""
+    """Tests that need no Kubernetes first: in CI's second process they run while the first kind
+    cluster waits for its node image (cold, for the Kubernetes build). Then the modules that make
+    kind clusters of their own, and the tests on the session's cluster last: it stays up to the
+    session's end, and beside the other modules' clusters (quickstart's) it took CPU from them on a
+    two-core machine."""
     def rank(item: pytest.Item) -> int:
-        if item.path.name == "test_localkube.py" or not item.get_closest_marker("k8s"):
+        if not item.get_closest_marker("k8s"):
             return 0
-        return 2 if ON_KIND and item.get_closest_marker("kind_in_ci") else 1
+        return 1 if item.get_closest_marker("kind") else 2
 
     items.sort(key=rank)
 
 
-def up_localkube() -> Tuple[bool, dict]:
-    """localkube up; whether it was running before, and the environment that reaches it."""
-    was_running = localkube("status", check=False).returncode == 0
-    up = localkube("up", check=False)
-    if up.returncode != 0:
-        pytest.fail(f"localkube up failed:\n{up.stderr[-4000:]}")
-    return was_running, localkube_env()
-
-
 def up_kind() -> Tuple[bool, dict]:
-    """The kind test cluster up, with what the tests expect of localkube: the toolbox image, and a
-    ReadWriteMany default class (the jails of tests that name none span pods on every node).
-    Whether it was running before, and the environment that reaches it."""
+    """The session's kind cluster up, with the toolbox image, and a ReadWriteMany default class (the
+    jails of tests that name none span pods on every node). Whether it was running before, and the
+    environment that reaches it."""
     was_running = KIND_TEST_CLUSTER in kind("kind", "get", "clusters").stdout.split()
-    kind("up", KIND_TEST_CLUSTER)
+    kind("up", KIND_TEST_CLUSTER, env=dict(os.environ, SLURMKUBE_KIND_WORKERS=KIND_TEST_WORKERS))
     kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", KIND_TEST_CLUSTER)
     env = exported_env(kind("env", KIND_TEST_CLUSTER).stdout)
     default = "storageclass.kubernetes.io/is-default-class"
@@ -78,24 +66,21 @@ def up_kind() -> Tuple[bool, dict]:
 
 
 @pytest.fixture(scope="session")
-def localkube_cluster() -> Cluster:
+def kube_cluster() -> Cluster:
     if os.geteuid() != 0:
-        pytest.skip("localkube and kind here need root")
-    was_running, env = up_kind() if ON_KIND else up_localkube()
-    namespace = f"lk-test-{uuid.uuid4().hex[:6]}"
+        pytest.skip("kind here needs root")
+    was_running, env = up_kind()
+    namespace = f"k8s-test-{uuid.uuid4().hex[:6]}"
     cluster = Cluster(env=env, namespace=namespace)
     cluster.kubectl("create", "namespace", namespace)
     yield cluster
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    if not was_running and os.environ.get("LOCALKUBE_KEEP") != "1":
-        if ON_KIND:
-            kind("down", KIND_TEST_CLUSTER, check=False)
-        else:
-            localkube("down", check=False)
+    if not was_running and os.environ.get("SLURMKUBE_TEST_KEEP") != "1":
+        kind("down", KIND_TEST_CLUSTER, check=False)
 
 
 @pytest.fixture(scope="session")
-def slurm_images(localkube_cluster: Cluster) -> dict:
+def slurm_images(kube_cluster: Cluster) -> dict:
     """The project's images (Slurm and operator), built or found up to date, imported into the cluster."""
     wanted = (*SLURM_IMAGES, "operator")
     build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *wanted], capture_output=True,
@@ -107,21 +92,21 @@ def slurm_images(localkube_cluster: Cluster) -> dict:
 
 
 @pytest.fixture(scope="session")
-def crds(localkube_cluster: Cluster) -> None:
-    localkube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+def crds(kube_cluster: Cluster) -> None:
+    kube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     for crd in ("slurmclusters.slurmkube.io", "nodesets.slurmkube.io"):
-        localkube_cluster.wait_crd_established(crd)
+        kube_cluster.wait_crd_established(crd)
 
 
 @pytest.fixture(scope="session")
-def operator(localkube_cluster: Cluster, slurm_images: dict, tmp_path_factory) -> Operator:
+def operator(kube_cluster: Cluster, slurm_images: dict, tmp_path_factory) -> Operator:
     """The operator as users run it: installed by the slurm_operator module, two replicas electing a leader.
 
     It lives in the test namespace and watches only that one, so tests running beside other
     sessions never share an operator.
     """
-    namespace = localkube_cluster.namespace
-    running = Operator(localkube_cluster, namespace, slurm_images["operator"])
+    namespace = kube_cluster.namespace
+    running = Operator(kube_cluster, namespace, slurm_images["operator"])
     running.install(tmp_path_factory.mktemp("operator"), [namespace])
     yield running
     # What the operator said, for whoever reads a failed run later.
@@ -130,5 +115,5 @@ def operator(localkube_cluster: Cluster, slurm_images: dict, tmp_path_factory) -
     logs.write_text(running.logs(tail=20000))
     # Cluster-wide grants are named per namespace: remove ours with the namespace.
     run_module(tmp_path_factory.mktemp("operator-absent"), "slurm_operator", {
-        "namespace": namespace, "state": "absent", "kubeconfig": localkube_cluster.env["KUBECONFIG"],
-    }, env=localkube_cluster.env)
+        "namespace": namespace, "state": "absent", "kubeconfig": kube_cluster.env["KUBECONFIG"],
+    }, env=kube_cluster.env)

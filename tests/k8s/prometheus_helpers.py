@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import yaml
-from localkube_helpers import REPO, Cluster, wait_for
+from kube_helpers import REPO, Cluster, wait_for
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 

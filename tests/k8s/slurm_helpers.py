@@ -1,4 +1,4 @@
-"""Slurm clusters on localkube for the k8s tests: manifests, readiness, and reading Slurm's JSON."""
+"""Slurm clusters on the test kind cluster for the k8s tests: manifests, readiness, and reading Slurm's JSON."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 import yaml
-from localkube_helpers import Cluster, wait_for
+from kube_helpers import Cluster, wait_for
 from playbook_runner import run_module
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C

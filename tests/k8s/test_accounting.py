@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, load_images, wait_for
+from kube_helpers import REPO, Cluster, load_images, wait_for
 from playbook_runner import run_module
 from slurm_helpers import (
     SLURM_IMAGES,
@@ -43,7 +43,7 @@ DATABASE_RESOURCES = dict(TINY, memory="512Mi")
 
 
 @pytest.fixture(scope="module")
-def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
+def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
     build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *ACCOUNTING_IMAGES], capture_output=True,
                            text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
@@ -53,10 +53,10 @@ def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def site_database(localkube_cluster: Cluster, images: dict) -> str:
+def site_database(kube_cluster: Cluster, images: dict) -> str:
     """The cluster with a database outside its namespace, applied before the main one so their
     pods start together (the test waits for it later); the site's namespace."""
-    kube = localkube_cluster
+    kube = kube_cluster
     site = kube.namespace + "-site"
     host = external_database(kube, site, images["mariadb"])
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db", "namespace": kube.namespace},
@@ -73,8 +73,8 @@ def site_database(localkube_cluster: Cluster, images: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def slurm(localkube_cluster: Cluster, images: dict, operator: Operator, site_database: str) -> SlurmView:
-    kube = localkube_cluster
+def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database: str) -> SlurmView:
+    kube = kube_cluster
     spec = dict(tiny_cluster_spec(), accounting={
         "enabled": True, "resources": TINY,
         "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}})
@@ -391,9 +391,9 @@ def external_database(kube: Cluster, namespace: str, image: str) -> str:
     return "mariadb.%s.svc.cluster.local" % namespace
 
 
-def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(localkube_cluster: Cluster, operator: Operator,
+def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(kube_cluster: Cluster, operator: Operator,
                                                                        site_database: str):
-    kube = localkube_cluster
+    kube = kube_cluster
     wait_ready(kube, EXTERNAL, operator)
     # No MariaDB of its own; slurmctld registered through slurmdbd into the site's database.
     assert kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % EXTERNAL,

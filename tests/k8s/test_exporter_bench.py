@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, load_images, wait_for
+from kube_helpers import REPO, Cluster, load_images, wait_for
 from slurm_helpers import (
     SLURM_IMAGES,
     TINY,
@@ -59,7 +59,7 @@ print(body)
 
 
 @pytest.fixture(scope="module")
-def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
+def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
     build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "exporter"], capture_output=True,
                            text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
@@ -69,11 +69,11 @@ def images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cluster(localkube_cluster: Cluster, images: dict, operator: Operator) -> Cluster:
+def cluster(kube_cluster: Cluster, images: dict, operator: Operator) -> Cluster:
     spec = dict(tiny_cluster_spec(), exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": 1})
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, "exporter")}, pullPolicy="Never")
-    with running_cluster(localkube_cluster, operator, CLUSTER, images, spec, [("cpu", 1)]):
-        yield localkube_cluster
+    with running_cluster(kube_cluster, operator, CLUSTER, images, spec, [("cpu", 1)]):
+        yield kube_cluster
 
 
 def exporter_pod(kube: Cluster) -> str:

@@ -1,4 +1,4 @@
-"""Health checks on a real Kubernetes (localkube): nodes broken for real are drained with the
+"""Health checks on a real Kubernetes (kind): nodes broken for real are drained with the
 right reason and come back when repaired; an admin's drain stays; the long-check CronJob's job
 records per-node results; a node drained for a hardware reason gets a new pod and rejoins.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster, load_images, wait_for
+from kube_helpers import REPO, Cluster, load_images, wait_for
 from prometheus_helpers import SCRAPER, Prometheus, deploy_prometheus, prometheus_operator_crds
 from slurm_helpers import (
     SLURM_IMAGES,
@@ -58,7 +58,7 @@ EXPORTER_INTERVAL = 2
 
 
 @pytest.fixture(scope="module")
-def monitoring_images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
+def monitoring_images(kube_cluster: Cluster, slurm_images: dict) -> dict:
     build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "exporter", "prometheus"],
                            capture_output=True, text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
@@ -68,8 +68,8 @@ def monitoring_images(localkube_cluster: Cluster, slurm_images: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def hc(localkube_cluster: Cluster, monitoring_images: dict, operator: Operator) -> Cluster:
-    kube = localkube_cluster
+def hc(kube_cluster: Cluster, monitoring_images: dict, operator: Operator) -> Cluster:
+    kube = kube_cluster
     spec = dict(tiny_cluster_spec(), healthChecks={"interval": INTERVAL, "replaceDrainedNodes": True,
                                                    "longChecks": LONG_CHECKS},
                 exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": EXPORTER_INTERVAL,

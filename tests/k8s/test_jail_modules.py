@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from localkube_helpers import REPO, SHARED_STORAGE_CLASS, Cluster, wait_for
+from kube_helpers import REPO, SHARED_STORAGE_CLASS, Cluster, wait_for
 from slurm_helpers import Operator, running_cluster
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -36,20 +36,20 @@ def volume_args(images: dict, name: str, **extra) -> dict:
 
 
 @pytest.fixture(scope="module")
-def jail_claim(localkube_cluster: Cluster, slurm_images, tmp_path_factory) -> str:
+def jail_claim(kube_cluster: Cluster, slurm_images, tmp_path_factory) -> str:
     """The cluster's jail, made and filled by jail_volume before the cluster exists."""
-    proc, result = module(localkube_cluster, tmp_path_factory.mktemp("jail-volume"), "jail_volume",
+    proc, result = module(kube_cluster, tmp_path_factory.mktemp("jail-volume"), "jail_volume",
                           volume_args(slurm_images, JAIL_DATA))
     assert proc.returncode == 0, proc.stdout[-3000:]
     return result["claim"]
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator, jail_claim: str) -> Cluster:
+def slurm_cluster(kube_cluster: Cluster, slurm_images, operator: Operator, jail_claim: str) -> Cluster:
     """Controller, one login, one worker, on the jail jail_volume made (spec.jail.existingClaim)."""
     spec = {"jail": {"existingClaim": jail_claim}, "partitions": [{"name": "main", "default": True}]}
-    with running_cluster(localkube_cluster, operator, CLUSTER, slurm_images, spec, [("cpu", 1)], ready_timeout=900):
-        yield localkube_cluster
+    with running_cluster(kube_cluster, operator, CLUSTER, slurm_images, spec, [("cpu", 1)], ready_timeout=900):
+        yield kube_cluster
 
 
 def module(kube: Cluster, tmp_path: Path, name: str, args: dict, *flags: str):
@@ -185,9 +185,9 @@ def helper_pod(kube: Cluster, images: dict, claim: str) -> str:
     return name
 
 
-def test_jail_volume_check_create_rerun_repopulate_keeps_user_data(localkube_cluster: Cluster, slurm_images,
+def test_jail_volume_check_create_rerun_repopulate_keeps_user_data(kube_cluster: Cluster, slurm_images,
                                                                    tmp_path: Path):
-    kube = localkube_cluster
+    kube = kube_cluster
     args = volume_args(slurm_images, "scratch-jail", storage_class=SHARED_STORAGE_CLASS)
     proc, result = module(kube, tmp_path, "jail_volume", args, "--check", "--diff")
     assert proc.returncode == 0 and result["changed"] is True, proc.stdout[-3000:]
@@ -228,9 +228,9 @@ def test_jail_volume_check_create_rerun_repopulate_keeps_user_data(localkube_clu
     ({"size": "ten gigs"}, "size: 'ten gigs' is not a Kubernetes quantity"),
     ({"existing_claim": "nobody-has-this"}, "existing_claim: no PersistentVolumeClaim nobody-has-this"),
 ])
-def test_jail_volume_bad_options_fail_before_writing(localkube_cluster: Cluster, slurm_images, tmp_path: Path,
+def test_jail_volume_bad_options_fail_before_writing(kube_cluster: Cluster, slurm_images, tmp_path: Path,
                                                      extra, message):
-    kube = localkube_cluster
+    kube = kube_cluster
     proc, result = module(kube, tmp_path, "jail_volume", volume_args(slurm_images, "bad-jail", **extra))
     assert result is None and message in proc.stdout, proc.stdout[-3000:]
     assert kube.kubectl("-n", kube.namespace, "get", "pvc", "bad-jail", check=False).returncode != 0

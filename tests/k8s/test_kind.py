@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 import pytest
-from localkube_helpers import REPO, Cluster, exported_env, kind, toolbox_archive, wait_for
+from kube_helpers import REPO, TOOLBOX_IMAGE, Cluster, exported_env, kind, toolbox_archive, wait_for
 from slurm_helpers import (
     OPERATOR_LABEL,
     SLURM_IMAGES,
@@ -39,7 +39,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kind]
 
-TOOLBOX = "localkube.local/toolbox:1"
 NAMESPACE = "kt"
 
 
@@ -101,7 +100,7 @@ def pod_on(name: str, node: str, command: str, labels: str = "{}", extra: str = 
           terminationGracePeriodSeconds: 0
           containers:
             - name: main
-              image: {TOOLBOX}
+              image: {TOOLBOX_IMAGE}
               imagePullPolicy: Never
               command: [sh, -c, '{command}']
         """) + extra

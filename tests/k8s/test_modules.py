@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster, wait_for
+from kube_helpers import REPO, Cluster, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module, run_playbook
@@ -20,13 +20,13 @@ pytestmark = pytest.mark.k8s
 
 
 @pytest.fixture(scope="module")
-def kube(localkube_cluster: Cluster) -> Iterator[Cluster]:
+def kube(kube_cluster: Cluster) -> Iterator[Cluster]:
     """A namespace of its own that no operator watches: the clusters these tests write stay
     objects in the API and start no pods beside the operator tests' clusters."""
-    localkube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    kube_cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
     for crd in ("slurmclusters.slurmkube.io", "nodesets.slurmkube.io"):
-        localkube_cluster.wait_crd_established(crd)
-    own = Cluster(env=localkube_cluster.env, namespace=localkube_cluster.namespace + "-modules")
+        kube_cluster.wait_crd_established(crd)
+    own = Cluster(env=kube_cluster.env, namespace=kube_cluster.namespace + "-modules")
     own.kubectl("create", "namespace", own.namespace)
     yield own
     own.kubectl("delete", "namespace", own.namespace, "--wait=false", check=False)

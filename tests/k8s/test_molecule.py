@@ -1,10 +1,8 @@
-"""`molecule test` of both scenarios: converge, idempotence, verify, destroy.
+"""`molecule test` of the scenario: converge, idempotence, verify, destroy.
 
-The scenarios' converge is the collection's site.yml; verify logs in over ssh through the
-login Service, runs a job that writes into the jail on one node and one that reads it on
-another, and checks that a check-mode converge changes nothing. Scenario `local` runs on the
-embedded cluster, up already (session fixture), so its destroy removes its namespace and
-leaves the cluster running. Scenario `default` runs on kind as site.yml makes it by default:
+Its converge is the collection's site.yml; verify logs in over ssh through the login Service,
+runs a job that writes into the jail on one node and one that reads it on another, and checks
+that a check-mode converge changes nothing. It runs on kind as site.yml makes it by default:
 its create makes the cluster (1 control plane, 2 workers), the two nodes' jobs run on two
 Kubernetes nodes, and its destroy deletes the cluster.
 
@@ -21,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from localkube_helpers import ON_KIND, REPO, Cluster, localkube
+from kube_helpers import REPO
 
 pytestmark = pytest.mark.k8s
 
@@ -63,15 +61,6 @@ def molecule_test(scenario: str, tmp_path: Path) -> str:
     assert "Idempotence test failed" not in output
     assert "The check-mode converge reports no changes" in output
     return output
-
-
-@pytest.mark.skipif(ON_KIND, reason="scenario local is localkube's (SLURMKUBE_TEST_KUBERNETES=kind)")
-def test_molecule_local_scenario(localkube_cluster: Cluster, tmp_path: Path):
-    output = molecule_test("local", tmp_path)
-    # Deprecated (0.3.0, removed in 0.4.0): every play that makes the cluster says so.
-    assert "DEPRECATED: slurmkube_kubernetes=localkube" in output
-    # destroy left the embedded cluster it did not start running.
-    assert localkube("status", check=False).returncode == 0
 
 
 @pytest.mark.kind

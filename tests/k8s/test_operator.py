@@ -1,4 +1,4 @@
-"""The operator on a real Kubernetes (localkube, or kind in CI): a Slurm cluster made, changed, scaled and healed.
+"""The operator on a real Kubernetes (kind): a Slurm cluster made, changed, scaled and healed.
 
 The operator runs in the cluster as users run it (the slurm_operator module's Deployment, two
 replicas electing a leader); the pods run the project's images, imported into the cluster's
@@ -11,7 +11,7 @@ import json
 import time
 
 import pytest
-from localkube_helpers import Cluster, wait_for
+from kube_helpers import Cluster, wait_for
 from slurm_helpers import (
     QUICK_REQUEUE,
     TINY_NODES,
@@ -35,16 +35,17 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_ref
     mounts_config_map,
 )
 
-# tests/run runs this module on kind (SLURMKUBE_TEST_KUBERNETES=kind), beside the localkube tests.
-pytestmark = [pytest.mark.k8s, pytest.mark.kind_in_ci]
+# tests/run runs this module in its second pytest, on that process's own test cluster: it balances
+# the two processes' times.
+pytestmark = [pytest.mark.k8s, pytest.mark.second_lane]
 
 CLUSTER = "demo"
 CONFIG_MAP = CLUSTER + "-slurm-config"
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
-    kube = localkube_cluster
+def slurm_cluster(kube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
+    kube = kube_cluster
     spec = {"partitions": [{"name": "main", "default": True}, {"name": "big", "nodeSets": ["big"]}],
             "slurm": {"topology": [{"name": "leaf", "nodes": "demo-cpu-[0-9],demo-big-0"},
                                    {"name": "spine", "switches": ["leaf"]}], "config": dict(QUICK_REQUEUE)}}

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from localkube_helpers import Cluster, wait_for
+from kube_helpers import Cluster, wait_for
 from slurm_helpers import (
     Operator,
     SlurmView,
@@ -38,10 +38,10 @@ TINY = {"resources": {"cpu": 1, "cpuRequest": "20m", "memory": "512Mi"}}
 
 
 @pytest.fixture(scope="module")
-def bench_cluster(localkube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
-    with running_cluster(localkube_cluster, operator, CLUSTER, slurm_images, {"login": {"replicas": 0}},
+def bench_cluster(kube_cluster: Cluster, slurm_images, operator: Operator) -> Cluster:
+    with running_cluster(kube_cluster, operator, CLUSTER, slurm_images, {"login": {"replicas": 0}},
                          [("wide", 0, TINY)], delete_timeout=300):
-        yield localkube_cluster
+        yield kube_cluster
 
 
 def scale(kube: Cluster, replicas: int) -> None:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from localkube_helpers import REPO, Cluster, exported_env, wait_for
+from kube_helpers import REPO, Cluster, exported_env, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_playbook

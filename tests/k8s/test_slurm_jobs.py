@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 import pytest
-from localkube_helpers import REPO, Cluster, wait_for
+from kube_helpers import REPO, TOOLBOX_IMAGE, Cluster, wait_for
 from playbook_runner import run_module
 from slurm_helpers import (
     TINY,
@@ -58,9 +58,9 @@ KEY_IN_POD = "/tmp/slurm-jobs-test-key"
 
 
 @pytest.fixture(scope="module")
-def slurm(localkube_cluster: Cluster, slurm_images, operator: Operator) -> SlurmView:
+def slurm(kube_cluster: Cluster, slurm_images, operator: Operator) -> SlurmView:
     spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY})
-    with running_cluster(localkube_cluster, operator, CLUSTER, slurm_images, spec,
+    with running_cluster(kube_cluster, operator, CLUSTER, slurm_images, spec,
                          [(NODESET, len(NODES), WIDE)]) as slurm:
         yield slurm
 
@@ -219,9 +219,9 @@ def toolbox_pod(name: str, *command: str) -> str:
         metadata: {name: %s}
         spec:
           terminationGracePeriodSeconds: 0
-          containers: [{name: main, image: localkube.local/toolbox:1, imagePullPolicy: Never,
+          containers: [{name: main, image: %s, imagePullPolicy: Never,
                         command: %s}]
-        """ % (name, json.dumps(list(command))))
+        """ % (name, TOOLBOX_IMAGE, json.dumps(list(command))))
 
 
 def test_jobs_and_login_sessions_send_dns_to_the_clusters_dns_server_only(slurm: SlurmView):
@@ -536,9 +536,8 @@ def test_an_eviction_is_refused_for_a_busy_worker_and_takes_an_idle_one_at_once(
 def test_kubectl_drain_waits_for_a_busy_worker_requeues_after_the_timeout_and_the_node_comes_back(slurm: SlurmView):
     """One job ends within the drain timeout, one is requeued after it (an Event names it); the
     pod is evicted only then. The host uncordoned, the new pod serves and the drain is lifted.
-    The drain evicts this one pod (--pod-selector). localkube has one Kubernetes node, so the
-    replacement waits, Pending, until the host is uncordoned; on kind it may start on another
-    worker."""
+    The drain evicts this one pod (--pod-selector). On a one-node cluster the replacement
+    waits, Pending, until the host is uncordoned; with more nodes it may start on another."""
     kube, node = slurm.kube, NODES[0]
     host, old_uid = pod_of(slurm, node)["spec"]["nodeName"], pod_of(slurm, node)["metadata"]["uid"]
     timeout = {"spec": {"drainTimeoutSeconds": 20}}

@@ -7,7 +7,7 @@ or `python -m pytest -m bench tests/k8s/test_throughput_bench.py`.
 Both clusters are the quickstart's shape (playbooks/vars/example-cluster.yml: two 1-CPU nodes
 and one 2-CPU node, 4 CPUs, without its accounting) rendered from the same models, so their
 slurm.conf is the same text:
-- "kubernetes": the operator's cluster on localkube (jail, cgroups, pods);
+- "kubernetes": the operator's cluster on the test kind cluster (jail, cgroups, pods);
 - "bare": the same daemons and images as plain docker containers on one network
   (tests/images/test_images.py's Cluster) with the pods' CPU and memory limits, no Kubernetes
   in between.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from localkube_helpers import REPO, Cluster
+from kube_helpers import REPO, Cluster
 from slurm_helpers import Operator, cluster_manifest, manifests, wait_ready
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
@@ -94,9 +94,9 @@ def smoke():
     return module
 
 
-def test_job_throughput_against_bare_slurm(localkube_cluster: Cluster, slurm_images, operator: Operator,
+def test_job_throughput_against_bare_slurm(kube_cluster: Cluster, slurm_images, operator: Operator,
                                            smoke, tmp_path_factory, capsys):
-    kube = localkube_cluster
+    kube = kube_cluster
     cluster, nodesets = quickstart_objects(kube.namespace)
     images = dict(cluster_manifest(kube.namespace, CLUSTER, slurm_images)["spec"]["images"])
     cluster["spec"]["images"] = images

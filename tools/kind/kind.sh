@@ -29,8 +29,8 @@ set -euo pipefail
 # shellcheck source=tools/kind/lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
-# Pod and Service ranges that do not overlap localkube's (10.244.0.0/24, 10.96.0.0/16): both
-# may run on one machine.
+# Pod and Service ranges apart from kind's defaults (10.244.0.0/16, 10.96.0.0/16), which the
+# embedded localkube held when both ran on one machine; kept, so clusters made since stay alike.
 KIND_POD_SUBNET=10.246.0.0/16
 KIND_SERVICE_SUBNET=10.112.0.0/16
 
@@ -75,12 +75,14 @@ kubectl_dir() {
 }
 
 # Slurm's pods never run on the control plane (it keeps its taint in a multi-node cluster):
-# images go to the workers only, and kind skips a node that holds an image already.
+# images go to the workers only, and kind skips a node that holds an image already. A cluster of
+# one node (no workers) gets them on its control plane, where its pods run.
 load() {
   local name=$1 workers
   shift
   exists "$name" || kind_die "no kind cluster $name (kind.sh up $name makes it)"
-  workers=$(kind_cli get nodes --name "$name" | grep -v -- '-control-plane$' | paste -sd, -)
+  # awk, not grep -v: no worker is no match, which grep reports as a failure (set -e, pipefail).
+  workers=$(kind_cli get nodes --name "$name" | awk '!/-control-plane$/' | paste -sd, -)
   [[ -n $workers ]] || workers="$name-control-plane"
   kind_cli load docker-image --name "$name" --nodes "$workers" "$@"
 }

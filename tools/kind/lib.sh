@@ -1,17 +1,18 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
-# What node-image.sh and kind.sh share: the versions, localkube's build (build-env.sh), the
-# cache, the kind CLI and the kubeadm settings the offline node image needs.
+# What node-image.sh and kind.sh share: the versions, the Kubernetes build
+# (tools/kubernetes/build-env.sh), the cache, the kind CLI and the kubeadm settings the offline
+# node image needs.
 
 KIND_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$KIND_HERE/../.." && pwd)
 # shellcheck source=tools/kind/versions.env
 . "$KIND_HERE/versions.env"
 PROGRESS_TAG=kind
-# shellcheck source=tools/localkube/build-env.sh
-. "$REPO/tools/localkube/build-env.sh"
+# shellcheck source=tools/kubernetes/build-env.sh
+. "$REPO/tools/kubernetes/build-env.sh"
 
 KIND_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}/kind"
-KIND_BIN="$KIND_CACHE/$KIND_VERSION-$LK_K8S_VERSION/bin"
+KIND_BIN="$KIND_CACHE/$KIND_VERSION-$KUBERNETES_VERSION/bin"
 
 kind_log() { printf '[kind %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 kind_die() {
@@ -24,7 +25,7 @@ kind_die() {
 # binary the first is running.
 kind_build_cli() {
   [[ -x $KIND_BIN/kind ]] && return 0
-  lk_locked "$KIND_CACHE/build-cli.lock" kind_build_cli_unlocked
+  kb_locked "$KIND_CACHE/build-cli.lock" kind_build_cli_unlocked
 }
 
 kind_build_cli_unlocked() {
@@ -32,7 +33,7 @@ kind_build_cli_unlocked() {
   kind_log "building kind $KIND_VERSION"
   mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
   progress_run "building kind $KIND_VERSION" "$KIND_CACHE/logs/build-kind.log" \
-    lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" ||
+    kb_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" ||
     kind_die "the kind build failed"
 }
 

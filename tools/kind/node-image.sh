@@ -7,9 +7,9 @@
 # reachable here. This does its steps with local parts instead:
 # - the node: our debootstrap trixie root, Debian's systemd, containerd 1.7, runc and CNI
 #   plugins, kind's own files (entrypoint, units, containerd config) from its Go module, and
-#   kubeadm, kubelet and kubectl of localkube's Kubernetes build (one version, one build);
+#   kubeadm, kubelet and kubectl of our Kubernetes build (tools/kubernetes);
 # - the images its nodes run, preloaded in containerd: the control plane, kube-proxy, etcd
-#   (Debian's), CoreDNS and kube-router (localkube's builds), local-path-provisioner (built
+#   (Debian's), CoreDNS and kube-router (tools/kubernetes's builds), local-path-provisioner (built
 #   from its module) and pause, all in one flat root that each image names with its own
 #   entrypoint (one layer, stored and unpacked once);
 # - kube-router as the network (routes between nodes, NetworkPolicy) and local-path as the
@@ -29,7 +29,7 @@ KIND_NODE_REPO="slurmkube/kind-node"
 # The etcd image tag of the offline node image: Debian's etcd, whose version kubeadm's own
 # choice (3.6) is not (3.6 is not on the module proxy).
 kind_etcd_tag() {
-  "$LK_BIN/etcd" --version | sed -n 's/^etcd Version: \(.*\)/\1-0/p'
+  "$KB_BIN/etcd" --version | sed -n 's/^etcd Version: \(.*\)/\1-0/p'
 }
 
 # Names the preloaded images go by: what kubeadm asks for (listed by kubeadm itself from the
@@ -40,7 +40,7 @@ kind_build_local_path() {
   [[ -x $KIND_BIN/local-path-provisioner ]] && return 0
   kind_log "building local-path-provisioner $KIND_LOCAL_PATH_VERSION"
   progress_run "building local-path-provisioner $KIND_LOCAL_PATH_VERSION" "$KIND_CACHE/logs/build-local-path.log" \
-    lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" \
+    kb_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" \
     "github.com/rancher/local-path-provisioner@$KIND_LOCAL_PATH_VERSION" || kind_die "the local-path build failed"
 }
 
@@ -48,29 +48,27 @@ kind_build_crictl() {
   [[ -x $KIND_BIN/crictl ]] && return 0
   kind_log "building crictl $KIND_CRICTL_VERSION"
   progress_run "building crictl $KIND_CRICTL_VERSION" "$KIND_CACHE/logs/build-crictl.log" \
-    lk_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" \
+    kb_go_install_to "$KIND_BIN" -trimpath -ldflags "-s -w" \
     "sigs.k8s.io/cri-tools/cmd/crictl@$KIND_CRICTL_VERSION" || kind_die "the crictl build failed"
 }
 
-# The sandbox program, from localkube's source (localkube keeps only its image).
+# The sandbox program (kubeadm names a pause image; ours is this static C program).
 kind_build_pause() {
   [[ -x $KIND_BIN/pause ]] && return 0
-  gcc -Os -static -o "$KIND_BIN/pause.tmp" "$REPO/tools/localkube/pause.c"
+  gcc -Os -static -o "$KIND_BIN/pause.tmp" "$REPO/tools/kubernetes/pause.c"
   strip "$KIND_BIN/pause.tmp"
   mv "$KIND_BIN/pause.tmp" "$KIND_BIN/pause"
 }
 
-# Everything the contexts copy: localkube's binaries (one Kubernetes build for both) plus kubeadm,
-# local-path, crictl, pause and kind.
+# Everything the contexts copy: the Kubernetes build (tools/kubernetes) plus kubeadm, local-path,
+# crictl, pause and kind.
 kind_build_binaries() {
   mkdir -p "$KIND_BIN" "$KIND_CACHE/logs"
-  # localkube's binaries under its build lock: the tests run localkube and kind side by side. Not
-  # under its up/down lock: a cold CI waited about 3 minutes here, every binary built, behind a
-  # localkube up and test_localkube's down and up cycles. What only kind needs is built under
-  # this script's lock alone (work directories and binaries of its own; Go's caches take
-  # concurrent builds), so a localkube up never waits for it.
-  lk_build_locked lk_build || exit 1
-  lk_build_k8s_commands "$KIND_BIN" kubeadm
+  # The Kubernetes build under its own lock (several node-image.sh may run side by side); what
+  # only kind needs is built under this script's lock (work directories and binaries of its own;
+  # Go's caches take concurrent builds).
+  kb_build_locked kb_build || exit 1
+  kb_build_k8s_commands "$KIND_BIN" kubeadm
   kind_build_local_path
   kind_build_crictl
   kind_build_pause
@@ -84,8 +82,8 @@ kubeadm_images() {
   config=$(mktemp)
   {
     echo "apiVersion: kubeadm.k8s.io/v1beta4"
-    echo "kubernetesVersion: $LK_K8S_VERSION"
-    kind_kubeadm_patches "$(kind_etcd_tag)" "$LK_COREDNS_VERSION"
+    echo "kubernetesVersion: $KUBERNETES_VERSION"
+    kind_kubeadm_patches "$(kind_etcd_tag)" "$COREDNS_VERSION"
   } >"$config"
   "$KIND_BIN/kubeadm" config images list --config "$config" 2>/dev/null
   rm -f "$config"
@@ -98,7 +96,7 @@ stage_components() {
   cp -a "$KIND_HERE/components/Dockerfile" "$dir/"
   cp -a "$REPO/images/base/dpkg" "$dir/"
   for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns kube-router; do
-    install -m 0755 "$LK_BIN/$b" "$dir/bin/$b"
+    install -m 0755 "$KB_BIN/$b" "$dir/bin/$b"
   done
   install -m 0755 "$KIND_BIN/local-path-provisioner" "$dir/bin/local-path-provisioner"
   install -m 0755 "$KIND_BIN/pause" "$dir/bin/pause"
@@ -107,17 +105,17 @@ stage_components() {
 # The node's build context, staged in $1; its manifests name our image of the components, $2.
 stage_node() {
   local dir=$1 components_ref=$2 kind_module b m
-  kind_module=$(lk_go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  kind_module=$(kb_go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
   [[ -d $kind_module/images/base/files ]] || kind_die "kind $KIND_VERSION's module has no images/base/files"
   mkdir -p "$dir/kind" "$dir/bin" "$dir/manifests"
   cp -a "$KIND_HERE/node/." "$dir/"
   cp -a "$REPO/images/base/apt" "$REPO/images/base/dpkg" "$REPO/images/base/policy-rc.d" "$dir/"
   cp -a "$kind_module/images/base/files" "$dir/kind/files"
   chmod -R u+w "$dir/kind"
-  for b in kubelet kubectl; do install -m 0755 "$LK_BIN/$b" "$dir/bin/$b"; done
+  for b in kubelet kubectl; do install -m 0755 "$KB_BIN/$b" "$dir/bin/$b"; done
   install -m 0755 "$KIND_BIN/kubeadm" "$dir/bin/kubeadm"
   install -m 0755 "$KIND_BIN/crictl" "$dir/bin/crictl"
-  echo "$LK_K8S_VERSION" >"$dir/version"
+  echo "$KUBERNETES_VERSION" >"$dir/version"
   # Pods' sandboxes run the pause image kubeadm names, the one preloaded (kind's build does so).
   local pause
   pause=$(grep '/pause:' <<<"$KUBEADM_IMAGES")
@@ -205,7 +203,7 @@ preload_and_commit() {
   docker commit --change 'ENTRYPOINT ["/usr/local/bin/slurmkube-node-entrypoint", "/usr/local/bin/entrypoint", "/sbin/init"]' \
     --change 'CMD []' --change 'ENV container=docker' \
     --change "LABEL io.slurmkube.image=kind-node" --change "LABEL $KIND_LABEL_ETCD_TAG=$(kind_etcd_tag)" \
-    --change "LABEL $KIND_LABEL_DNS_TAG=$LK_COREDNS_VERSION" "$container" "$ref" >/dev/null || {
+    --change "LABEL $KIND_LABEL_DNS_TAG=$COREDNS_VERSION" "$container" "$ref" >/dev/null || {
     docker rm -f "$container" >/dev/null
     kind_die "docker commit of the node image failed"
   }
@@ -237,7 +235,7 @@ main() {
   local rootfs mirror
   rootfs=$(bash "$REPO/images/build.sh" base | sed -n 's/.*"rootfs": "\(.*\)".*/\1/p')
   [[ -n $rootfs ]] || kind_die "images/build.sh named no rootfs"
-  mirror=$(lk_debian_mirror)
+  mirror=$(kb_debian_mirror)
   stage=$(mktemp -d "$KIND_CACHE/stage.XXXXXX") # global: the EXIT trap removes it
   trap 'rm -rf "$stage"' EXIT
   local components_ref node_tag base_ref ref
@@ -248,7 +246,7 @@ main() {
   node_tag=$(printf '%s|%s|%s|%s|%s' "$(dir_hash "$stage/node")" "$components_ref" "$rootfs" \
     "$(tr '\n' ' ' <<<"$KUBEADM_IMAGES")" "$(cat "${BASH_SOURCE[0]}" "$KIND_HERE/lib.sh" | sha256sum)" |
     sha256sum | cut -c1-12)
-  ref="$KIND_NODE_REPO:$LK_K8S_VERSION-$node_tag"
+  ref="$KIND_NODE_REPO:$KUBERNETES_VERSION-$node_tag"
   if docker image inspect "$ref" >/dev/null 2>&1; then
     echo "$ref"
     return 0

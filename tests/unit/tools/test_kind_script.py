@@ -1,4 +1,4 @@
-"""tools/kind/kind.sh finds an existing cluster among several.
+"""tools/kind/kind.sh finds an existing cluster among several, and loads images where pods run.
 
 `kind.sh up` of a cluster that exists only writes its kubeconfig again; `down` deletes it. Both
 decide from `kind get clusters`. Here the kind CLI in kind.sh's cache is a stand-in that lists
@@ -68,3 +68,28 @@ def test_up_of_the_first_of_two_listed_clusters_reuses_it(tmp_path: Path):
     kubeconfig = tmp_path / "cache/kind/clusters/slurmkube-demo/kubeconfig"
     export = f"export kubeconfig export kubeconfig --name slurmkube-demo --kubeconfig {kubeconfig}"
     assert calls.read_text().splitlines() == [export] * 3
+
+
+FAKE_KIND_NODES = """#!/usr/bin/env bash
+case "$1 $2" in
+  "get clusters") echo slurmkube-tests ;;
+  "get nodes") printf '%s\\n' $NODES ;;
+  "load docker-image") echo "load $*" >>"$CALLS" ;;
+  *) echo "unexpected kind $*" >>"$CALLS"; exit 3 ;;
+esac
+"""
+
+
+def test_load_goes_to_the_workers_or_to_the_control_plane_of_a_one_node_cluster(tmp_path: Path):
+    executable(kind_bin_of(tmp_path / "cache") / "kind", FAKE_KIND_NODES)
+    calls = tmp_path / "calls"
+    env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / "cache"), CALLS=str(calls))
+    cluster = "slurmkube-tests"
+    three = f"{cluster}-control-plane {cluster}-worker {cluster}-worker2"
+    for nodes in (three, f"{cluster}-control-plane"):
+        load = kind_sh(dict(env, NODES=nodes), "load", cluster, "slurmkube/worker:1")
+        assert load.returncode == 0, (nodes, load.stderr)
+    assert calls.read_text().splitlines() == [
+        f"load load docker-image --name {cluster} --nodes {cluster}-worker,{cluster}-worker2 slurmkube/worker:1",
+        f"load load docker-image --name {cluster} --nodes {cluster}-control-plane slurmkube/worker:1",
+    ]
