@@ -13,8 +13,8 @@ CLUSTER = {"metadata": {"name": "demo"}}
 
 
 def test_the_removed_localkube_is_refused_naming_what_to_use_instead(tmp_path: Path):
-    proc, _ = run_role(tmp_path, "kubernetes", {"slurmkube_kubernetes": "localkube", "slurmkube_cluster": CLUSTER},
-                       "kubernetes_made_here")
+    proc = run_role(tmp_path, "kubernetes", {"slurmkube_kubernetes": "localkube", "slurmkube_cluster": CLUSTER},
+                    "kubernetes_made_here")[0]
     assert proc.returncode != 0
     output = " ".join((proc.stdout + proc.stderr).split())
     assert ("slurmkube_kubernetes=localkube (the embedded single-node Kubernetes) was removed in "
@@ -24,8 +24,8 @@ def test_the_removed_localkube_is_refused_naming_what_to_use_instead(tmp_path: P
 
 
 def test_an_unknown_kubernetes_is_refused_naming_the_setting(tmp_path: Path):
-    proc, _ = run_role(tmp_path, "kubernetes", {"slurmkube_kubernetes": "minikube", "slurmkube_cluster": CLUSTER},
-                       "kubernetes_made_here")
+    proc = run_role(tmp_path, "kubernetes", {"slurmkube_kubernetes": "minikube", "slurmkube_cluster": CLUSTER},
+                    "kubernetes_made_here")[0]
     assert proc.returncode != 0
     assert "slurmkube_kubernetes is kind, not minikube" in proc.stdout + proc.stderr
 
