@@ -44,7 +44,7 @@ options:
   node_sets:
     description:
       - Node sets of the cluster to ensure. Left out, the cluster's node sets are left as
-        they are.
+        they are. A name listed twice is refused before anything is written.
       - Node sets of the cluster that the list does not name are kept, unless
         O(prune_node_sets=true).
     type: list

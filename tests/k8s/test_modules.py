@@ -210,6 +210,17 @@ def test_slurm_cluster_refuses_a_setting_that_would_add_another_before_writing(k
     assert kube.kubectl("-n", kube.namespace, "get", "slurmcluster", "inject", check=False).returncode != 0
 
 
+def test_slurm_cluster_refuses_a_node_set_named_twice_in_check_mode_too_writing_nothing(kube: Cluster,
+                                                                                        tmp_path: Path):
+    twice = [{"name": "twin", "spec": {"replicas": 1}}, {"name": "twin", "spec": {"replicas": 3}}]
+    for flags in (("--check",), ()):
+        proc, result = module(kube, tmp_path, "slurm_cluster", {"name": "twins", "wait": False, "node_sets": twice},
+                              *flags)
+        assert result is None and "node_sets[1].name: is used twice: 'twin'" in proc.stdout, (flags, proc.stdout)
+    for kind, name in (("slurmcluster", "twins"), ("nodeset", "twin")):
+        assert kube.kubectl("-n", kube.namespace, "get", kind, name, check=False).returncode != 0
+
+
 def can_i(kube: Cluster, account: str, *question: str) -> bool:
     return kube.kubectl("auth", "can-i", "--as", account, *question, check=False).returncode == 0
 

@@ -4,14 +4,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, diff_of
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
-from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError, describe
 from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change, ClusterError, cluster_resource
@@ -57,8 +57,22 @@ def keeping_live_replicas(obj: Dict[str, Any], live: Optional[Mapping[str, Any]]
     return dict(obj, spec=dict(obj["spec"], replicas=live["spec"]["replicas"]))
 
 
+def repeated_node_set_names(node_sets: Sequence[Mapping[str, Any]]) -> List[Tuple[str, str]]:
+    """(path, message) for each item that names a node set an earlier item names: the last would
+    silently win over the first."""
+    problems, seen = [], set()
+    for i, item in enumerate(node_sets):
+        if item["name"] in seen:
+            problems.append(("node_sets[%d].name" % i, "is used twice: %s" % describe(item["name"])))
+        seen.add(item["name"])
+    return problems
+
+
 def plan_present(kube: Kube, request: Request) -> Plan:
     """What to apply and delete; SpecError (field and value) when the result would be invalid."""
+    repeated = repeated_node_set_names(request.node_sets or [])
+    if repeated:
+        raise SpecError(repeated, "invalid cluster")
     live_cluster = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, request.name, request.namespace)
     live_sets = {n["metadata"]["name"]: n for n in nodesets_of(kube, request.name, request.namespace)}
     if request.spec is not None or live_cluster is None:

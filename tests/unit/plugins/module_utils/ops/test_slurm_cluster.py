@@ -77,3 +77,13 @@ def test_a_spec_that_would_inject_a_setting_fails_before_any_write():
     with pytest.raises(SpecError, match=r"spec\.slurm\.config\.MinJobAge: must be one word"):
         plan_present(kube, Request("demo", "hpc", spec, None))
     assert kube.writes == writes
+
+
+def test_a_node_set_named_twice_is_refused_naming_the_item_before_any_write():
+    kube = live_cluster()
+    writes = kube.writes
+    twice = [{"name": "cpu", "spec": {"replicas": 1}}, {"name": "big", "spec": {}}, {"name": "cpu", "spec": {}}]
+    with pytest.raises(SpecError) as raised:
+        plan_present(kube, Request("demo", "hpc", None, twice))
+    assert str(raised.value) == "invalid cluster: node_sets[2].name: is used twice: 'cpu'"
+    assert kube.writes == writes
