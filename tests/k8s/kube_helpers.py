@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -24,8 +25,9 @@ KIND_TEST_WORKERS = os.environ.get("SLURMKUBE_TEST_KIND_WORKERS", "2")
 # The ReadWriteMany class the test cluster gets (kind.sh's): the jail's claim spans pods on every
 # Kubernetes node.
 SHARED_STORAGE_CLASS = "slurmkube-shared"
-# The image of other apps' pods in the tests (static busybox; nothing can be pulled here).
-TOOLBOX_IMAGE = "slurmkube.local/toolbox:1"
+# The image of other apps' pods in the tests (static busybox; nothing can be pulled here), by the
+# name tools/kubernetes gives it.
+TOOLBOX_IMAGE = re.search(r'^KB_TOOLBOX_IMAGE="([^"]+)"$', KUBERNETES_BUILD_ENV.read_text(), re.M).group(1)
 
 
 def kind(*args: str, check: bool = True, timeout: float = 3600,
