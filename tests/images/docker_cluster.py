@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Sequence
 
 import pytest
+import waiting
 from slurm_output import key_values
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -84,14 +84,8 @@ def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
 
 
 def wait_for(what: str, predicate, timeout: float = 120, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
-        time.sleep(interval)
+    """tests/waiting.py's loop, WHAT first as these tests name it."""
+    return waiting.wait_for(predicate, timeout, interval, what=what)
 
 
 def remove_as_root(path: Path) -> None:

@@ -15,7 +15,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
+
+from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 KIND = REPO / "tools" / "kind" / "kind.sh"
@@ -146,17 +148,3 @@ class Cluster:
         left = max(1, int(deadline - time.monotonic()))
         self.kubectl("-n", self.namespace, "wait", "--for=condition=Ready", f"pod/{pod}", f"--timeout={left}s",
                      timeout=left + 10)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 60, interval: float = 1,
-             explain: Optional[Callable[[], str]] = None) -> object:
-    """The predicate's first true value; on timeout, an error with what `explain` says about the state."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            state = ("\n" + explain()) if explain else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}{state}")
-        time.sleep(interval)
