@@ -23,6 +23,7 @@
 #   SLURMKUBE_DEBIAN_MIRROR  Debian mirror; default: the Debian entry of /etc/apt/sources.list*
 #   SLURMKUBE_DEBIAN_SECURITY_MIRROR  its security archive; default: the mirror's URL + "-security"
 #   SLURMKUBE_SPANK_SRC      SPANK plugin sources (default: spank/ of this checkout)
+#   SLURMKUBE_SLURM_VERSION  Slurm release series: 26.05 (default) or 24.11 (images/slurm-release.sh)
 set -euo pipefail
 
 readonly SUITE=trixie
@@ -48,6 +49,8 @@ declare -A BUILT=()    # image name -> 1 once handled in this run
 log() { printf '[build.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 # shellcheck source=tools/progress.sh
 . "$repo/tools/progress.sh"
+# shellcheck source=images/slurm-release.sh
+. "$here/slurm-release.sh"
 PROGRESS_TAG=build.sh
 die() { log "error: $*"; exit 1; }
 
@@ -175,6 +178,47 @@ ensure_rootfs() {
   fi
 }
 
+# The Debian version of Slurm the images get: the newest slurm-client of the series in the
+# suite's package indexes (each read once per date of its Release file). It is pinned exactly
+# in the images, named in their labels and part of their tags, so a new Debian patch of the
+# series rebuilds them and every image of one build carries the same Slurm.
+resolve_slurm_version() {
+  local suite security versions index
+  suite="$(slurm_suite)" || exit 1
+  security="${SLURMKUBE_DEBIAN_SECURITY_MIRROR:-$MIRROR-security}"
+  versions="$(
+    for index in "$MIRROR $suite" "$MIRROR $suite-updates" "$security $suite-security"; do
+      # shellcheck disable=SC2086 # two words: the archive and the suite
+      slurm_versions_in $index
+    done | awk -v series="$SLURM_SERIES." 'index($0, series) == 1' | sort -V | tail -n1
+  )"
+  [[ -n "$versions" ]] || die "no Slurm $SLURM_SERIES in Debian $suite at $MIRROR (SLURMKUBE_SLURM_VERSION)"
+  SLURM_DEB_VERSION="$versions"
+  SLURM_SUITE="$suite"
+}
+
+# Every version of slurm-client in one suite's index (none when the archive has no such suite,
+# e.g. forky-security). Offline, the newest cached answer for that archive and suite.
+slurm_versions_in() {
+  local archive="$1" suite="$2" date key dir="$cache/slurm-versions" file
+  date="$(curl -fsSL --max-time 30 "$archive/dists/$suite/Release" 2>/dev/null | sed -n 's/^Date: //p' | head -n1 || true)"
+  if [[ -z "$date" ]]; then
+    file="$(find "$dir" -name "$suite-*" -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n1 | cut -d' ' -f2- || true)"
+    [[ -z "$file" ]] || cat "$file"
+    return 0
+  fi
+  key="$(printf '%s|%s|%s' "$archive" "$suite" "$date" | sha256sum | cut -c1-12)"
+  file="$dir/$suite-$key"
+  if [[ ! -f "$file" ]]; then
+    mkdir -p "$dir"
+    curl -fsSL --max-time 300 "$archive/dists/$suite/main/binary-$(dpkg --print-architecture)/Packages.xz" |
+      xz -d | awk '/^Package: / { p = ($2 == "slurm-client") } p && /^Version: / { print $2 }' >"$file.tmp" ||
+      die "cannot read the package index of $suite at $archive"
+    mv "$file.tmp" "$file"
+  fi
+  cat "$file"
+}
+
 # Shell twin of plugins/module_utils/constants.py (scalars only), so the entrypoints read
 # paths, ports and variable names from the same single place as the renderers.
 write_constants_sh() {
@@ -273,8 +317,11 @@ build_image() {
   for parent in $(parents_of "$name"); do
     if [[ "$parent" == rootfs ]]; then
       [[ -n "${REF[rootfs]:-}" ]] || ensure_rootfs
+      [[ -n "${SLURM_DEB_VERSION:-}" ]] || resolve_slurm_version
       args+=(--build-arg "ROOTFS_IMAGE=${REF[rootfs]}" --build-arg "DEBIAN_MIRROR=$MIRROR"
-        --build-arg "DEBIAN_SECURITY_MIRROR=${SLURMKUBE_DEBIAN_SECURITY_MIRROR:-$MIRROR-security}")
+        --build-arg "DEBIAN_SECURITY_MIRROR=${SLURMKUBE_DEBIAN_SECURITY_MIRROR:-$MIRROR-security}"
+        --build-arg "SLURM_SUITE=$SLURM_SUITE" --build-arg "SLURM_PACKAGES=$(slurm_suite_packages)"
+        --build-arg "SLURM_DEB_VERSION=$SLURM_DEB_VERSION")
     else
       build_image "$parent"
       args+=(--build-arg "$(echo "$parent" | tr 'a-z-' 'A-Z_')_IMAGE=${REF[$parent]}")
@@ -295,7 +342,8 @@ build_image() {
   local start=$SECONDS buildlog="$cache/logs/build-$name-$tag.$$.log"
   mkdir -p "$cache/logs"
   if ! progress_run "building $ref" "$buildlog" nice docker build -t "$ref" --label "io.slurmkube.image=$name" \
-    --label "io.slurmkube.content-hash=$tag" "${args[@]}" "$ctx"; then
+    --label "io.slurmkube.content-hash=$tag" --label "io.slurmkube.slurm-version=$SLURM_DEB_VERSION" \
+    "${args[@]}" "$ctx"; then
     die "docker build of $name failed; full log: $buildlog"
   fi
   rm -f "$buildlog"

@@ -74,6 +74,12 @@ slurm_error:
   description: Why Slurm could not be read.
   returned: when RV(slurm_reachable) is false
   type: str
+slurm_version:
+  description: The release of the Slurm that slurmctld runs, as it reports it.
+  returned: when RV(slurm_reachable) is true
+  type: str
+  version_added: "0.4.0"
+  sample: "26.05.5"
 nodes:
   description: Every node slurmctld knows, by name.
   returned: always

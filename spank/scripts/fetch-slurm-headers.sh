@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Fetch Slurm's public headers (slurm/spank.h and friends) from Debian's
-# libslurm-dev for one suite (default: trixie, Slurm 24.11) into a cache
-# outside the repository, and print the include directory to pass as
-# SLURM_INCLUDE:
+# libslurm-dev of the Slurm the images carry (images/slurm-release.sh: the
+# series and the suite that ships it) into a cache outside the repository,
+# and print the include directory to pass as SLURM_INCLUDE:
 #
 #   make -C spank SLURM_INCLUDE="$(spank/scripts/fetch-slurm-headers.sh)"
 #
 # Why: a SPANK plugin records the Slurm version it was built against
 # (plugin_version) and slurmstepd refuses a plugin from another major.minor
 # release, so the plugin must be built against the headers of the Slurm that
-# runs it (trixie's), whatever Debian release the build machine runs.
+# runs it, whatever Debian release the build machine runs.
 #
 # apt does the download in a private state directory, so the suite's Release
 # file is verified against the machine's Debian archive keyring and the
@@ -17,15 +17,18 @@
 # already uses (read from its apt sources), never a hard-coded host.
 #
 # Environment:
-#   SLURMKUBE_CACHE      cache root (default /var/cache/slurmkube)
-#   SLURM_HEADERS_SUITE  Debian suite to take libslurm-dev from (default trixie)
-#   DEBIAN_MIRROR        override the mirror URL read from the apt sources
+#   SLURMKUBE_CACHE          cache root (default /var/cache/slurmkube)
+#   SLURMKUBE_SLURM_VERSION  Slurm series (default: images/slurm-release.sh's)
+#   DEBIAN_MIRROR            override the mirror URL read from the apt sources
 set -euo pipefail
 
-suite="${SLURM_HEADERS_SUITE:-trixie}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=images/slurm-release.sh
+. "$here/../../images/slurm-release.sh"
+suite="$(slurm_suite)"
 cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
 keyring="/usr/share/keyrings/debian-archive-keyring.gpg"
-dest="${cache}/slurm-headers/${suite}"
+dest="${cache}/slurm-headers/${SLURM_SERIES}"
 
 log() { printf 'fetch-slurm-headers: %s\n' "$*" >&2; }
 
@@ -73,6 +76,8 @@ apt_opts=(
     -o "Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false"
     -o "Acquire::IndexTargets::deb::CNF::DefaultEnabled=false"
     -o "Acquire::Languages=none"
+    # As in the images: a testing suite's Release from a snapshot mirror is past its Valid-Until.
+    -o "Acquire::Check-Valid-Until=false"
 )
 log "downloading libslurm-dev from ${mirror} ${suite}"
 apt-get "${apt_opts[@]}" -qq update >&2
@@ -81,6 +86,8 @@ apt-get "${apt_opts[@]}" -qq update >&2
 shopt -s nullglob
 debs=("${work}"/deb/libslurm-dev_*.deb)
 [[ ${#debs[@]} -eq 1 ]] || { log "expected one libslurm-dev .deb, got ${#debs[@]}"; exit 1; }
+[[ "$(basename "${debs[0]}")" == libslurm-dev_"${SLURM_SERIES}".* ]] ||
+    { log "${suite} has $(basename "${debs[0]}"), not Slurm ${SLURM_SERIES}"; exit 1; }
 dpkg-deb -x "${debs[0]}" "${work}/root"
 [[ -f "${work}/root/usr/include/slurm/spank.h" ]] || { log "spank.h not in ${debs[0]}"; exit 1; }
 

@@ -51,8 +51,11 @@ pytestmark = pytest.mark.slurm
 NODE = slurm_node_names(WIDE_MODEL)[0]
 CONTROLLER_POD = "%s-controller-0" % CLUSTER_MODEL.name
 GUEST_INIT = Path(__file__).with_name("guest") / "init.sh"
-# slurmd names the scope <node>_slurmstepd.scope when built for several slurmd per host (Debian's is).
-JOB_CGROUP = "/sys/fs/cgroup/system.slice/*slurmstepd.scope/job_$SLURM_JOB_ID"
+# The job's cgroup, from its task's: slurmd names the scope <node>_slurmstepd.scope when built for
+# several slurmd per host (Debian's is), and since 26.05 the job's directory by its SLUID (job_<id>
+# before, or with CgroupJobIdPaths=yes).
+JOB_CGROUP = r'/sys/fs/cgroup$(sed -n "s|^0::\(.*\)/step_.*|\1|p" /proc/self/cgroup)'
+JOB_CGROUP_NAME = r"(job_\d+|s[0-9A-Z]{13})"
 BOOT_TIMEOUT = 600
 POD_ADDRESS = "10.244.0.2"  # both pods': they share the guest's one network
 
@@ -234,7 +237,8 @@ def probe(guest: Guest, name: str) -> Probe:
 
 def test_the_guest_runs_cgroup_v2_alone_and_jobs_get_cgroups_of_their_own(guest):
     lines = probe(guest, "cpuset").out.splitlines()
-    assert re.fullmatch(r"0::/system\.slice/([\w-]+_)?slurmstepd\.scope/job_\d+/step_0/user/task_0", lines[-1]), lines
+    assert re.fullmatch(r"0::/system\.slice/([\w-]+_)?slurmstepd\.scope/%s/step_0/user/task_0" % JOB_CGROUP_NAME,
+                        lines[-1]), lines  # fmt: skip
 
 
 def test_the_node_offers_the_pods_cgroup_limits_less_the_daemons_share(guest):

@@ -12,6 +12,7 @@ from docker_cluster import (
     run,
     spank_plugin_expected,
 )
+from slurm_release import images_slurm_series_text
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
@@ -24,9 +25,16 @@ def test_print_tags_names_the_built_images_without_building(images):
     assert "building" not in out.stderr
 
 
-def test_controller_image_runs_slurmctld(images):
+def test_every_slurm_image_carries_the_series_it_is_labelled_with(images):
+    """slurmctld -V prints "slurm-wlm 26.05.5"; each image's label names the same Debian version."""
     out = docker("run", "--rm", images["controller"], "slurmctld", "-V").stdout
-    assert " 24.11." in out  # "slurm-wlm 24.11.5" (Debian trixie)
+    assert " %s." % images_slurm_series_text() in out
+    for name in ("controller", "worker", "login", "jail", "slurmdbd", "exporter"):
+        label = docker("image", "inspect", "--format", '{{index .Config.Labels "io.slurmkube.slurm-version"}}',
+                       images[name]).stdout.strip()  # fmt: skip
+        installed = docker("run", "--rm", "--entrypoint", "dpkg-query", images[name], "-W", "-f", "${Version}",
+                           "slurm-client").stdout  # fmt: skip
+        assert label == installed and label.startswith(images_slurm_series_text() + "."), (name, label, installed)
 
 
 def test_login_image_runs_sshd(images):
@@ -61,6 +69,9 @@ def test_jail_image_has_what_hpc_users_expect(images):
         "tmux",
     ]
     docker("run", "--rm", images["jail"], "sh", "-c", " && ".join("command -v %s >/dev/null" % t for t in tools))
+    # Both MPIs (Open MPI the default mpicc/mpirun), and Slurm's manuals where users read them.
+    docker("run", "--rm", images["jail"], "sh", "-c", "command -v mpicc.mpich mpirun.openmpi >/dev/null"
+           " && test -s /usr/share/man/man1/sbatch.1.gz && test -s /usr/share/man/man5/slurm.conf.5.gz")  # fmt: skip
     if spank_plugin_expected():
         docker("run", "--rm", images["jail"], "test", "-s", C.SPANK_PLUGIN_PATH)
 

@@ -56,16 +56,17 @@ def test_jobs_run_in_the_jail_and_share_its_files(cluster):
 
 
 @needs_plugin
-def test_mpi_ranks_find_each_other_with_srun_pmix_and_with_mpirun_in_sbatch(cluster):
-    """The PMIx server is slurmstepd's, on the node; the ranks run in the jail and must reach it."""
+def test_mpi_ranks_find_each_other_with_srun_pmi2_and_with_mpirun_in_sbatch(cluster):
+    """srun's ranks (MPICH) reach slurmstepd's PMI-2 server on their node from inside the jail;
+    Open MPI's mpirun starts its daemons with srun and its ranks itself."""
     (jail_home(cluster) / "mpi_hello.c").write_text((REPO / "tests/data/mpi_hello.c").read_text())
-    srun = ssh_to_login(cluster, "cd ~ && mpicc -o mpi_hello mpi_hello.c && srun -N2 -n2 --mpi=pmix ./mpi_hello")
+    srun = ssh_to_login(cluster, "cd ~ && mpicc.mpich -o mpi_hello_mpich mpi_hello.c && srun -N2 -n2 ./mpi_hello_mpich")
     ranks = mpi_ranks(srun.stdout)
     assert sorted(ranks) == [0, 1], srun.stdout + srun.stderr
     assert {r["size"] for r in ranks.values()} == {2} and {r["sum"] for r in ranks.values()} == {1}
     assert len({r["host"] for r in ranks.values()}) == 2  # one rank per node
-    batch = ssh_to_login(cluster, "cd ~ && sbatch --wait -N2 -n2 -o mpirun.out --wrap 'mpirun ./mpi_hello'"
-                                  " >/dev/null; cat mpirun.out")  # fmt: skip
+    batch = ssh_to_login(cluster, "cd ~ && mpicc -o mpi_hello mpi_hello.c && sbatch --wait -N2 -n2 -o mpirun.out"
+                                  " --wrap 'mpirun ./mpi_hello' >/dev/null; cat mpirun.out")  # fmt: skip
     ranks = mpi_ranks(batch.stdout)
     assert sorted(ranks) == [0, 1], batch.stdout + batch.stderr
     assert {r["sum"] for r in ranks.values()} == {1}

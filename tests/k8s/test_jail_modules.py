@@ -19,6 +19,7 @@ from slurm_helpers import Operator, running_cluster
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module
+from slurm_release import images_slurm_series_text
 
 pytestmark = pytest.mark.k8s
 
@@ -248,6 +249,7 @@ def test_slurm_cluster_info_reports_nodes_partitions_and_a_users_job(slurm_clust
         proc, info = module(kube, tmp_path, "slurm_cluster_info", {"name": CLUSTER}, "--check")
         assert proc.returncode == 0 and info["changed"] is False, proc.stdout[-3000:]
         assert info["slurm_reachable"] is True, info.get("slurm_error")
+        assert info["slurm_version"].startswith(images_slurm_series_text() + "."), info["slurm_version"]
         # The SlurmCluster's own status, as the API server has it (a busy node may make it Provisioning).
         live = kube.get_json("slurmcluster", CLUSTER)["status"]
         assert info["status"]["observedGeneration"] == live["observedGeneration"]

@@ -19,6 +19,7 @@ from kube_helpers import REPO, Cluster, exported_env, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_playbook
+from slurm_release import images_slurm_series_text
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
@@ -129,6 +130,9 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         # the level Slurm's pods need, said on their namespace (Pod Security admission)
         labels = json.loads(kube.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]
         assert labels["labels"].get("pod-security.kubernetes.io/enforce") == "privileged", labels
+        # the Slurm the images carry, as slurmctld and the clients report it ("slurm-wlm 26.05.5")
+        for command in (("scontrol", "version"), ("sinfo", "--version")):
+            assert " %s." % images_slurm_series_text() in in_controller(kube, *command), command
         demo_charges_its_account(kube)
         demo_jobs_on_two_kubernetes_workers_share_the_jail(kube)
         second = play("bash", "quickstart.sh", "--diff")

@@ -296,17 +296,19 @@ def session(slurm: SlurmView, command: str, tty: bool = False) -> subprocess.Com
 
 
 @pytest.fixture(scope="module")
-def mpi_hello(slurm: SlurmView, user_key) -> str:
-    """tests/data/mpi_hello.c compiled in the jail by the user, with the jail's OpenMPI."""
+def mpi_hello(slurm: SlurmView, user_key) -> Dict[str, str]:
+    """tests/data/mpi_hello.c compiled in the jail by the user: with Open MPI (the jail's mpicc) and with MPICH."""
     source = (REPO / "tests/data/mpi_hello.c").read_text()
-    build = "cat > ~/mpi_hello.c <<'EOF'\n%sEOF\nmpicc -o ~/mpi_hello ~/mpi_hello.c && echo built" % source
+    build = ("cat > ~/mpi_hello.c <<'EOF'\n%sEOF\nmpicc -o ~/mpi_hello ~/mpi_hello.c"
+             " && mpicc.mpich -o ~/mpi_hello_mpich ~/mpi_hello.c && echo built" % source)  # fmt: skip
     out = session(slurm, build)
     assert out.stdout.split()[-1:] == ["built"], out.stdout + out.stderr
-    return "~/mpi_hello"
+    return {"openmpi": "~/mpi_hello", "mpich": "~/mpi_hello_mpich"}
 
 
-def test_srun_mpi_pmix_gives_each_rank_its_place_across_two_nodes(slurm: SlurmView, mpi_hello):
-    out = session(slurm, "srun -N2 -n2 --mpi=pmix %s" % mpi_hello)
+def test_srun_gives_each_mpi_rank_its_place_across_two_nodes(slurm: SlurmView, mpi_hello):
+    """Plain srun (MpiDefault=pmi2): MPICH's ranks get rank, size and peers from slurmstepd's PMI-2 server."""
+    out = session(slurm, "srun -N2 -n2 %s" % mpi_hello["mpich"])
     ranks = mpi_ranks(out.stdout)
     assert sorted(ranks) == [0, 1], out.stdout + out.stderr
     assert {r["size"] for r in ranks.values()} == {2} and {r["sum"] for r in ranks.values()} == {1}
@@ -315,7 +317,7 @@ def test_srun_mpi_pmix_gives_each_rank_its_place_across_two_nodes(slurm: SlurmVi
 
 def test_mpirun_inside_sbatch_runs_the_ranks_on_both_nodes(slurm: SlurmView, mpi_hello):
     out = session(slurm, "sbatch --wait -N2 -n2 -o ~/mpirun.out --wrap 'mpirun %s' >/dev/null; cat ~/mpirun.out"
-                  % mpi_hello)  # fmt: skip
+                  % mpi_hello["openmpi"])  # fmt: skip
     ranks = mpi_ranks(out.stdout)
     assert sorted(ranks) == [0, 1], out.stdout + out.stderr
     assert {r["sum"] for r in ranks.values()} == {1}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from slurm_release import images_slurm_series, images_slurm_series_text
 
 REPO = Path(__file__).resolve().parents[2]
 SPANK = REPO / "spank"
@@ -30,14 +31,14 @@ def slurm_version_of(include_dir: Path) -> tuple[int, int] | None:
 
 
 def find_slurm_include() -> Path:
-    """SLURM_INCLUDE from the environment, the system's 24.11 headers, or trixie's via the fetch script."""
+    """SLURM_INCLUDE from the environment, the system's headers of the images' Slurm, or Debian's (fetch script)."""
     if os.environ.get("SLURM_INCLUDE"):
         return Path(os.environ["SLURM_INCLUDE"])
-    if slurm_version_of(Path("/usr/include")) == (24, 11):
+    if slurm_version_of(Path("/usr/include")) == images_slurm_series():
         return Path("/usr/include")
     fetched = subprocess.run([str(FETCH_HEADERS)], capture_output=True, text=True, check=False)
     if fetched.returncode != 0:
-        pytest.fail("cannot get Slurm 24.11 headers:\n" + fetched.stderr)
+        pytest.fail("cannot get the headers of Slurm %s:\n%s" % (images_slurm_series_text(), fetched.stderr))
     return Path(fetched.stdout.strip())
 
 

@@ -1,4 +1,4 @@
-"""The jail plugin builds warning-free against Slurm 24.11, passes its C unit tests, and is a
+"""The jail plugin builds warning-free against the images' Slurm, passes its C unit tests, and is a
 plugin slurmstepd will load: the right symbols, the right version, the shared constants."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 import pytest
+from slurm_release import images_slurm_series
 from spank_support import FETCH_HEADERS, SPANK, make, slurm_version_of
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -75,13 +76,13 @@ def test_plugin_exports_only_what_slurm_looks_up(spank_build):
     }
 
 
-def test_plugin_is_a_spank_plugin_for_slurm_24_11(spank_build):
+def test_plugin_is_a_spank_plugin_for_the_images_slurm(spank_build):
     """slurmstepd refuses a plugin whose plugin_version has another major.minor."""
-    assert slurm_version_of(spank_build.include) == (24, 11)
+    assert slurm_version_of(spank_build.include) == images_slurm_series()
     # RTLD_LAZY: the slurm_* functions come from slurmstepd and are not looked up by this load.
     lib = ctypes.CDLL(str(spank_build.plugin), mode=ctypes.RTLD_LOCAL | 1)
     version = ctypes.c_uint.in_dll(lib, "plugin_version").value
-    assert (version >> 16, (version >> 8) & 0xFF) == (24, 11)
+    assert (version >> 16, (version >> 8) & 0xFF) == images_slurm_series()
     assert (ctypes.c_char * 6).in_dll(lib, "plugin_type").value == b"spank"
 
 

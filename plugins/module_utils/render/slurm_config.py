@@ -156,9 +156,10 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         # behind when it ends.
         "ProctrackType": "proctrack/cgroup",
         "TaskPlugin": "task/cgroup,task/affinity",
-        # MPI ranks started by srun get their PMIx server from slurmstepd (the jail plugin
-        # shows them its directory); mpirun inside a job works as well.
-        "MpiDefault": "pmix",
+        # MPI ranks started by srun find each other through slurmstepd's PMI-2 server (MPICH);
+        # Debian's Slurm 26.05 builds no PMIx plugin, so Open MPI 5, which speaks only PMIx,
+        # starts with mpirun inside the job. Slurm 24.11 still offers `srun --mpi=pmix`.
+        "MpiDefault": "pmi2",
         # Jobs' scratch is the pod's own (the jail shows it as /tmp, and at this path too, so
         # what slurmstepd makes there for a step, e.g. PMIx's client directories, is where
         # the ranks look); slurmd reports its size as TmpDisk.

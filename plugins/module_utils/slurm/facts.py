@@ -100,11 +100,18 @@ def nodes_by_state(nodes: Sequence[SlurmNode]) -> Dict[str, int]:
     return counts
 
 
+def slurm_release(text: str) -> Optional[str]:
+    """The release of the Slurm that answered ("26.05.5"), from the meta of its JSON output."""
+    release = ((json.loads(text).get("meta") or {}).get("slurm") or {}).get("release")
+    return str(release) if release else None
+
+
 def slurm_facts(slurm: SlurmControl, include_jobs: bool) -> Dict[str, Any]:
-    """Nodes, partitions, jobs and node counts by state, as slurmctld reports them."""
+    """Slurm's release, nodes, partitions, jobs and node counts by state, as slurmctld reports them."""
     nodes_text = slurm.output(NODES_COMMAND)
     defaults = default_partitions(slurm.output(PARTITION_LINES_COMMAND))
     facts: Dict[str, Any] = {
+        "slurm_version": slurm_release(nodes_text),
         "nodes": node_facts(nodes_text),
         "nodes_by_state": nodes_by_state(parse_nodes(nodes_text)),
         "partitions": partition_facts(slurm.output(PARTITIONS_COMMAND), defaults),

@@ -25,7 +25,7 @@ NODES = json.dumps({"nodes": [
      "free_mem": UNSET},
     {"name": "n1", "state": ["ALLOCATED"], "reason": "", "cpus": 2, "alloc_cpus": 2, "real_memory": 1000,
      "partitions": ["main"], "features": ["cpu"], "active_features": ["cpu"]},
-]})
+], "meta": {"slurm": {"version": {"major": "26", "micro": "5", "minor": "05"}, "release": "26.05.5"}}})
 PARTITIONS = json.dumps({"partitions": [
     {"name": "main", "nodes": {"allowed_allocation": "", "configured": "n[1-2]", "total": 2}, "node_sets": "cpu,big",
      "partition": {"state": ["UP"]}, "cpus": {"task_binding": 0, "total": 4},
@@ -82,6 +82,7 @@ def test_slurm_facts_count_nodes_by_state_and_can_skip_jobs():
     facts = slurm_facts(SlurmControl(answers), include_jobs=False)
     assert facts["nodes_by_state"] == {"idle": 1, "drain": 1, "allocated": 1}
     assert facts["jobs"] == [] and len(facts["partitions"]) == 2
+    assert facts["slurm_version"] == "26.05.5"  # the answer's meta.slurm.release
 
 
 class KubeWithController(MemoryKube):

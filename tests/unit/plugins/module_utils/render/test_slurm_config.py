@@ -57,9 +57,9 @@ def test_slurmd_reports_every_jobs_end_so_the_next_jobs_start_at_once():
     assert mine["Epilog"] == "/opt/site/epilog"
 
 
-def test_mpi_ranks_get_pmix_and_the_pods_scratch_is_tmpfs():
+def test_mpi_ranks_get_pmi2_and_the_pods_scratch_is_tmpfs():
     conf = settings(render_slurm_conf(cluster(), [SMALL]))
-    assert conf["MpiDefault"] == "pmix"
+    assert conf["MpiDefault"] == "pmi2"
     assert conf["TmpFS"] == C.NODE_TMP_DIR
 
 
