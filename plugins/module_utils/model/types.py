@@ -231,9 +231,10 @@ class Partition:
 class Switch:
     """One line of topology.conf."""
 
-    name: str = spec_field("Switch name.", pattern=SLURM_NAME)
+    name: str = spec_field("Switch name.", pattern=SLURM_NAME, max_length=64)
     nodes: Optional[str] = spec_field("Slurm hostlist of nodes on this switch (leaf).", None, pattern=HOSTLIST)
-    switches: List[str] = spec_field("Child switches (spine).", factory=list)
+    switches: List[str] = spec_field("Child switches (spine).", factory=list, pattern=SLURM_NAME, max_length=64,
+                                     max_items=64, unique=True)
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,8 @@ class Slurm:
         minimum=1,
         maximum=65000,
     )
-    topology: List[Switch] = spec_field("topology.conf switches (topology/tree).", factory=list)
+    topology: List[Switch] = spec_field("topology.conf switches (topology/tree).", factory=list, max_items=256,
+                                        unique_by="name")
     switch_label: str = spec_field(
         "A Kubernetes node label whose value names the network switch of the machine. The operator then "
         "writes topology.conf (topology/tree) from where the worker pods run: one leaf switch per value, "

@@ -1,0 +1,32 @@
+"""site.yml's check of its users, run by a real ansible-playbook before anything is built or made."""
+
+from __future__ import annotations
+
+import json
+
+from collection_path import REPO
+from playbook_runner import run_playbook
+
+SITE = REPO / "playbooks" / "site.yml"
+# Nothing is built (images given) and the play ends at the first step that would make something:
+# an unknown Kubernetes is refused by role kubernetes.
+STOP_BEFORE_MAKING = {"slurmkube_images": {}, "slurmkube_kubernetes": "nowhere"}
+
+
+def site(users: list) -> str:
+    proc = run_playbook(SITE, "-e", json.dumps(dict(STOP_BEFORE_MAKING, slurmkube_users=users)))
+    assert proc.returncode != 0
+    return " ".join(proc.stdout.split())
+
+
+def test_a_user_listed_twice_is_refused_before_anything_is_built_or_made():
+    output = site([{"name": "alice", "uid": 2001}, {"name": "bob"}, {"name": "alice", "uid": 2002}])
+    assert "slurmkube_users: each name once, listed more than once: alice" in output, output[-3000:]
+    assert "Make the Kubernetes" not in output, output[-3000:]
+
+
+def test_users_listed_once_pass_the_check():
+    """The control: the same users without a repeat get past the check, to the refused Kubernetes."""
+    output = site([{"name": "alice", "uid": 2001}, {"name": "bob"}])
+    assert "listed more than once" not in output
+    assert "Make the Kubernetes" in output and "nowhere" in output, output[-3000:]
