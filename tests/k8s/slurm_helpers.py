@@ -131,6 +131,18 @@ class SlurmView:
         found = self.job(job)
         return found["job_state"][0] if found else ""
 
+    def switches(self) -> Dict[str, Tuple[frozenset, str]]:
+        """`scontrol show topology` as switch -> (the nodes Slurm placed under it, its child switches).
+        Key=value words, not columns; Nodes is a hostlist. The whole tree: since 26.05 the word
+        after `show topology` names a topology (topology.yaml), not a switch."""
+        switches = {}
+        for line in self.run("scontrol", "show", "topology").splitlines():
+            words = dict(w.split("=", 1) for w in line.split() if "=" in w)
+            if "SwitchName" in words:
+                nodes = self.run("scontrol", "show", "hostnames", words["Nodes"]).split() if words.get("Nodes") else []
+                switches[words["SwitchName"]] = (frozenset(nodes), words.get("Switches", ""))
+        return switches
+
     def explain(self) -> str:
         """Nodes, jobs, worker pods and slurmctld's last words as they are now (for timeout
         messages: a job stuck in a state is explained by what slurmctld logged about it)."""

@@ -17,7 +17,7 @@ import subprocess
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Callable, Dict, Iterator, Optional, Tuple, TypeVar
+from typing import Callable, Iterator, Optional, TypeVar
 
 import pytest
 from kube_helpers import REPO, TOOLBOX_IMAGE, Cluster, exported_env, kind, toolbox_archive, wait_for
@@ -335,18 +335,6 @@ def label_switch(kube: Cluster, host: str, switch: str) -> None:
     kube.kubectl("label", "node", host, "%s=%s" % (SWITCH_LABEL, switch), "--overwrite")
 
 
-def slurm_switches(slurm: SlurmView) -> Dict[str, Tuple[frozenset, str]]:
-    """`scontrol show topology` as switch -> (the nodes Slurm placed under it, its child switches).
-    Key=value words, not columns; Nodes is a hostlist."""
-    switches = {}
-    for line in slurm.run("scontrol", "show", "topology").splitlines():
-        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
-        if "SwitchName" in words:
-            nodes = slurm.run("scontrol", "show", "hostnames", words["Nodes"]).split() if words.get("Nodes") else []
-            switches[words["SwitchName"]] = (frozenset(nodes), words.get("Switches", ""))
-    return switches
-
-
 def test_slurm_topology_follows_the_switch_label_of_each_workers_kubernetes_node(slurm: SlurmView):
     """spec.slurm.switchLabel: a leaf switch per label value, named after it, every leaf under
     'top'; a machine relabelled moves its Slurm node to the other leaf without a restart."""
@@ -354,13 +342,13 @@ def test_slurm_topology_follows_the_switch_label_of_each_workers_kubernetes_node
     on_host = {kubernetes_node_of(kube, "%s-cpu-%d" % (SLURM, i)): "%s-cpu-%d" % (SLURM, i) for i in (0, 1)}
     first, second = workers(kube)
     everyone = frozenset(on_host.values())
-    wait_for(lambda: slurm_switches(slurm) == {
+    wait_for(lambda: slurm.switches() == {
         SWITCHES[0]: (frozenset([on_host[first]]), ""), SWITCHES[1]: (frozenset([on_host[second]]), ""),
         "top": (everyone, ",".join(SWITCHES))}, 240, 3, explain=lambda: slurm.run("scontrol", "show", "topology"))
     controller = kube.get_json("pod", "%s-controller-0" % SLURM)["metadata"]["uid"]
     label_switch(kube, second, SWITCHES[0])
     try:
-        wait_for(lambda: slurm_switches(slurm) == {SWITCHES[0]: (everyone, ""), "top": (everyone, SWITCHES[0])},
+        wait_for(lambda: slurm.switches() == {SWITCHES[0]: (everyone, ""), "top": (everyone, SWITCHES[0])},
                  240, 3, explain=lambda: slurm.run("scontrol", "show", "topology"))
         # Both nodes now hang off one leaf: a job that wants one switch for two nodes starts.
         out = slurm.run("srun", "-N2", "--switches=1", "hostname")

@@ -77,9 +77,8 @@ def pods_by_uid(kube: Cluster) -> dict:
 
 def nodes_in_tree(slurm: SlurmView) -> set:
     """Nodes Slurm's topology tree holds: the top switch lists them (the leaf shows its configured
-    hostlist, which names nodes that may not exist yet). Key=value words, not columns."""
-    words = dict(w.split("=", 1) for w in slurm.run("scontrol", "show", "topology", "spine").split() if "=" in w)
-    return set(slurm.run("scontrol", "show", "hostnames", words["Nodes"]).split()) if words.get("Nodes") else set()
+    hostlist, which names nodes that may not exist yet)."""
+    return set(slurm.switches().get("spine", (frozenset(), ""))[0])
 
 
 def patch(kube: Cluster, kind: str, name: str, body: dict) -> None:
