@@ -161,9 +161,12 @@ def _topology_rules(switches: Sequence[Switch]) -> List[Tuple[str, str]]:
     for i, sw in enumerate(switches):
         if bool(sw.nodes) == bool(sw.switches):
             problems.append(("spec.slurm.topology[%d]" % i, "set exactly one of nodes and switches"))
-        for child in sw.switches:
+        for j, child in enumerate(sw.switches):
             if child not in names:
                 problems.append(("spec.slurm.topology[%d].switches" % i, "unknown switch %s" % describe(child)))
+            if child in sw.switches[:j]:
+                where = "spec.slurm.topology[%d].switches[%d]" % (i, j)
+                problems.append((where, "is used twice: %s" % describe(child)))
     return problems
 
 
