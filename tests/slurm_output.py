@@ -17,15 +17,6 @@ def size_kib(size: str) -> int:
     return int(float(match.group(1)) * 1024 ** "KMGT".index(match.group(2) or "K"))
 
 
-def seconds(duration: str) -> float:
-    """A duration as sstat and sacct print it ('[D-][HH:]MM:SS[.mmm]') in seconds; a value Slurm
-    could not fit in its column ('213503982+') fails, as it is no duration."""
-    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)", duration)
-    assert match, duration
-    days, hours, minutes, secs = match.groups()
-    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(secs)
-
-
 def mpi_ranks(output: str) -> dict:
     """rank -> {size, host, sum (of the allreduce)} from tests/data/mpi_hello.c's lines (a tty adds \\r)."""
     lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)\r?$", output, re.MULTILINE)
