@@ -467,30 +467,6 @@ def slurm_time(value: str) -> float:
     return calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%S"))
 
 
-def test_a_job_asking_for_an_expedited_requeue_is_eligible_at_once_and_first_when_its_pod_is_lost(slurm: SlurmView):
-    """sbatch --requeue=expedite (SlurmctldParameters=enable_expedited_requeue, a default): requeued
-    when its pod is lost, the job is eligible at once with the highest priority; a job requeued
-    plainly waits out its old credential's life first (cred_expire: 30 s on the test clusters)."""
-    node = NODES[1]
-    # The plain job first: by submission alone it would have the higher priority.
-    plain = sbatch_on(slurm, node, "-c1", "--requeue", "--wrap", "sleep 600")
-    expedited = sbatch_on(slurm, node, "-c1", "--requeue=expedite", "--wrap", "sleep 600")
-    try:
-        wait_for(lambda: {slurm.job_state(expedited), slurm.job_state(plain)} == {"RUNNING"}, 90, 1,
-                 explain=slurm.explain)  # fmt: skip
-        slurm.kube.kubectl("-n", slurm.kube.namespace, "delete", "pod", node, "--wait=false")
-
-        def both_requeued() -> list:
-            found = [job_record(slurm, job) for job in (expedited, plain)]
-            return found if all(int(r.get("Restarts", 0)) >= 1 for r in found) else []
-
-        fast, slow = wait_for(both_requeued, 180, 1, explain=slurm.explain)
-        assert slurm_time(slow["EligibleTime"]) - slurm_time(fast["EligibleTime"]) >= 20, (fast, slow)
-        assert int(fast["Priority"]) > int(slow["Priority"]), (fast["Priority"], slow["Priority"])
-    finally:
-        slurm.run("scancel", expedited, plain)
-
-
 def test_a_drained_worker_pod_lost_under_a_job_requeues_it_and_the_node_stays_drained_with_its_reason(
         slurm: SlurmView):
     node, reason = NODES[1], "admin: memory test before the job ends"

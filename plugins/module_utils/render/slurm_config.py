@@ -173,10 +173,6 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         # CPUs with trivial jobs: 1.2 jobs/s without, 31 with.
         "Epilog": "/bin/true",
         "ReturnToService": 2,
-        # A job sent with --requeue=expedite is eligible at once and first in the queue when
-        # its node is lost (a pod gone, a node down), instead of waiting out its credential's
-        # life (cred_expire, 120 s) at its old priority.
-        "SlurmctldParameters": ["enable_expedited_requeue"],
         "MaxNodeCount": spec.slurm.max_node_count,
         # Nodes are pods that come and go: slurmctld reaches each one directly.
         "TreeWidth": 65533,
