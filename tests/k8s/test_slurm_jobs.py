@@ -462,11 +462,6 @@ def test_jobs_of_a_lost_worker_pod_are_requeued_at_once_and_complete(slurm: Slur
         assert (record["JobState"], record["Restarts"]) == ("COMPLETED", "1"), record
 
 
-def slurm_time(value: str) -> float:
-    """A time as scontrol prints it (2026-11-28T19:40:01, the controller's zone: UTC in its pod)."""
-    return calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%S"))
-
-
 def test_a_drained_worker_pod_lost_under_a_job_requeues_it_and_the_node_stays_drained_with_its_reason(
         slurm: SlurmView):
     node, reason = NODES[1], "admin: memory test before the job ends"
