@@ -203,12 +203,13 @@ slurm_versions_in() {
   local archive="$1" suite="$2" date key dir="$cache/slurm-versions" file
   date="$(curl -fsSL --max-time 30 "$archive/dists/$suite/Release" 2>/dev/null | sed -n 's/^Date: //p' | head -n1 || true)"
   if [[ -z "$date" ]]; then
-    file="$(find "$dir" -name "$suite-*" -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n1 | cut -d' ' -f2- || true)"
+    # SUITE.KEY: "forky.*" must not find forky-security's answers.
+    file="$(find "$dir" -name "$suite.*" -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -n1 | cut -d' ' -f2- || true)"
     [[ -z "$file" ]] || cat "$file"
     return 0
   fi
   key="$(printf '%s|%s|%s' "$archive" "$suite" "$date" | sha256sum | cut -c1-12)"
-  file="$dir/$suite-$key"
+  file="$dir/$suite.$key"
   if [[ ! -f "$file" ]]; then
     mkdir -p "$dir"
     curl -fsSL --max-time 300 "$archive/dists/$suite/main/binary-$(dpkg --print-architecture)/Packages.xz" |
