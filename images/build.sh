@@ -183,17 +183,17 @@ ensure_rootfs() {
 # in the images, named in their labels and part of their tags, so a new Debian patch of the
 # series rebuilds them and every image of one build carries the same Slurm.
 resolve_slurm_version() {
-  local suite security versions index
+  local suite security version index
   suite="$(slurm_suite)" || exit 1
   security="${SLURMKUBE_DEBIAN_SECURITY_MIRROR:-$MIRROR-security}"
-  versions="$(
+  version="$(
     for index in "$MIRROR $suite" "$MIRROR $suite-updates" "$security $suite-security"; do
       # shellcheck disable=SC2086 # two words: the archive and the suite
       slurm_versions_in $index
     done | awk -v series="$SLURM_SERIES." 'index($0, series) == 1' | sort -V | tail -n1
   )"
-  [[ -n "$versions" ]] || die "no Slurm $SLURM_SERIES in Debian $suite at $MIRROR (SLURMKUBE_SLURM_VERSION)"
-  SLURM_DEB_VERSION="$versions"
+  [[ -n "$version" ]] || die "no Slurm $SLURM_SERIES in Debian $suite at $MIRROR (SLURMKUBE_SLURM_VERSION)"
+  SLURM_DEB_VERSION="$version"
   SLURM_SUITE="$suite"
 }
 

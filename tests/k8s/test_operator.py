@@ -76,8 +76,7 @@ def pods_by_uid(kube: Cluster) -> dict:
 
 
 def nodes_in_tree(slurm: SlurmView) -> set:
-    """Nodes Slurm's topology tree holds: the top switch lists them (the leaf shows its configured
-    hostlist, which names nodes that may not exist yet)."""
+    """Nodes Slurm's topology tree holds, as the top switch lists them."""
     return set(slurm.switches().get("spine", (frozenset(), ""))[0])
 
 
