@@ -17,6 +17,14 @@ def size_kib(size: str) -> int:
     return int(float(match.group(1)) * 1024 ** "KMGT".index(match.group(2) or "K"))
 
 
+def seconds(duration: str) -> float:
+    """A duration as sstat and sacct print it ('1-02:03:04', '02:03:04', '03:04.567') in seconds."""
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)", duration)
+    assert match, duration
+    days, hours, minutes, secs = match.groups()
+    return ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes)) * 60 + float(secs)
+
+
 def mpi_ranks(output: str) -> dict:
     """rank -> {size, host, sum (of the allreduce)} from tests/data/mpi_hello.c's lines (a tty adds \\r)."""
     lines = re.findall(r"^rank (\d+) of (\d+) on (\S+) sum (\d+)\r?$", output, re.MULTILINE)

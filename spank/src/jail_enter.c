@@ -543,9 +543,10 @@ static int make_node_mounts_readonly(const struct jail_config *cfg, char *err, s
  * and bounding sets for good -- setuid above all: every other root process of
  * the pod holds it, so slurmstepd's capabilities are no longer a superset of
  * theirs, and the kernel refuses it /proc/<pid>/root, cwd and fd of every
- * other process (ptrace access rules; the pod has no sys_ptrace). That is the
- * path `sbatch -i /proc/1/root/...` took, and any process of the pod could be
- * used instead of pid 1.
+ * other process (ptrace access rules; sys_ptrace, which the worker pod has for
+ * job accounting, is among what goes). That is the path
+ * `sbatch -i /proc/1/root/...` took, and any process of the pod could be used
+ * instead of pid 1.
  */
 static const int stepd_keep_caps[] = {
 	CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL, CAP_SETGID, CAP_SETPCAP,

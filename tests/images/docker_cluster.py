@@ -307,11 +307,14 @@ class Cluster:
             "--memory",
             "%dm" % slurm_real_memory_mib(nodeset),
             # What the jail plugin needs: mounts, and pivot_root (refused by the default seccomp,
-            # allowed by ours); what slurmstepd needs to bind tasks to their CPUs.
+            # allowed by ours); what slurmstepd needs to bind tasks to their CPUs and to read the
+            # /proc files of users' tasks that job accounting samples.
             "--cap-add",
             "SYS_ADMIN",
             "--cap-add",
             "SYS_NICE",
+            "--cap-add",
+            "SYS_PTRACE",
             "--security-opt",
             "seccomp=%s" % (self.root / "seccomp.json"),
             *env_args(env, host),
@@ -386,13 +389,13 @@ def daemon_ids(cluster: Cluster, host: str) -> dict:
 AS_MUNGE = ("setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", "--")
 
 
-def ssh_to_login(cluster: Cluster, command: str) -> subprocess.CompletedProcess:
+def ssh_to_login(cluster: Cluster, command: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run command in an ssh session of the jail user on the login node, from another container."""
     return docker(
         "run", "--rm", "--network", cluster.network, "-v", "%s:/keys:ro" % (cluster.root / "client"),
         "--entrypoint", "ssh", cluster.images["jail"], "-i", "/keys/id_ed25519", "-o", "BatchMode=yes",
         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-        "%s@%s" % (JAIL_USER, LOGIN_POD), command, timeout=120,
+        "%s@%s" % (JAIL_USER, LOGIN_POD), command, timeout=120, check=check,
     )  # fmt: skip
 
 

@@ -3,8 +3,11 @@ root or admin capabilities, batch jobs from there."""
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from docker_cluster import (
+    CONTROLLER_POD,
     JAIL_UID,
     JAIL_USER,
     LOGIN_POD,
@@ -13,9 +16,11 @@ from docker_cluster import (
     jail_home,
     needs_plugin,
     root_sbatch,
+    scontrol_job,
     ssh_to_login,
     wait_for,
 )
+from slurm_output import seconds, size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
@@ -30,6 +35,33 @@ def test_user_logs_in_and_runs_a_batch_job_in_the_jail(cluster):
     out = ssh_to_login(cluster, session).stdout.split()
     assert out[0] in WORKERS
     assert out[1:] == [JAIL_USER, "test"]
+
+
+# Holds 150 MiB and burns about two CPU seconds, then waits to be cancelled.
+HOLD_MEMORY_AND_CPU = ("python3 -c 'import time; b = b\"x\" * (150 << 20); t = time.process_time() + 2\n"
+                       "while time.process_time() < t: pass\ntime.sleep(120)'")
+
+
+@needs_plugin
+def test_sstat_shows_a_users_running_job_its_memory_and_cpu(cluster):
+    """Job accounting reads a user's tasks' /proc files (the worker's sys_ptrace): MaxRSS and
+    AveCPU of a plain user's job, not only of root's."""
+    job = ssh_to_login(cluster, "sbatch --parsable -w %s -o /dev/null --wrap %s"
+                       % (WORKERS[0], shlex.quote(HOLD_MEMORY_AND_CPU))).stdout.split()[0]  # fmt: skip
+
+    def batch_step() -> list:
+        out = cluster.exec(CONTROLLER_POD, "sstat", "-n", "-P", "-o", "JobID,MaxRSS,AveCPU", "-j", job + ".batch",
+                           check=False).stdout.split()  # fmt: skip
+        row = out[0].split("|") if out else []
+        return row if len(row) == 3 and row[1] and size_kib(row[1]) >= 100 << 10 and seconds(row[2]) >= 1 else []
+
+    try:
+        ave_cpu = wait_for("sstat MaxRSS >= 100 MiB, AveCPU >= 1 s", batch_step, timeout=90)[2]
+        record = scontrol_job(cluster, job)
+        assert record["UserId"].startswith(JAIL_USER + "(")
+        assert seconds(ave_cpu) <= seconds(record["RunTime"]) * int(record["NumCPUs"]) + 1, (ave_cpu, record)
+    finally:
+        cluster.exec(CONTROLLER_POD, "scancel", job)
 
 
 @needs_plugin

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from docker_cluster import (
     CONTROLLER_POD,
@@ -10,8 +12,12 @@ from docker_cluster import (
     WORKERS,
     Cluster,
     daemon_ids,
+    jail_home,
     needs_plugin,
     root_sbatch,
+    scontrol_job,
+    ssh_to_login,
+    wait_for,
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -30,6 +36,52 @@ def test_root_job_cannot_take_the_munge_key_as_its_stdin(root_batch_jobs_run, cl
     got = out.read_bytes() if out.exists() else b""
     assert secret[:16] not in got and secret[-16:] not in got, got[:200]
     assert cluster.exec(WORKERS[0], "test", "-e", "/root/stolen-%s.out" % job, check=False).returncode != 0
+
+
+CAP_SYS_PTRACE = 19
+
+
+def batch_stepd_capabilities(cluster: Cluster, job: str) -> int:
+    """The effective capabilities of the slurmstepd of a running job's batch step."""
+    def stepd() -> str:
+        return cluster.exec(WORKERS[0], "pgrep", "-f", r"^slurmstepd: \[%s\.batch\]" % job, check=False).stdout
+    pid = wait_for("job %s's slurmstepd" % job, stepd, timeout=60).split()[0]
+    status = cluster.exec(WORKERS[0], "cat", "/proc/%s/status" % pid).stdout
+    return int(re.search(r"^CapEff:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
+
+
+@needs_plugin
+def test_only_a_plain_users_slurmstepd_holds_sys_ptrace(cluster):
+    """The worker has sys_ptrace for job accounting (a user's tasks' /proc files); a root job's
+    slurmstepd sheds it with the rest, so root in a job never acts through one that holds it."""
+    user_job = ssh_to_login(cluster, "sbatch --parsable -w %s -o /dev/null --wrap 'sleep 60'" % WORKERS[0])
+    root_job = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-w", WORKERS[0], "-o", "/dev/null",
+                            "--wrap", "sleep 60").stdout  # fmt: skip
+    jobs = [user_job.stdout.split()[0], root_job.split()[0]]
+    try:
+        user_caps, root_caps = (batch_stepd_capabilities(cluster, job) for job in jobs)
+    finally:
+        cluster.exec(CONTROLLER_POD, "scancel", *jobs)
+    assert user_caps >> CAP_SYS_PTRACE & 1, hex(user_caps)
+    assert not root_caps >> CAP_SYS_PTRACE & 1, hex(root_caps)
+
+
+@needs_plugin
+@pytest.mark.parametrize("source", ["/proc/1/root" + SECRET_KEY, "/proc/{slurmd}/root" + SECRET_KEY,
+                                    "/proc/{munged}/root" + SECRET_KEY, "/proc/{munged}/environ",
+                                    "/proc/{slurmd}/environ"])  # fmt: skip
+def test_a_users_job_cannot_take_a_daemons_files_as_its_stdin(cluster, source):
+    """A user's slurmstepd holds sys_ptrace, but opens --input with the user's ids (its effective
+    capabilities cleared): not the key, not a daemon's environment, by any path."""
+    secret = (cluster.root / "munge" / C.MUNGE_KEY_SECRET_KEY).read_bytes()
+    path = source.format(**daemon_ids(cluster, WORKERS[0]))
+    job = ssh_to_login(cluster, "sbatch --parsable --wait -w %s -i %s -o stolen-%%j.out --wrap cat"
+                       % (WORKERS[0], path), check=False).stdout.split()[0]  # fmt: skip
+    out = jail_home(cluster) / ("stolen-%s.out" % job)
+    got = out.read_bytes() if out.exists() else b""
+    assert secret[:16] not in got and secret[-16:] not in got, got[:200]
+    assert b"PATH=" not in got, got[:200]
+    assert scontrol_job(cluster, job)["JobState"] == "FAILED", got[:200]
 
 
 def worker_file_digest(cluster: Cluster, path: str) -> str:

@@ -19,6 +19,7 @@ from kube_helpers import REPO, Cluster, exported_env, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_playbook
+from slurm_output import seconds, size_kib
 from slurm_release import images_slurm_series_text
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -102,6 +103,43 @@ def demo_jobs_on_two_kubernetes_workers_share_the_jail(kube: Cluster) -> None:
     assert read.split() == [first, second], read
 
 
+# Holds 150 MiB and burns about two CPU seconds, then ends once ~/stats-release exists.
+HOLD_MEMORY_AND_CPU = ("python3 -c 'import os, time; b = b\"x\" * (150 << 20); t = time.process_time() + 2\n"
+                       "while time.process_time() < t: pass\n"
+                       "while not os.path.exists(os.path.expanduser(\"~/stats-release\")): time.sleep(1)'")
+
+
+def demo_sees_its_jobs_memory_and_cpu_in_sstat_and_sacct(kube: Cluster) -> None:
+    """Job accounting on kind (a cgroup v1 host, the systemd driver), for a plain user: MaxRSS
+    of a job holding 150 MiB in sstat while it runs and in sacct once it ended; AveCPU no more
+    than elapsed time x CPUs, TotalCPU at least what it burnt."""
+    def as_demo(*argv: str, check: bool = True) -> str:
+        return kube.kubectl("-n", "slurm", "exec", "demo-controller-0", "-c", "slurmctld", "--", "runuser", "-u",
+                            "demo", "--", *argv, check=check).stdout  # fmt: skip
+
+    job = as_demo("sbatch", "--parsable", "-o", "/dev/null", "--wrap", HOLD_MEMORY_AND_CPU).split()[0]
+
+    def sstat_batch() -> list:
+        # sstat fails while the job is pending
+        row = as_demo("sstat", "-n", "-P", "-o", "MaxRSS,AveCPU", "-j", job + ".batch", check=False).strip().split("|")
+        return row if len(row) == 2 and row[0] and size_kib(row[0]) >= 100 << 10 else []
+
+    running = wait_for(sstat_batch, 120, 2)
+    as_demo("sbatch", "--wait", "-o", "/dev/null", "--wrap", "touch ~/stats-release")
+
+    def sacct_batch() -> dict:
+        out = as_demo("sacct", "-n", "-P", "-o", "JobID,State,MaxRSS,AveCPU,TotalCPU,ElapsedRaw,AllocCPUS", "-j", job)
+        rows = {r.split("|")[0]: r.split("|")[1:] for r in out.splitlines() if r.count("|") == 6}
+        batch = rows.get(job + ".batch", [])
+        return dict(zip(("state", "max_rss", "ave_cpu", "total_cpu", "elapsed", "cpus"), batch)) \
+            if batch and batch[0] == "COMPLETED" else {}  # fmt: skip
+
+    ended = wait_for(sacct_batch, 120, 2)
+    assert size_kib(ended["max_rss"]) >= 100 << 10, (running, ended)
+    assert seconds(ended["total_cpu"]) >= 1.5, ended
+    assert seconds(running[1]) <= seconds(ended["ave_cpu"]) <= int(ended["elapsed"]) * int(ended["cpus"]), ended
+
+
 def demo_logs_in_with_the_printed_command(output: str) -> None:
     """The ssh command the play prints reaches the login node from this machine (the login
     Service's NodePort on a kind node's address), and Slurm answers there."""
@@ -135,6 +173,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
             assert " %s." % images_slurm_series_text() in in_controller(kube, *command), command
         demo_charges_its_account(kube)
         demo_jobs_on_two_kubernetes_workers_share_the_jail(kube)
+        demo_sees_its_jobs_memory_and_cpu_in_sstat_and_sacct(kube)
         second = play("bash", "quickstart.sh", "--diff")
         output = second.stdout + second.stderr
         (tmp_path / "second.log").write_text(output)

@@ -153,12 +153,15 @@ def worker_seccomp_profile_ref(cluster: SlurmCluster) -> Dict[str, Any]:
 def worker_security_context(cluster: SlurmCluster) -> Dict[str, Any]:
     """What the jail plugin needs: mounts (SYS_ADMIN, which AppArmor's default profile refuses)
     and pivot_root (which the runtime's default seccomp profile refuses: ours allows it); what
-    slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE). The root file system is
+    slurmstepd needs to bind a job's tasks to their CPUs (SYS_NICE) and to read the /proc files
+    of a plain user's tasks that job accounting samples (SYS_PTRACE: without it sstat and sacct
+    show no MaxRSS, AveRSS or AveCPU for users' jobs). Jobs hold neither: the jail plugin drops
+    them from root jobs' tasks and from the slurmstepd of a root job. The root file system is
     read-only: the image's programs (slurmd's health check, the stop hook) stay what the image
     says, whatever runs in the pod."""
     return {
         "readOnlyRootFilesystem": True,
-        "capabilities": {"add": ["SYS_ADMIN", "SYS_NICE"], "drop": list(common.UNUSED_CAPABILITIES)},
+        "capabilities": {"add": ["SYS_ADMIN", "SYS_NICE", "SYS_PTRACE"], "drop": list(common.UNUSED_CAPABILITIES)},
         "seccompProfile": worker_seccomp_profile_ref(cluster),
         "appArmorProfile": {"type": "Unconfined"},
     }

@@ -110,7 +110,8 @@ def test_jobs_get_a_node_local_tmp_and_the_jail_plugin_mirrors_user_paths():
     # the job's ranks open by that path (PMIx's client directory).
     assert "binds=/etc/hosts:ro,/etc/resolv.conf:ro,/mnt/slurmkube/tmp " in plugstack
     security = pod["containers"][0]["securityContext"]
-    assert security["capabilities"] == {"add": ["SYS_ADMIN", "SYS_NICE"], "drop": ["NET_RAW", "MKNOD", "SETFCAP"]}
+    assert security["capabilities"] == {"add": ["SYS_ADMIN", "SYS_NICE", "SYS_PTRACE"],
+                                        "drop": ["NET_RAW", "MKNOD", "SETFCAP"]}
     assert "privileged" not in security and security["readOnlyRootFilesystem"] is True
     written = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert {"/run", "/tmp", "/etc/munge", "/var/lib/munge", "/var/log"} <= written
