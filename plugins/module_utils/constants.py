@@ -55,6 +55,7 @@ COMPONENT_SLURMDBD = "slurmdbd"
 COMPONENT_DATABASE = "mariadb"
 COMPONENT_EXPORTER = "exporter"
 COMPONENT_OPERATOR = "operator"  # the operator's pods (what scrape configs and alerts select)
+COMPONENT_PREFLIGHT = "preflight"  # a new Slurm image tried on the new configuration before an upgrade
 
 # The container of each component's pods that runs its daemon (and munged): what the exec API
 # is pointed at.
@@ -150,6 +151,7 @@ ROLE_LONG_CHECKS = "long-checks"  # submit the long health checks as Slurm jobs 
 ROLE_SLURMDBD = "slurmdbd"
 ROLE_DATABASE = "database"  # the in-cluster MariaDB of slurmdbd
 ROLE_EXPORTER = "exporter"  # the Prometheus exporter (issue 17)
+ROLE_PREFLIGHT = "preflight"  # the controller image's check of itself before an upgrade
 ENV_EXPORTER_PORT = "SLURMKUBE_EXPORTER_PORT"
 ENV_EXPORTER_MIN_INTERVAL = "SLURMKUBE_EXPORTER_MIN_INTERVAL"
 EXPORTER_PROGRAM = "/opt/slurmkube/slurmkube_exporter.py"  # in the exporter image

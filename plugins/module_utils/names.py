@@ -160,6 +160,11 @@ def is_jail_populate_job(cluster: str, name: str) -> bool:
     return name.startswith(jail_populate_job(cluster, ""))
 
 
+def preflight(cluster: str, suffix: str) -> str:
+    """An upgrade's pre-flight Job and its ConfigMap: the suffix changes with the image and configuration tried."""
+    return "%s-%s-%s" % (cluster, C.COMPONENT_PREFLIGHT, suffix)
+
+
 def healthcheck(cluster: str) -> str:
     """The long health checks' CronJob."""
     return _of(cluster, C.COMPONENT_HEALTHCHECK)

@@ -40,8 +40,8 @@ FLOORS: Dict[str, Set[str]] = {
     "render": {"common", "seccomp", "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},
-    "operator": {"leader", "pass_state", "plan_munge_key", "plan_nodes", "serving", "status", "telemetry", "topology",
-                 "volume_refresh"},
+    "operator": {"leader", "pass_state", "plan_munge_key", "plan_nodes", "plan_upgrade", "serving", "status",
+                 "telemetry", "topology", "volume_refresh"},
     "ops": {"common"},
 }
 # The one module of a layer that puts the others together.

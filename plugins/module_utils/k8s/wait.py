@@ -49,13 +49,15 @@ def statefulset_counts(sts: Optional[Mapping[str, Any]]) -> Dict[str, int]:
 
 
 def statefulset_ready(sts: Optional[Mapping[str, Any]]) -> bool:
-    """Every wanted pod is Ready and the controller has seen the latest spec."""
+    """Every wanted pod is Ready, the controller has seen the latest spec, and a rolling update
+    of its pods is over (until then the old pods may still be the Ready ones)."""
     if not sts:
         return False
     status = sts.get("status") or {}
     counts = statefulset_counts(sts)
     current = status.get("observedGeneration") == sts["metadata"].get("generation")
-    return current and counts["ready"] == counts["desired"]
+    rolled = status.get("updateRevision") == status.get("currentRevision")
+    return current and rolled and counts["ready"] == counts["desired"]
 
 
 def deployment_available(deployment: Optional[Mapping[str, Any]], replicas: int) -> bool:

@@ -27,6 +27,22 @@ class KeyState(NamedTuple):
     pending: Optional[str]
 
 
+class SlurmState(NamedTuple):
+    """The controller image the cluster runs and its Slurm release; while a new image waits on its
+    pre-flight Job (named), or was refused, what holds it."""
+
+    image: str
+    version: str
+    preflight: str = ""
+    waiting: Optional[str] = None
+    refusal: Optional[str] = None
+
+    @property
+    def pending(self) -> Optional[str]:
+        """Why the new image may not replace the running one yet; None when nothing holds it."""
+        return self.refusal or self.waiting
+
+
 class JobNotRequeued(NamedTuple):
     """A job the operator would have requeued, but which was sent with --no-requeue."""
 
@@ -59,6 +75,7 @@ class Pass:
     slurm: Optional[SlurmControl] = None
     slurm_nodes: Optional[Dict[str, SlurmNode]] = None
     key: KeyState = KeyState("", None)
+    slurm_state: SlurmState = SlurmState("", "")
     placement: Dict[str, str] = field(default_factory=dict)
     scaling: Dict[str, Scaling] = field(default_factory=dict)
     rendered: RenderedCluster = field(default_factory=lambda: RenderedCluster([], {}))

@@ -9,6 +9,8 @@ A pass is named steps over one Pass (pass_state.py), in this order:
     read       Slurm's nodes through the controller, the workers' switches (read.py)
     plan       each worker StatefulSet's replicas and scale-down steps (scale.py)
     render     every object and config file, once (apply.py → render/cluster.py)
+    check      a new controller image against its pre-flight Job (upgrade.py): while it waits or
+               was refused, the pass ends here and applies nothing
     apply      what differs (apply.py)
     act        on Slurm's nodes (nodes.py), reconfigure once slurmctld reads the new files
                (reconfigure.py)
@@ -36,6 +38,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.report imp
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.scale import plan_scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.secrets import ensure_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import check_upgrade
 
 # The steps after the read of the spec, in order.
 STEPS: Tuple[Callable[[Pass], None], ...] = (
@@ -45,6 +48,7 @@ STEPS: Tuple[Callable[[Pass], None], ...] = (
     read_placement,
     plan_scaling,
     render_objects,
+    check_upgrade,
     apply_objects,
     act_on_nodes,
     retire_removed_nodesets,
@@ -84,6 +88,8 @@ class Reconciler:
             return invalid(cluster_obj, str(exc))
         for step in STEPS:
             step(p)
+            if p.slurm_state.pending:
+                break
         status, nodeset_status = report(p)
         return Outcome(status, nodeset_status, p.events, p.applied, p.live_nodesets)
 

@@ -17,7 +17,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import JobNotRequeued, Pass
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import (
+    JobNotRequeued,
+    Pass,
+    SlurmState,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
     Event,
     condition,
@@ -36,7 +40,10 @@ def report(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     read and did; a Warning for each job newly found unrequeueable."""
     status, per_nodeset = cluster_status(p)
     status["configHash"] = p.config_hash
-    if p.slurm_nodes is None:  # Slurm could not be asked: what was found before still holds
+    status["slurm"] = slurm_status(p.slurm_state)
+    # Slurm could not be asked, or the pass stopped before acting on its nodes: what was found
+    # before still holds.
+    if p.slurm_nodes is None or p.slurm_state.pending:
         status["jobsNotRequeued"] = p.previous_status.get("jobsNotRequeued") or []
     p.events.extend(newly_not_requeued(p.previous_status, p.not_requeued))
     statuses = dict(p.invalid_nodesets)
@@ -98,6 +105,7 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
                   nodes_message, generation, previous, now),
         condition("MungeKeyInUse", key.pending is None, "MungeKey",
                   key.pending or "every daemon runs with munge key %s" % key.in_use, generation, previous, now),
+        upgrade_condition(p.slurm_state, generation, previous, now),
     ]
     if topology_ready is not None:
         # topology/tree refuses every job while no registered node is in its tree.
@@ -118,6 +126,25 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         "jobsNotRequeued": [{"jobId": held.job_id, "node": held.node} for held in not_requeued],
     }
     return status, per_nodeset
+
+
+def slurm_status(state: SlurmState) -> Dict[str, Any]:
+    """status.slurm: the image and release that run; the pre-flight and the refusal, while any."""
+    out = {"image": state.image, "version": state.version}
+    if state.preflight:
+        out["preflight"] = state.preflight
+    if state.refusal:
+        out["refusal"] = state.refusal
+    return out
+
+
+def upgrade_condition(state: SlurmState, generation: int, previous: Sequence[Mapping[str, Any]],
+                      now: datetime.datetime) -> Dict[str, Any]:
+    """SlurmImageInUse: the controller image asked for runs, or what holds it (its pre-flight, a refusal)."""
+    reason = "UpgradeRefused" if state.refusal else "PreFlight" if state.waiting else "SlurmImage"
+    running = "Slurm %s runs from %s" % (state.version, state.image) if state.version else "%s runs" % state.image
+    return condition("SlurmImageInUse", state.pending is None, reason, state.pending or running, generation,
+                     previous, now)
 
 
 def statefulset(p: Pass, name: str) -> Optional[Dict[str, Any]]:

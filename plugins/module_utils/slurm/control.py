@@ -99,6 +99,10 @@ class SlurmControl:
             raise SlurmError("%s failed (exit %d): %s" % (" ".join(argv), code, (err or out).strip()))
         return out
 
+    def release(self) -> str:
+        """The Slurm release slurmctld's clients report ("slurm-wlm 26.05.5")."""
+        return self.output(["scontrol", "version"]).strip()
+
     def nodes(self) -> List[SlurmNode]:
         """Every node slurmctld knows."""
         return parse_nodes(self.output(["scontrol", "show", "nodes", "--json"]))

@@ -1,0 +1,83 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Deciding a new Slurm image for a running cluster: what its pre-flight Job said, and whether
+Slurm allows the jump from the release that runs. Pure functions; upgrade.py does the API calls.
+
+Slurm's rules (https://slurm.schedmd.com/upgrades.html): a major release reads the state and
+accepts the messages of the major releases before it -- two of them, three since 24.11 (the
+six-month cycle) -- and never those of a newer one, so a major downgrade loses the state.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+_RELEASE = re.compile(r"\b(\d{2})\.(\d{2})\.(\d+)\b")
+# The first major release that reads the state of the three before it.
+THREE_BACK_SINCE = (24, 11)
+
+
+class PreflightResult(NamedTuple):
+    """A pre-flight Job's outcome: still running, passed, or failed (with why)."""
+
+    finished: bool
+    passed: bool
+    version: str
+    error: str
+
+
+def slurm_release(text: str) -> Optional[Tuple[int, int, int]]:
+    """(year, month, patch) of the first Slurm release in TEXT ("slurm-wlm 26.05.5"); None if none."""
+    match = _RELEASE.search(text)
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else None
+
+
+def major_ordinal(year: int, month: int) -> int:
+    """Major releases in order: two a year (YY.05 and YY.11 since 24.05; 23.02 and 23.11 before)."""
+    return year * 2 + (1 if month >= 11 else 0)
+
+
+def upgrade_refusal(running: str, new: str) -> Optional[str]:
+    """Why Slurm NEW cannot take over from Slurm RUNNING in place; None when it can, or when the
+    running release is not known (a slurmctld that never answered has recorded nothing to lose)."""
+    old, target = slurm_release(running), slurm_release(new)
+    if target is None:
+        return "the new controller image reported no Slurm release (%r)" % new
+    if old is None:
+        return None
+    behind = major_ordinal(*target[:2]) - major_ordinal(*old[:2])
+    if behind < 0:
+        return ("Slurm %s cannot replace Slurm %s: an older major release cannot read a newer one's state"
+                % (new, running))
+    window = 3 if target[:2] >= THREE_BACK_SINCE else 2
+    if behind > window:
+        return ("Slurm %s reads the state of the %d major releases before it, and %s is %d behind: "
+                "upgrade through a release between them first" % (new, window, running, behind))
+    return None
+
+
+def termination_message(pods: Sequence[Mapping[str, Any]]) -> str:
+    """The pre-flight container's termination message, from its (newest) pod."""
+    for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            terminated = (status.get("state") or {}).get("terminated") or {}
+            if terminated.get("message"):
+                return str(terminated["message"])
+    return ""
+
+
+def preflight_result(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> PreflightResult:
+    """What the Job's status and its pod's termination message say (`version=`, `error=` lines)."""
+    conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []
+                  if c.get("status") == "True"}
+    finished = "Complete" in conditions or "Failed" in conditions
+    if not finished:
+        return PreflightResult(False, False, "", "")
+    words = dict(line.split("=", 1) for line in termination_message(pods).splitlines() if "=" in line)
+    version, error = words.get("version", ""), words.get("error", "")
+    if "Complete" in conditions:
+        return PreflightResult(True, True, version, "")
+    failed = conditions["Failed"]
+    return PreflightResult(True, False, version, error or "the pre-flight Job failed (%s: %s)" % (
+        failed.get("reason", ""), failed.get("message", "")))

@@ -1,0 +1,228 @@
+"""A new controller image reaches a running cluster only through its pre-flight Job: the
+decisions, against an in-memory API (the k8s tier runs the real Job and slurmctld)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+from examples import example_resources
+from memory_kube import MemoryKube
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
+    preflight_result,
+    slurm_release,
+    upgrade_refusal,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import JOB_NAME_LABEL
+
+NEW_IMAGE = "registry.example/slurmkube/controller:26.05.5-1"
+
+
+@pytest.mark.parametrize(("running", "new"), [
+    ("24.11.5", "26.05.5"),  # three majors on: 24.11 counts three back
+    ("25.11.8", "26.05.5"),
+    ("26.05.5", "26.05.5"),
+    ("26.05.5", "26.05.2"),  # a patch back within a major
+    ("23.02.7", "23.11.1"),
+    ("", "26.05.5"),  # slurmctld never answered: nothing recorded to lose
+])
+def test_slurm_allows_these_jumps(running, new):
+    assert upgrade_refusal(running, new) is None
+
+
+@pytest.mark.parametrize(("running", "new", "says"), [
+    ("24.05.4", "26.05.5", "reads the state of the 3 major releases before it, and 24.05.4 is 4 behind"),
+    ("22.05.11", "23.11.1", "reads the state of the 2 major releases before it, and 22.05.11 is 3 behind"),
+    ("26.05.5", "25.11.8", "an older major release cannot read a newer one's state"),
+    ("26.05.5", "", "reported no Slurm release"),
+])
+def test_slurm_refuses_these_jumps_saying_why(running, new, says):
+    assert says in upgrade_refusal(running, new)
+
+
+def test_a_release_is_read_from_what_the_commands_print():
+    assert slurm_release("slurm-wlm 26.05.5") == (26, 5, 5)
+    assert slurm_release("slurm 24.11.5\n") == (24, 11, 5)
+    assert slurm_release("no release here") is None
+
+
+def finished_job(kind: str, reason: str = "", message: str = "") -> dict:
+    return {"status": {"conditions": [{"type": kind, "status": "True", "reason": reason, "message": message}]}}
+
+
+def preflight_pod(message: str, created: str = "2026-11-28T10:00:00Z") -> dict:
+    return {"metadata": {"creationTimestamp": created},
+            "status": {"containerStatuses": [{"state": {"terminated": {"message": message}}}]}}
+
+
+def test_a_running_job_is_not_finished():
+    assert not preflight_result({"status": {"active": 1}}, []).finished
+
+
+def test_a_passed_job_gives_the_images_release():
+    result = preflight_result(finished_job("Complete"), [preflight_pod("version=26.05.5\n")])
+    assert result.finished and result.passed and result.version == "26.05.5"
+
+
+def test_a_failed_job_gives_slurmctlds_words_from_the_newest_pod():
+    pods = [preflight_pod("version=26.05.5\nerror=old", "2026-11-28T09:00:00Z"),
+            preflight_pod("version=26.05.5\nerror=fatal: Invalid SchedulerType: sched/nope")]
+    result = preflight_result(finished_job("Failed", "BackoffLimitExceeded"), pods)
+    assert result.finished and not result.passed
+    assert result.error == "fatal: Invalid SchedulerType: sched/nope"
+
+
+def test_a_job_that_failed_without_a_word_says_how_kubernetes_saw_it():
+    result = preflight_result(finished_job("Failed", "DeadlineExceeded", "Job was active longer than specified"), [])
+    assert result.error == "the pre-flight Job failed (DeadlineExceeded: Job was active longer than specified)"
+
+
+# ------------------------------------------------------------------------- the pass, in memory
+
+
+@pytest.fixture
+def world(monkeypatch):
+    fake_keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
+    monkeypatch.setattr(operator_secrets, "new_ssh_host_keys", lambda types: fake_keys)
+    kube = MemoryKube()
+    raw = example_resources("cpu-only")
+    cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))
+    for nodeset in raw["nodesets"]:
+        kube.apply(nodeset)
+    return kube, cluster
+
+
+def next_pass(kube: MemoryKube, cluster: dict, **spec_images) -> tuple:
+    """A pass over the cluster with its last status (and the images changed); the outcome and the
+    cluster as the next pass reads it."""
+    images = dict(cluster["spec"].get("images") or {}, **spec_images)
+    cluster = dict(cluster, spec=dict(cluster["spec"], images=images))
+    outcome = R.Reconciler(kube).reconcile(cluster)
+    return outcome, dict(cluster, status=outcome.status)
+
+
+def controller_image(kube: MemoryKube) -> str:
+    sts = kube.objects[("StatefulSet", "research", "cpu-controller")]
+    return sts["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def preflight_jobs(kube: MemoryKube) -> list:
+    return [key[2] for key in kube.objects if key[0] == "Job" and C.COMPONENT_PREFLIGHT in key[2]]
+
+
+def condition_of(status: dict, kind: str) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def finish_preflight(kube: MemoryKube, name: str, kind: str, message: str) -> None:
+    kube.objects[("Job", "research", name)]["status"] = finished_job(kind)["status"]
+    pod = preflight_pod(message)
+    pod.update(apiVersion="v1", kind="Pod")
+    pod["metadata"].update(name=name + "-x1", namespace="research", labels={JOB_NAME_LABEL: name})
+    kube.apply(pod)
+
+
+class Upgrading(NamedTuple):
+    kube: MemoryKube
+    cluster: dict  # as the next pass reads it
+    outcome: R.Outcome  # of the pass that started the pre-flight
+    old_image: str
+
+
+@pytest.fixture
+def upgrading(world) -> Upgrading:
+    """A running cluster, then its controller image changed: the pass that starts the pre-flight."""
+    kube, cluster = world
+    first, cluster = next_pass(kube, cluster)
+    old_image = controller_image(kube)
+    assert first.status["slurm"] == {"image": old_image, "version": ""}
+    outcome, cluster = next_pass(kube, cluster, controller=NEW_IMAGE)
+    return Upgrading(kube, cluster, outcome, old_image)
+
+
+def test_a_new_controller_image_starts_its_preflight_and_changes_nothing_else(upgrading):
+    kube, outcome, old_image = upgrading.kube, upgrading.outcome, upgrading.old_image
+    [name] = preflight_jobs(kube)
+    job = kube.objects[("Job", "research", name)]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == NEW_IMAGE
+    assert {"name": C.ENV_ROLE, "value": C.ROLE_PREFLIGHT} in pod["containers"][0]["env"]
+    assert pod["hostname"] == "cpu-controller-0"  # the host SlurmctldHost names
+    assert "volumeMounts" in pod["containers"][0] and "munge" not in str(pod["volumes"])  # no cluster key
+    config = kube.objects[("ConfigMap", "research", name)]["data"]
+    assert config["slurm.conf"] == kube.objects[("ConfigMap", "research", "cpu-slurm-config")]["data"]["slurm.conf"]
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert outcome.applied == [] and controller_image(kube) == old_image
+    assert [e.reason for e in outcome.events] == ["PreFlight"]
+    held = condition_of(outcome.status, "SlurmImageInUse")
+    assert (held["status"], held["reason"]) == ("False", "PreFlight") and name in held["message"]
+    assert outcome.status["slurm"] == {"image": old_image, "version": "", "preflight": name}
+    assert outcome.status["phase"] != "Ready"
+
+
+def test_a_preflight_still_running_holds_the_cluster_as_it_is(upgrading):
+    kube, old_image = upgrading.kube, upgrading.old_image
+    writes = kube.writes
+    outcome = next_pass(kube, upgrading.cluster)[0]
+    assert kube.writes == writes and outcome.events == [] and controller_image(kube) == old_image
+
+
+def test_a_failed_preflight_refuses_the_image_once_saying_slurmctlds_words(upgrading):
+    kube, old_image = upgrading.kube, upgrading.old_image
+    [name] = preflight_jobs(kube)
+    finish_preflight(kube, name, "Failed", "version=26.05.5\nerror=fatal: Invalid SchedulerType: sched/nope")
+    refused, cluster = next_pass(kube, upgrading.cluster)
+    [warning] = refused.events
+    assert (warning.kind, warning.reason) == ("Warning", "UpgradeRefused")
+    assert "fatal: Invalid SchedulerType: sched/nope" in warning.message and NEW_IMAGE in warning.message
+    assert condition_of(refused.status, "SlurmImageInUse")["reason"] == "UpgradeRefused"
+    assert refused.status["slurm"]["refusal"] == warning.message
+    assert controller_image(kube) == old_image
+    again = next_pass(kube, cluster)[0]
+    assert again.events == [] and controller_image(kube) == old_image
+
+
+def test_a_passed_preflight_lets_the_image_in_and_removes_its_job(upgrading):
+    kube = upgrading.kube
+    [name] = preflight_jobs(kube)
+    finish_preflight(kube, name, "Complete", "version=26.05.5")
+    outcome = next_pass(kube, upgrading.cluster)[0]
+    assert controller_image(kube) == NEW_IMAGE
+    assert "StatefulSet/cpu-controller" in outcome.applied
+    assert [e.reason for e in outcome.events] == ["Upgrade"]
+    assert outcome.status["slurm"] == {"image": NEW_IMAGE, "version": "26.05.5"}
+    assert condition_of(outcome.status, "SlurmImageInUse")["status"] == "True"
+    assert preflight_jobs(kube) == [] and ("ConfigMap", "research", name) not in kube.objects
+
+
+def test_a_jump_slurm_does_not_allow_is_refused_though_slurmctld_started(upgrading):
+    kube, cluster, old_image = upgrading.kube, upgrading.cluster, upgrading.old_image
+    [name] = preflight_jobs(kube)
+    cluster = dict(cluster, status=dict(cluster["status"], slurm=dict(cluster["status"]["slurm"], version="24.05.4")))
+    finish_preflight(kube, name, "Complete", "version=26.05.5")
+    outcome = next_pass(kube, cluster)[0]
+    assert "24.05.4 is 4 behind" in outcome.status["slurm"]["refusal"]
+    assert controller_image(kube) == old_image
+
+
+def test_going_back_to_the_running_image_ends_the_wait_and_removes_the_preflight(upgrading):
+    kube = upgrading.kube
+    outcome = next_pass(kube, upgrading.cluster, controller=upgrading.old_image)[0]
+    assert preflight_jobs(kube) == []
+    assert condition_of(outcome.status, "SlurmImageInUse")["status"] == "True"
+
+
+def test_another_configuration_during_a_refusal_gets_a_preflight_of_its_own(upgrading):
+    kube = upgrading.kube
+    [first] = preflight_jobs(kube)
+    finish_preflight(kube, first, "Failed", "version=26.05.5\nerror=fatal: bad")
+    cluster = next_pass(kube, upgrading.cluster)[1]
+    cluster["spec"]["slurm"] = {"config": {"MaxJobCount": 5000}}
+    outcome = next_pass(kube, cluster)[0]
+    [second] = preflight_jobs(kube)
+    assert second != first and [e.reason for e in outcome.events] == ["PreFlight"]
+    assert "MaxJobCount=5000" in kube.objects[("ConfigMap", "research", second)]["data"]["slurm.conf"]
