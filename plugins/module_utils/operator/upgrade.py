@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass, SlurmState
@@ -35,7 +36,7 @@ def check_upgrade(p: Pass) -> None:
     running_image, version = recorded.get("image") or "", recorded.get("version") or ""
     if not running_image or running_image == image:
         remove_preflight(p, recorded.get("preflight") or "")
-        p.slurm_state = SlurmState(image, version or release_of(p))
+        p.slurm_state = SlurmState(image, version or release_of(p, image))
         return
     p.slurm_state = preflight_state(p, recorded, running_image, version)
     if p.slurm_state.pending:
@@ -43,15 +44,28 @@ def check_upgrade(p: Pass) -> None:
         p.config_hash = p.previous_status.get("configHash", "")
 
 
-def release_of(p: Pass) -> str:
-    """The release slurmctld's pod reports, once it answers; "" before."""
-    if p.slurm is None:
+def release_of(p: Pass, image: str) -> str:
+    """The release slurmctld's pod reports once it answers and runs IMAGE; "" before (a pod of an
+    earlier image, about to be replaced, would report another)."""
+    if p.slurm is None or controller_image(p) != image:
         return ""
     try:
         release = slurm_release(p.slurm.release())
     except (SlurmError, KubeError):
         return ""
     return "%d.%02d.%d" % release if release else ""
+
+
+def controller_image(p: Pass) -> str:
+    """The image slurmctld's pod runs; "" when there is no such pod."""
+    pod = p.kube.get("v1", "Pod", names.controller_pod(p.cluster.name), p.cluster.namespace) or {}
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return containers[0].get("image") or ""
+
+
+def replaced(version: str, running_image: str) -> str:
+    """What a new image replaces, as Events and the status name it."""
+    return "Slurm %s" % version if version else running_image
 
 
 def preflight_state(p: Pass, recorded: Mapping[str, Any], running_image: str, version: str) -> SlurmState:
@@ -64,8 +78,8 @@ def preflight_state(p: Pass, recorded: Mapping[str, Any], running_image: str, ve
         remove_preflight(p, recorded.get("preflight") or "")
         preflight = render_preflight(cluster, p.rendered.config_files)
         apply_changed(p.kube, [owned_by(obj, p.cluster_obj) for obj in preflight])
-        p.events.append(Event("Normal", "PreFlight", "trying %s on the new configuration before it replaces Slurm %s"
-                              % (image, version or "of " + running_image)))
+        p.events.append(Event("Normal", "PreFlight", "trying %s on the new configuration before it replaces %s"
+                              % (image, replaced(version, running_image))))
         return SlurmState(running_image, version, name, waiting=running)
     pods = p.kube.list("v1", "Pod", cluster.namespace, {JOB_NAME_LABEL: name})
     result = preflight_result(job, pods)
@@ -73,12 +87,12 @@ def preflight_state(p: Pass, recorded: Mapping[str, Any], running_image: str, ve
         return SlurmState(running_image, version, name, waiting=running)
     refusal = upgrade_refusal(version, result.version) if result.passed else result.error
     if refusal:
-        message = "%s may not replace Slurm %s: %s" % (image, version or "of " + running_image, refusal)
+        message = "%s may not replace %s: %s" % (image, replaced(version, running_image), refusal)
         if recorded.get("refusal") != message:
             p.events.append(Event("Warning", "UpgradeRefused", message))
         return SlurmState(running_image, version, name, refusal=message)
-    p.events.append(Event("Normal", "Upgrade", "Slurm %s replaces Slurm %s: %s passed its pre-flight"
-                          % (result.version, version or "of " + running_image, image)))
+    p.events.append(Event("Normal", "Upgrade", "Slurm %s (%s) replaces %s: it passed its pre-flight"
+                          % (result.version, image, replaced(version, running_image))))
     remove_preflight(p, name)
     return SlurmState(image, result.version)
 

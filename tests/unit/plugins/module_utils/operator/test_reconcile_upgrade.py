@@ -3,6 +3,7 @@ decisions, against an in-memory API (the k8s tier runs the real Job and slurmctl
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
@@ -17,7 +18,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgra
     slurm_release,
     upgrade_refusal,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import JOB_NAME_LABEL
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import JOB_NAME_LABEL, release_of
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 
 NEW_IMAGE = "registry.example/slurmkube/controller:26.05.5-1"
 
@@ -226,3 +228,23 @@ def test_another_configuration_during_a_refusal_gets_a_preflight_of_its_own(upgr
     [second] = preflight_jobs(kube)
     assert second != first and [e.reason for e in outcome.events] == ["PreFlight"]
     assert "MaxJobCount=5000" in kube.objects[("ConfigMap", "research", second)]["data"]["slurm.conf"]
+
+
+def pass_with_controller_pod(image: str) -> SimpleNamespace:
+    """What release_of reads of a pass: slurmctld answering 26.05.5, its pod running IMAGE."""
+    kube = MemoryKube()
+    kube.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu-controller-0", "namespace": "research"},
+                "spec": {"containers": [{"name": "slurmctld", "image": image}]}})
+    slurm = SlurmControl(lambda argv: (0, "slurm-wlm 26.05.5\n", "") if argv == ["scontrol", "version"]
+                         else (1, "", "unexpected"))
+    return SimpleNamespace(kube=kube, slurm=slurm, cluster=SimpleNamespace(name="cpu", namespace="research"))
+
+
+def test_the_release_is_read_from_a_controller_pod_of_the_image_recorded():
+    assert release_of(pass_with_controller_pod(NEW_IMAGE), NEW_IMAGE) == "26.05.5"
+
+
+def test_a_controller_pod_of_an_earlier_image_does_not_give_the_release():
+    """A cluster of an earlier operator adopts the image asked for; its old pod, about to roll,
+    would report the old release."""
+    assert release_of(pass_with_controller_pod("slurmkube/controller:old"), NEW_IMAGE) == ""
