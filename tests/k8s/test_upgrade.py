@@ -1,11 +1,14 @@
-"""A new controller image reaches a running cluster only through its pre-flight (issue 34, item
-2): a Job runs the image on the configuration rendered for it before anything changes. Refused
-(a configuration the new slurmctld will not start on), the running cluster stays exactly as it
-was and the status and an Event say slurmctld's words; passed, the image rolls out and the jobs
-running meanwhile go on. Real API server, real Job, real slurmctld in both places.
+"""A new controller image reaches a running cluster only through its pre-flight, then in Slurm's
+order (issue 34, item 2): a Job runs the image on the configuration rendered for it before
+anything changes. Refused (a configuration the new slurmctld will not start on), the running
+cluster stays exactly as it was and the status and an Event say slurmctld's words; passed,
+slurmdbd gets its new pod first, slurmctld once slurmdbd serves, the worker once slurmctld does
+(and once its job ended: a worker is replaced drained and idle); the job running meanwhile goes
+on and its record reaches slurmdbd. Real API server, Job, slurmctld, slurmdbd and MariaDB.
 
-The image tried is the project's controller image under a second name: a change of image as
-the operator sees it, with the Slurm release of the images built here.
+The images tried are the project's under second names: a change of images as the operator
+sees it, with the Slurm release of the images built here (an upgrade from 24.11's images is the
+next step of the issue).
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import json
 import subprocess
 
 import pytest
-from kube_helpers import Cluster, load_images, wait_for
+from kube_helpers import REPO, Cluster, load_images, wait_for
 from slurm_helpers import (
+    SLURM_IMAGES,
+    TINY,
     TINY_NODES,
     Operator,
     SlurmView,
@@ -31,23 +36,42 @@ pytestmark = pytest.mark.k8s
 
 CLUSTER = "upg"
 CONTROLLER_POD = "%s-controller-0" % CLUSTER
+SLURMDBD_POD = "%s-slurmdbd-0" % CLUSTER
+WORKER_POD = "%s-cpu-0" % CLUSTER
+ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
+# The images the upgrade changes, renamed.
+RENAMED = ("controller", "slurmdbd", "worker")
 
 
 @pytest.fixture(scope="module")
-def slurm(kube_cluster: Cluster, slurm_images: dict, operator: Operator) -> SlurmView:
-    with running_cluster(kube_cluster, operator, CLUSTER, slurm_images, tiny_cluster_spec(),
-                         [("cpu", 1, TINY_NODES)]) as view:
+def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
+    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *ACCOUNTING_IMAGES], capture_output=True,
+                           text=True, timeout=3600, check=False)
+    assert build.returncode == 0, build.stderr[-4000:]
+    refs = json.loads(build.stdout)
+    load_images(*(refs[name] for name in ACCOUNTING_IMAGES))
+    return {**slurm_images, **{name: refs[name] for name in ACCOUNTING_IMAGES}}
+
+
+@pytest.fixture(scope="module")
+def slurm(kube_cluster: Cluster, images: dict, operator: Operator) -> SlurmView:
+    spec = dict(tiny_cluster_spec(), accounting={
+        "enabled": True, "resources": TINY,
+        "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}})
+    spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
+    with running_cluster(kube_cluster, operator, CLUSTER, images, spec, [("cpu", 1, TINY_NODES)]) as view:
         yield view
 
 
 @pytest.fixture(scope="module")
-def renamed_controller_image(kube_cluster: Cluster, slurm_images: dict) -> str:
-    """The controller image under another name, in the test cluster."""
-    image = slurm_images["controller"]
-    renamed = image.replace(":", ":upgrade-", 1)
-    subprocess.run(["docker", "tag", image, renamed], check=True, capture_output=True)
-    load_images(renamed)
-    return renamed
+def renamed(kube_cluster: Cluster, images: dict) -> dict:
+    """The images an upgrade changes, under other names, in the test cluster."""
+    out = {}
+    for key in RENAMED:
+        out[key] = images[key].replace(":", ":upgrade-", 1)
+        subprocess.run(["docker", "tag", images[key], out[key]], check=True, capture_output=True)
+    load_images(*out.values())
+    return out
 
 
 def patch_spec(kube: Cluster, spec: dict) -> None:
@@ -60,45 +84,71 @@ def events_of(kube: Cluster, reason: str) -> list:
     return [e["message"] for e in items["items"]]
 
 
-def controller_pod(kube: Cluster) -> tuple:
-    pod = kube.get_json("pod", CONTROLLER_POD)
-    return pod["metadata"]["uid"], pod["spec"]["containers"][0]["image"]
+def pod(kube: Cluster, name: str) -> dict:
+    """uid, image, creation time and readiness of a pod ({} while there is none)."""
+    found = kube.kubectl("-n", kube.namespace, "get", "pod", name, "-o", "json", check=False)
+    if found.returncode != 0:
+        return {}
+    obj = json.loads(found.stdout)
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in obj["status"].get("conditions", []))
+    return {"uid": obj["metadata"]["uid"], "image": obj["spec"]["containers"][0]["image"],
+            "created": obj["metadata"]["creationTimestamp"], "ready": ready and not obj["metadata"].get(
+                "deletionTimestamp")}
 
 
-def test_an_upgrade_refused_by_its_preflight_leaves_the_cluster_as_it_was_then_a_good_one_rolls_out(
-        slurm: SlurmView, operator: Operator, renamed_controller_image: str):
+def runs(kube: Cluster, name: str, image: str) -> dict:
+    """The pod once it runs IMAGE and is Ready; {} before."""
+    now = pod(kube, name)
+    return now if now.get("image") == image and now["ready"] else {}
+
+
+def test_an_upgrade_refused_by_its_preflight_leaves_the_cluster_as_it_was_then_a_good_one_rolls_in_slurms_order(
+        slurm: SlurmView, operator: Operator, renamed: dict):
     kube = slurm.kube
     before = cluster_status(kube, CLUSTER)["slurm"]
     assert before["version"] == slurm.run("scontrol", "version").split()[-1], before
-    job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 240").split()[0]
+    job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 600").split()[0]
     slurm.wait_running(job)
-    pod = controller_pod(kube)
+    pods = {name: pod(kube, name) for name in (CONTROLLER_POD, SLURMDBD_POD, WORKER_POD)}
     config = kube.get_json("configmap", "%s-slurm-config" % CLUSTER)["data"]["slurm.conf"]
 
-    patch_spec(kube, {"images": {"controller": renamed_controller_image},
-                      "slurm": {"config": {"SchedulerType": "sched/nope"}}})
-    refusal = wait_for(lambda: cluster_status(kube, CLUSTER).get("slurm", {}).get("refusal"), 240, 3,
-                       explain=lambda: json.dumps(cluster_status(kube, CLUSTER)) + operator.logs()[-3000:])
-    assert "sched/nope" in refusal and renamed_controller_image in refusal, refusal
+    def explain() -> str:
+        return json.dumps(cluster_status(kube, CLUSTER)) + operator.logs()[-3000:]
+
+    # Refused: the new slurmctld does not start on this configuration.
+    patch_spec(kube, {"images": renamed, "slurm": {"config": {"SchedulerType": "sched/nope"}}})
+    refusal = wait_for(lambda: cluster_status(kube, CLUSTER).get("slurm", {}).get("refusal"), 240, 3, explain=explain)
+    assert "sched/nope" in refusal and renamed["controller"] in refusal, refusal
     assert any("sched/nope" in m for m in events_of(kube, "UpgradeRefused"))
     assert events_of(kube, "PreFlight")
     held = {c["type"]: c for c in cluster_status(kube, CLUSTER)["conditions"]}
     assert held["SlurmImageInUse"]["status"] == "False" and held["Ready"]["status"] == "False"
-    # Nothing of the running cluster changed: its controller pod, its configuration, its job.
-    assert controller_pod(kube) == pod
+    # Nothing of the running cluster changed: its pods, its configuration, its job.
+    assert {name: pod(kube, name) for name in pods} == pods
     assert kube.get_json("configmap", "%s-slurm-config" % CLUSTER)["data"]["slurm.conf"] == config
     assert slurm.job_state(job) == "RUNNING"
 
+    # Passed: slurmdbd, then slurmctld; the worker waits for slurmctld, and for its job to end.
     patch_spec(kube, {"slurm": {"config": {"SchedulerType": None}}})
+    controller = wait_for(lambda: runs(kube, CONTROLLER_POD, renamed["controller"]), 420, 3, explain=explain)
+    slurmdbd = pod(kube, SLURMDBD_POD)
+    assert slurmdbd.get("image") == renamed["slurmdbd"] and slurmdbd["created"] <= controller["created"], (
+        slurmdbd, controller, kube.kubectl("-n", kube.namespace, "get", "pods", "-o", "wide").stdout)
+    assert pod(kube, WORKER_POD) == pods[WORKER_POD]  # busy: not replaced under its job
+    assert slurm.job_state(job) == "RUNNING"
+
+    slurm.run("scancel", job)
+    worker = wait_for(lambda: runs(kube, WORKER_POD, renamed["worker"]), 420, 3, explain=explain)
+    assert worker["created"] >= controller["created"], (worker, controller)
     status = wait_ready(kube, CLUSTER, operator, timeout=420)
-    assert status["slurm"]["image"] == renamed_controller_image and "refusal" not in status["slurm"], status
-    assert status["slurm"]["version"] == before["version"]
-    uid, image = controller_pod(kube)
-    assert uid != pod[0] and image == renamed_controller_image
-    assert events_of(kube, "Upgrade")
-    # The pre-flights are gone; the job that ran through the controller's restart is still there.
+    slurm_status = status["slurm"]
+    assert {key: slurm_status["images"][key] for key in RENAMED} == renamed, slurm_status
+    assert "rollout" not in slurm_status and "refusal" not in slurm_status
+    assert slurm_status["version"] == before["version"]
+    assert events_of(kube, "Upgrade") and events_of(kube, "UpgradeStage") and events_of(kube, "Upgraded")
+    # The pre-flights are gone; the job that ran through the upgrade is in slurmdbd's records.
     left = [j["metadata"]["name"] for j in kube.get_json("jobs")["items"]
             if j["metadata"].get("labels", {}).get(C.LABEL_COMPONENT) == C.COMPONENT_PREFLIGHT]
     assert left == []
-    assert slurm.job_state(job) in ("RUNNING", "COMPLETED")
-    slurm.run("scancel", job)
+    record = wait_for(lambda: slurm.run("sacct", "-X", "-n", "-P", "-o", "State", "-j", job).strip(), 120, 3)
+    assert record.startswith("CANCELLED"), record

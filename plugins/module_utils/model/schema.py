@@ -153,10 +153,17 @@ def cluster_status_schema() -> Dict[str, Any]:
         configHash={"type": "string", "description": "Digest of the Slurm configuration in effect."},
         mungeKey={"type": "string", "description": "Fingerprint (SHA-256) of the munge key every daemon runs "
                   "with; it differs from the Secret's while a new key is being rolled out."},
-        slurm={"type": "object", "description": "The controller image the cluster runs and its Slurm release; while "
-               "a new image waits on its pre-flight Job or was refused, the Job and the refusal.",
-               "properties": {"image": {"type": "string"}, "version": {"type": "string"},
-                              "preflight": {"type": "string"}, "refusal": {"type": "string"}}},
+        slurm={"type": "object", "description": "The Slurm images in effect and the release slurmctld runs; during "
+               "an upgrade in Slurm's order, its stage, target images and release; while a new controller "
+               "image waits on its pre-flight Job or was refused, the Job and the refusal.",
+               "properties": {
+                   "images": {"type": "object", "additionalProperties": {"type": "string"}},
+                   "version": {"type": "string"},
+                   "rollout": {"type": "object", "properties": {
+                       "stage": {"type": "string", "enum": ["slurmdbd", "controller"]},
+                       "images": {"type": "object", "additionalProperties": {"type": "string"}},
+                       "version": {"type": "string"}}},
+                   "preflight": {"type": "string"}, "refusal": {"type": "string"}}},
         jobsNotRequeued={"type": "array", "description": "Jobs sent with --no-requeue that hold a leaving node past "
                          "its drain timeout: they run on, and the node leaves when they end.",
                          "items": {"type": "object", "properties": {"jobId": {"type": "integer"},

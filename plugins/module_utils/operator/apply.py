@@ -12,14 +12,18 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import with_images
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
 
 
 def render_objects(p: Pass) -> None:
-    """The cluster's objects and config files, once per pass."""
+    """The cluster's objects and config files, once per pass (with the images a rollout's stage
+    renders, when one is under way)."""
     replicas = {name: scaling.plan.replicas for name, scaling in p.scaling.items()}
-    p.rendered = render_cluster(p.cluster, p.nodesets, p.placement, replicas)
+    staged = p.slurm_state.render
+    cluster = with_images(p.cluster, staged) if staged else p.cluster
+    p.rendered = render_cluster(cluster, p.nodesets, p.placement, replicas)
 
 
 def apply_objects(p: Pass) -> None:

@@ -28,14 +28,18 @@ class KeyState(NamedTuple):
 
 
 class SlurmState(NamedTuple):
-    """The controller image the cluster runs and its Slurm release; while a new image waits on its
-    pre-flight Job (named), or was refused, what holds it."""
+    """The Slurm images in effect (by spec.images key) and the release slurmctld runs; during a
+    rollout in Slurm's order, its target images, their release and its stage; while a new
+    controller image waits on its pre-flight Job (named) or was refused, what holds it."""
 
-    image: str
+    images: Mapping[str, str]
     version: str
+    rollout: Optional[Mapping[str, Any]] = None
     preflight: str = ""
     waiting: Optional[str] = None
     refusal: Optional[str] = None
+    # The images this pass renders, when not the spec's (a rollout's stage holds some back).
+    render: Optional[Mapping[str, str]] = None
 
     @property
     def pending(self) -> Optional[str]:
@@ -75,7 +79,7 @@ class Pass:
     slurm: Optional[SlurmControl] = None
     slurm_nodes: Optional[Dict[str, SlurmNode]] = None
     key: KeyState = KeyState("", None)
-    slurm_state: SlurmState = SlurmState("", "")
+    slurm_state: SlurmState = SlurmState({}, "")
     placement: Dict[str, str] = field(default_factory=dict)
     scaling: Dict[str, Scaling] = field(default_factory=dict)
     rendered: RenderedCluster = field(default_factory=lambda: RenderedCluster([], {}))

@@ -1,17 +1,31 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Deciding a new Slurm image for a running cluster: what its pre-flight Job said, and whether
-Slurm allows the jump from the release that runs. Pure functions; upgrade.py does the API calls.
+"""Deciding a new Slurm image for a running cluster: what its pre-flight Job said, whether Slurm
+allows the jump from the release that runs, and which images each stage of the rollout renders.
+Pure functions; upgrade.py does the API calls.
 
 Slurm's rules (https://slurm.schedmd.com/upgrades.html): a major release reads the state and
 accepts the messages of the major releases before it -- two of them, three since 24.11 (the
-six-month cycle) -- and never those of a newer one, so a major downgrade loses the state.
+six-month cycle) -- and never those of a newer one, so a major downgrade loses the state. Hence
+the order: slurmdbd first (it must be at least as new as the slurmctld that sends it records),
+then slurmctld, then slurmd and the clients (login, jail, exporter, health checks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Images, SlurmCluster
+
+# The images that carry Slurm (spec.images' keys); MariaDB's does not.
+SLURM_IMAGE_KEYS = ("slurmdbd", "controller", "worker", "login", "jail", "exporter")
+STAGE_SLURMDBD = "slurmdbd"
+STAGE_CONTROLLER = "controller"
+# What a stage holds at the images in effect: everything Slurm's order puts after it.
+HELD_DURING = {STAGE_SLURMDBD: ("controller", "worker", "login", "jail", "exporter"),
+               STAGE_CONTROLLER: ("worker", "login", "jail", "exporter")}
 
 _RELEASE = re.compile(r"\b(\d{2})\.(\d{2})\.(\d+)\b")
 # The first major release that reads the state of the three before it.
@@ -81,3 +95,28 @@ def preflight_result(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) 
     failed = conditions["Failed"]
     return PreflightResult(True, False, version, error or "the pre-flight Job failed (%s: %s)" % (
         failed.get("reason", ""), failed.get("message", "")))
+
+
+def slurm_images(images: Images) -> Dict[str, str]:
+    """spec.images' Slurm images, by key."""
+    return {key: getattr(images, key) for key in SLURM_IMAGE_KEYS}
+
+
+def first_stage(runs_slurmdbd: bool, in_effect: Mapping[str, str], target: Mapping[str, str]) -> str:
+    """Where a rollout that passed its pre-flight starts: slurmdbd when the cluster runs one and
+    its image changes, else slurmctld."""
+    if runs_slurmdbd and in_effect.get("slurmdbd") != target["slurmdbd"]:
+        return STAGE_SLURMDBD
+    return STAGE_CONTROLLER
+
+
+def staged_images(in_effect: Mapping[str, str], target: Mapping[str, str], stage: Optional[str]) -> Dict[str, str]:
+    """The images a pass renders: the target's, but those a stage holds at the ones in effect."""
+    held = HELD_DURING.get(stage or "", ())
+    return {key: in_effect.get(key) or image if key in held else image for key, image in target.items()}
+
+
+def with_images(cluster: SlurmCluster, images: Mapping[str, str]) -> SlurmCluster:
+    """The cluster as rendered with these images."""
+    spec = dataclasses.replace(cluster.spec, images=dataclasses.replace(cluster.spec.images, **images))
+    return dataclasses.replace(cluster, spec=spec)

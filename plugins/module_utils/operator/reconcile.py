@@ -8,9 +8,10 @@ A pass is named steps over one Pass (pass_state.py), in this order:
                (munge_key.py)
     read       Slurm's nodes through the controller, the workers' switches (read.py)
     plan       each worker StatefulSet's replicas and scale-down steps (scale.py)
-    render     every object and config file, once (apply.py → render/cluster.py)
     check      a new controller image against its pre-flight Job (upgrade.py): while it waits or
-               was refused, the pass ends here and applies nothing
+               was refused, the pass ends here and applies nothing; once it passed, which images
+               this stage of the rollout (Slurm's order) renders
+    render     every object and config file, once (apply.py → render/cluster.py)
     apply      what differs (apply.py)
     act        on Slurm's nodes (nodes.py), reconfigure once slurmctld reads the new files
                (reconfigure.py)
@@ -47,8 +48,8 @@ STEPS: Tuple[Callable[[Pass], None], ...] = (
     read_slurm,
     read_placement,
     plan_scaling,
-    render_objects,
     check_upgrade,
+    render_objects,
     apply_objects,
     act_on_nodes,
     retire_removed_nodesets,

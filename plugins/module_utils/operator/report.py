@@ -129,8 +129,10 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
 
 
 def slurm_status(state: SlurmState) -> Dict[str, Any]:
-    """status.slurm: the image and release that run; the pre-flight and the refusal, while any."""
-    out = {"image": state.image, "version": state.version}
+    """status.slurm: the images and release in effect; the rollout, pre-flight and refusal, while any."""
+    out: Dict[str, Any] = {"images": dict(state.images), "version": state.version}
+    if state.rollout:
+        out["rollout"] = dict(state.rollout)
     if state.preflight:
         out["preflight"] = state.preflight
     if state.refusal:
@@ -140,11 +142,20 @@ def slurm_status(state: SlurmState) -> Dict[str, Any]:
 
 def upgrade_condition(state: SlurmState, generation: int, previous: Sequence[Mapping[str, Any]],
                       now: datetime.datetime) -> Dict[str, Any]:
-    """SlurmImageInUse: the controller image asked for runs, or what holds it (its pre-flight, a refusal)."""
-    reason = "UpgradeRefused" if state.refusal else "PreFlight" if state.waiting else "SlurmImage"
-    running = "Slurm %s runs from %s" % (state.version, state.image) if state.version else "%s runs" % state.image
-    return condition("SlurmImageInUse", state.pending is None, reason, state.pending or running, generation,
-                     previous, now)
+    """SlurmImageInUse: the controller image asked for runs, or what holds it (its pre-flight, a
+    refusal, the rollout's stage)."""
+    image = state.images.get("controller", "")
+    if state.pending:
+        reason, message = ("UpgradeRefused" if state.refusal else "PreFlight"), state.pending
+    elif state.rollout:
+        reason = "Upgrading"
+        message = "rolling out Slurm %s in Slurm's order: %s first (%s)" % (
+            state.rollout["version"], state.rollout["stage"], state.rollout["images"][state.rollout["stage"]])
+    else:
+        reason = "SlurmImage"
+        message = "Slurm %s runs from %s" % (state.version, image) if state.version else "%s runs" % image
+    done = reason == "SlurmImage"
+    return condition("SlurmImageInUse", done, reason, message, generation, previous, now)
 
 
 def statefulset(p: Pass, name: str) -> Optional[Dict[str, Any]]:

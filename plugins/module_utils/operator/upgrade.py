@@ -1,47 +1,103 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The pass's step that lets a new controller image reach a running cluster only through its
-pre-flight. The image is tried first in a Job (render/preflight.py) on the configuration just
-rendered: it reports its Slurm release and starts slurmctld on that configuration. Until the Job
-passes, and when Slurm does not allow the jump from the release that runs (plan_upgrade.py),
-the pass stops before it applies anything: the running cluster stays as it was, and the status
-and an Event say why. A new cluster takes its images as they are, and the release it runs is
-read from slurmctld once it answers."""
+pre-flight, then rolls it out in Slurm's order.
+
+The image is tried first in a Job (render/preflight.py) on the configuration rendered for it:
+it reports its Slurm release and starts slurmctld on that configuration. Until the Job passes,
+and when Slurm does not allow the jump from the release that runs (plan_upgrade.py), the pass
+stops before it renders or applies anything: the running cluster stays as it was, and the
+status and an Event say why. Once it passed, slurmdbd gets its new image first (when the
+cluster runs one) while everything else keeps the images in effect; slurmctld follows once
+slurmdbd serves from its new pod; the workers (drained and replaced one at a time, as for any
+change they read at start), login, jail and exporter once slurmctld does.
+
+status.slurm records what is in effect, stage by stage, so a rollout interrupted (the operator
+restarted, another image asked for) never takes a part back to an older image. A new cluster
+takes its images as they are, and the release it runs is read from slurmctld once it answers.
+Images other than the controller's that change alone roll out as any other change does."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import statefulset_ready
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass, SlurmState
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
+    STAGE_CONTROLLER,
+    STAGE_SLURMDBD,
+    first_stage,
     preflight_result,
+    slurm_images,
     slurm_release,
+    staged_images,
     upgrade_refusal,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.render.preflight import preflight_name, render_preflight
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_slurm_config
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def check_upgrade(p: Pass) -> None:
-    """p.slurm_state: the image and release the cluster runs; pending while a new image may not
-    replace it yet (the pass then applies nothing)."""
+    """p.slurm_state: the images and release in effect, the rollout under way and the images this
+    pass renders; pending while a new controller image may not replace the one in effect yet
+    (the pass then renders and applies nothing)."""
     recorded = p.previous_status.get("slurm") or {}
-    image = p.cluster.spec.images.controller
-    running_image, version = recorded.get("image") or "", recorded.get("version") or ""
-    if not running_image or running_image == image:
-        remove_preflight(p, recorded.get("preflight") or "")
-        p.slurm_state = SlurmState(image, version or release_of(p, image))
+    wanted = slurm_images(p.cluster.spec.images)
+    in_effect: Dict[str, str] = dict(recorded.get("images") or {})
+    version = recorded.get("version") or ""
+    rollout: Optional[Dict[str, Any]] = dict(recorded["rollout"]) if recorded.get("rollout") else None
+    if not in_effect:
+        # A new cluster (or one an earlier operator made) runs what its spec says.
+        p.slurm_state = SlurmState(wanted, release_of(p, wanted["controller"]))
         return
-    p.slurm_state = preflight_state(p, recorded, running_image, version)
-    if p.slurm_state.pending:
-        # Nothing is reconfigured: the configuration in effect stays the recorded one.
-        p.config_hash = p.previous_status.get("configHash", "")
+    heading_for = (rollout or {}).get("images", in_effect)["controller"]
+    if wanted["controller"] != heading_for:
+        state = preflight_state(p, recorded, in_effect, version)
+        if state.pending:
+            p.slurm_state = state
+            # Nothing is reconfigured: the configuration in effect stays the recorded one.
+            p.config_hash = p.previous_status.get("configHash", "")
+            return
+        rollout = {"stage": first_stage(runs_slurmdbd(p.cluster), in_effect, wanted), "images": wanted,
+                   "version": state.version}
+    elif rollout is None:
+        remove_preflight(p, recorded.get("preflight") or "")
+        p.slurm_state = SlurmState(wanted, version or release_of(p, wanted["controller"]))
+        return
+    else:
+        rollout["images"] = wanted  # other images asked for meanwhile join the rollout
+    p.slurm_state = advance(p, in_effect, version, rollout)
+
+
+def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str, Any]) -> SlurmState:
+    """The rollout moved on as far as the live pods allow, and the images this pass renders."""
+    target = rollout["images"]
+    if rollout["stage"] == STAGE_SLURMDBD and serves(p, names.slurmdbd(p.cluster.name), target["slurmdbd"]):
+        in_effect["slurmdbd"] = target["slurmdbd"]
+        rollout["stage"] = STAGE_CONTROLLER
+        p.events.append(Event("Normal", "UpgradeStage", "slurmdbd serves from %s; slurmctld next"
+                              % target["slurmdbd"]))
+    if rollout["stage"] == STAGE_CONTROLLER and p.slurm_nodes is not None \
+            and serves(p, names.controller(p.cluster.name), target["controller"]):
+        p.events.append(Event("Normal", "Upgraded", "slurmctld runs Slurm %s from %s; the workers, login and "
+                              "jail follow" % (rollout["version"], target["controller"])))
+        return SlurmState(dict(target), rollout["version"])
+    return SlurmState(in_effect, version, rollout, render=staged_images(in_effect, target, rollout["stage"]))
+
+
+def serves(p: Pass, statefulset: str, image: str) -> bool:
+    """The StatefulSet's pods run IMAGE, its rollout over and every pod Ready."""
+    sts = p.kube.get("apps/v1", "StatefulSet", statefulset, p.cluster.namespace)
+    containers = ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    return statefulset_ready(sts) and bool(containers) and containers[0].get("image") == image
 
 
 def release_of(p: Pass, image: str) -> str:
@@ -68,33 +124,35 @@ def replaced(version: str, running_image: str) -> str:
     return "Slurm %s" % version if version else running_image
 
 
-def preflight_state(p: Pass, recorded: Mapping[str, Any], running_image: str, version: str) -> SlurmState:
-    """Where the new image stands: its pre-flight started, running, refused, or passed."""
+def preflight_state(p: Pass, recorded: Mapping[str, Any], in_effect: Mapping[str, str], version: str) -> SlurmState:
+    """Where the new controller image stands: its pre-flight started, running, refused, or passed
+    (then the state's version is the image's release)."""
     cluster, image = p.cluster, p.cluster.spec.images.controller
-    name = preflight_name(cluster, p.rendered.config_files)
+    files = render_slurm_config(cluster, sorted(p.nodesets, key=lambda ns: ns.name), p.placement).files
+    name = preflight_name(cluster, files)
+    current = replaced(version, in_effect["controller"])
     running = "the pre-flight of %s runs (Job %s)" % (image, name)
+    held = dict(recorded.get("rollout") or {})
     job = p.kube.get("batch/v1", "Job", name, cluster.namespace)
     if job is None:
         remove_preflight(p, recorded.get("preflight") or "")
-        preflight = render_preflight(cluster, p.rendered.config_files)
-        apply_changed(p.kube, [owned_by(obj, p.cluster_obj) for obj in preflight])
+        apply_changed(p.kube, [owned_by(obj, p.cluster_obj) for obj in render_preflight(cluster, files)])
         p.events.append(Event("Normal", "PreFlight", "trying %s on the new configuration before it replaces %s"
-                              % (image, replaced(version, running_image))))
-        return SlurmState(running_image, version, name, waiting=running)
-    pods = p.kube.list("v1", "Pod", cluster.namespace, {JOB_NAME_LABEL: name})
-    result = preflight_result(job, pods)
+                              % (image, current)))
+        return SlurmState(in_effect, version, held or None, name, waiting=running)
+    result = preflight_result(job, p.kube.list("v1", "Pod", cluster.namespace, {JOB_NAME_LABEL: name}))
     if not result.finished:
-        return SlurmState(running_image, version, name, waiting=running)
+        return SlurmState(in_effect, version, held or None, name, waiting=running)
     refusal = upgrade_refusal(version, result.version) if result.passed else result.error
     if refusal:
-        message = "%s may not replace %s: %s" % (image, replaced(version, running_image), refusal)
+        message = "%s may not replace %s: %s" % (image, current, refusal)
         if recorded.get("refusal") != message:
             p.events.append(Event("Warning", "UpgradeRefused", message))
-        return SlurmState(running_image, version, name, refusal=message)
-    p.events.append(Event("Normal", "Upgrade", "Slurm %s (%s) replaces %s: it passed its pre-flight"
-                          % (result.version, image, replaced(version, running_image))))
+        return SlurmState(in_effect, version, held or None, name, refusal=message)
+    p.events.append(Event("Normal", "Upgrade", "Slurm %s (%s) replaces %s in Slurm's order: it passed its "
+                          "pre-flight" % (result.version, image, current)))
     remove_preflight(p, name)
-    return SlurmState(image, result.version)
+    return SlurmState(in_effect, result.version)
 
 
 def remove_preflight(p: Pass, name: str) -> None:

@@ -14,14 +14,21 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
+    first_stage,
     preflight_result,
     slurm_release,
+    staged_images,
     upgrade_refusal,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import JOB_NAME_LABEL, release_of
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import (
+    JOB_NAME_LABEL,
+    advance,
+    release_of,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 
 NEW_IMAGE = "registry.example/slurmkube/controller:26.05.5-1"
+NEW_WORKER = "registry.example/slurmkube/worker:26.05.5-1"
 
 
 @pytest.mark.parametrize(("running", "new"), [
@@ -141,7 +148,7 @@ def upgrading(world) -> Upgrading:
     kube, cluster = world
     first, cluster = next_pass(kube, cluster)
     old_image = controller_image(kube)
-    assert first.status["slurm"] == {"image": old_image, "version": ""}
+    assert first.status["slurm"]["images"]["controller"] == old_image and first.status["slurm"]["version"] == ""
     outcome, cluster = next_pass(kube, cluster, controller=NEW_IMAGE)
     return Upgrading(kube, cluster, outcome, old_image)
 
@@ -162,7 +169,8 @@ def test_a_new_controller_image_starts_its_preflight_and_changes_nothing_else(up
     assert [e.reason for e in outcome.events] == ["PreFlight"]
     held = condition_of(outcome.status, "SlurmImageInUse")
     assert (held["status"], held["reason"]) == ("False", "PreFlight") and name in held["message"]
-    assert outcome.status["slurm"] == {"image": old_image, "version": "", "preflight": name}
+    assert outcome.status["slurm"]["images"]["controller"] == old_image
+    assert outcome.status["slurm"]["preflight"] == name and "rollout" not in outcome.status["slurm"]
     assert outcome.status["phase"] != "Ready"
 
 
@@ -188,16 +196,26 @@ def test_a_failed_preflight_refuses_the_image_once_saying_slurmctlds_words(upgra
     assert again.events == [] and controller_image(kube) == old_image
 
 
-def test_a_passed_preflight_lets_the_image_in_and_removes_its_job(upgrading):
+def worker_image(kube: MemoryKube) -> str:
+    sts = kube.objects[("StatefulSet", "research", "cpu-compute")]
+    return sts["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def test_a_passed_preflight_rolls_slurmctld_first_and_holds_the_workers(upgrading):
     kube = upgrading.kube
+    old_worker = worker_image(kube)
     [name] = preflight_jobs(kube)
     finish_preflight(kube, name, "Complete", "version=26.05.5")
-    outcome = next_pass(kube, upgrading.cluster)[0]
-    assert controller_image(kube) == NEW_IMAGE
+    outcome = next_pass(kube, upgrading.cluster, worker=NEW_WORKER)[0]
+    assert controller_image(kube) == NEW_IMAGE and worker_image(kube) == old_worker
     assert "StatefulSet/cpu-controller" in outcome.applied
     assert [e.reason for e in outcome.events] == ["Upgrade"]
-    assert outcome.status["slurm"] == {"image": NEW_IMAGE, "version": "26.05.5"}
-    assert condition_of(outcome.status, "SlurmImageInUse")["status"] == "True"
+    slurm = outcome.status["slurm"]
+    assert slurm["images"]["controller"] == upgrading.old_image  # in effect: not yet serving
+    assert slurm["rollout"] == {"stage": "controller", "version": "26.05.5",
+                                "images": dict(slurm["images"], controller=NEW_IMAGE, worker=NEW_WORKER)}
+    held = condition_of(outcome.status, "SlurmImageInUse")
+    assert (held["status"], held["reason"]) == ("False", "Upgrading")
     assert preflight_jobs(kube) == [] and ("ConfigMap", "research", name) not in kube.objects
 
 
@@ -248,3 +266,70 @@ def test_a_controller_pod_of_an_earlier_image_does_not_give_the_release():
     """A cluster of an earlier operator adopts the image asked for; its old pod, about to roll,
     would report the old release."""
     assert release_of(pass_with_controller_pod("slurmkube/controller:old"), NEW_IMAGE) == ""
+
+
+# ------------------------------------------------------------------ Slurm's order, stage by stage
+
+OLD = {"slurmdbd": "dbd:1", "controller": "ctl:1", "worker": "wrk:1", "login": "log:1", "jail": "jail:1",
+       "exporter": "exp:1"}
+NEW = {key: image.replace(":1", ":2") for key, image in OLD.items()}
+
+
+def test_each_stage_holds_what_slurms_order_puts_after_it():
+    assert staged_images(OLD, NEW, "slurmdbd") == dict(OLD, slurmdbd="dbd:2")
+    assert staged_images(OLD, NEW, "controller") == dict(OLD, slurmdbd="dbd:2", controller="ctl:2")
+    assert staged_images(OLD, NEW, None) == NEW
+
+
+def test_a_rollout_starts_with_slurmdbd_only_where_the_cluster_runs_it_and_it_changes():
+    assert first_stage(True, OLD, NEW) == "slurmdbd"
+    assert first_stage(False, OLD, NEW) == "controller"
+    assert first_stage(True, OLD, dict(NEW, slurmdbd="dbd:1")) == "controller"
+
+
+def statefulset(name: str, image: str, ready: bool = True) -> dict:
+    revision = "r2" if ready else "r1"
+    metadata = {"name": name, "namespace": "prod", "generation": 2}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata,
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "main", "image": image}]}}},
+            "status": {"observedGeneration": 2, "readyReplicas": 1, "currentRevision": revision,
+                       "updateRevision": "r2"}}
+
+
+def rollout_pass(*statefulsets: dict, slurm_answers: bool = True) -> SimpleNamespace:
+    """What advance reads of a pass: the live StatefulSets, whether slurmctld answered."""
+    kube = MemoryKube()
+    for sts in statefulsets:
+        kube.apply(sts)
+    return SimpleNamespace(kube=kube, cluster=SimpleNamespace(name="hpc", namespace="prod"), events=[],
+                           slurm_nodes={} if slurm_answers else None)
+
+
+def test_slurmctld_waits_while_slurmdbd_has_not_served_from_its_new_pod():
+    p = rollout_pass(statefulset("hpc-slurmdbd", "dbd:2", ready=False))
+    state = advance(p, dict(OLD), "24.11.5", {"stage": "slurmdbd", "images": NEW, "version": "26.05.5"})
+    assert state.rollout["stage"] == "slurmdbd" and state.images == OLD and state.version == "24.11.5"
+    assert state.render == dict(OLD, slurmdbd="dbd:2") and p.events == []
+
+
+def test_slurmdbd_serving_from_its_new_pod_lets_slurmctld_go_next():
+    p = rollout_pass(statefulset("hpc-slurmdbd", "dbd:2"), statefulset("hpc-controller", "ctl:1"))
+    state = advance(p, dict(OLD), "24.11.5", {"stage": "slurmdbd", "images": NEW, "version": "26.05.5"})
+    assert state.rollout["stage"] == "controller" and state.images == dict(OLD, slurmdbd="dbd:2")
+    assert state.render == dict(OLD, slurmdbd="dbd:2", controller="ctl:2")
+    assert [e.reason for e in p.events] == ["UpgradeStage"]
+
+
+def test_slurmctld_serving_from_its_new_pod_ends_the_rollout_and_the_rest_follows():
+    p = rollout_pass(statefulset("hpc-controller", "ctl:2"))
+    state = advance(p, dict(OLD, slurmdbd="dbd:2"), "24.11.5",
+                    {"stage": "controller", "images": NEW, "version": "26.05.5"})
+    assert state.images == NEW and state.version == "26.05.5" and state.rollout is None and state.render is None
+    assert [e.reason for e in p.events] == ["Upgraded"]
+
+
+def test_a_new_controller_pod_that_slurm_has_not_answered_from_yet_ends_nothing():
+    p = rollout_pass(statefulset("hpc-controller", "ctl:2"), slurm_answers=False)
+    state = advance(p, dict(OLD, slurmdbd="dbd:2"), "24.11.5",
+                    {"stage": "controller", "images": NEW, "version": "26.05.5"})
+    assert state.rollout["stage"] == "controller" and state.images["controller"] == "ctl:1"
