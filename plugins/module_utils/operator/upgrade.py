@@ -13,7 +13,9 @@ slurmdbd serves from its new pod; the workers (drained and replaced one at a tim
 change they read at start), login, jail and exporter once slurmctld does.
 
 status.slurm records what is in effect, stage by stage, so a rollout interrupted (the operator
-restarted, another image asked for) never takes a part back to an older image. A new cluster
+restarted, another image asked for) never takes a part back to an older image, and one turned
+back after slurmdbd moved on is refused (the database and slurmctld's state may be the new
+release's already). A new cluster
 takes its images as they are, and the release it runs is read from slurmctld once it answers.
 Images other than the controller's that change alone roll out as any other change does."""
 
@@ -80,7 +82,9 @@ def check_upgrade(p: Pass) -> None:
 def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str, Any]) -> SlurmState:
     """The rollout moved on as far as the live pods allow, and the images this pass renders."""
     target = rollout["images"]
-    if rollout["stage"] == STAGE_SLURMDBD and serves(p, names.slurmdbd(p.cluster.name), target["slurmdbd"]):
+    # A cluster that stopped running slurmdbd meanwhile has no slurmdbd to wait for.
+    if rollout["stage"] == STAGE_SLURMDBD and (not runs_slurmdbd(p.cluster)
+                                               or serves(p, names.slurmdbd(p.cluster.name), target["slurmdbd"])):
         in_effect["slurmdbd"] = target["slurmdbd"]
         rollout["stage"] = STAGE_CONTROLLER
         p.events.append(Event("Normal", "UpgradeStage", "slurmdbd serves from %s; slurmctld next"
@@ -143,7 +147,8 @@ def preflight_state(p: Pass, recorded: Mapping[str, Any], in_effect: Mapping[str
     result = preflight_result(job, p.kube.list("v1", "Pod", cluster.namespace, {JOB_NAME_LABEL: name}))
     if not result.finished:
         return SlurmState(in_effect, version, held or None, name, waiting=running)
-    refusal = upgrade_refusal(version, result.version) if result.passed else result.error
+    refusal = refusal_of(result.version, version, written_by(recorded, version)) if result.passed \
+        else result.error
     if refusal:
         message = "%s may not replace %s: %s" % (image, current, refusal)
         if recorded.get("refusal") != message:
@@ -153,6 +158,25 @@ def preflight_state(p: Pass, recorded: Mapping[str, Any], in_effect: Mapping[str
                           "pre-flight" % (result.version, image, current)))
     remove_preflight(p, name)
     return SlurmState(in_effect, result.version)
+
+
+def written_by(recorded: Mapping[str, Any], version: str) -> str:
+    """The newest release that may have written the cluster's state or database: a rollout's once
+    it passed its slurmdbd stage (slurmdbd converted the database, the new slurmctld may have
+    saved its state), else the one in effect."""
+    rollout = recorded.get("rollout") or {}
+    return rollout.get("version") or version if rollout.get("stage") == STAGE_CONTROLLER else version
+
+
+def refusal_of(new: str, version: str, written: str) -> Optional[str]:
+    """Why Slurm NEW may not follow the release in effect, or the one that wrote the state last
+    (a rollout turned back after its first stage)."""
+    refusal = upgrade_refusal(version, new)
+    if refusal is None and written != version:
+        later = upgrade_refusal(written, new)
+        return "Slurm %s may have written the cluster's state or database already: %s" % (written, later) \
+            if later else None
+    return refusal
 
 
 def remove_preflight(p: Pass, name: str) -> None:

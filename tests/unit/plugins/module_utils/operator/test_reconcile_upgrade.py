@@ -23,7 +23,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgra
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import (
     JOB_NAME_LABEL,
     advance,
+    refusal_of,
     release_of,
+    written_by,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 
@@ -301,8 +303,9 @@ def rollout_pass(*statefulsets: dict, slurm_answers: bool = True) -> SimpleNames
     kube = MemoryKube()
     for sts in statefulsets:
         kube.apply(sts)
-    return SimpleNamespace(kube=kube, cluster=SimpleNamespace(name="hpc", namespace="prod"), events=[],
-                           slurm_nodes={} if slurm_answers else None)
+    accounting = SimpleNamespace(enabled=True, host=None)
+    cluster = SimpleNamespace(name="hpc", namespace="prod", spec=SimpleNamespace(accounting=accounting))
+    return SimpleNamespace(kube=kube, cluster=cluster, events=[], slurm_nodes={} if slurm_answers else None)
 
 
 def test_slurmctld_waits_while_slurmdbd_has_not_served_from_its_new_pod():
@@ -333,3 +336,23 @@ def test_a_new_controller_pod_that_slurm_has_not_answered_from_yet_ends_nothing(
     state = advance(p, dict(OLD, slurmdbd="dbd:2"), "24.11.5",
                     {"stage": "controller", "images": NEW, "version": "26.05.5"})
     assert state.rollout["stage"] == "controller" and state.images["controller"] == "ctl:1"
+
+
+def test_turning_a_rollout_back_after_its_first_stage_is_refused():
+    """slurmdbd converted the database, and the new slurmctld may have saved its state: an older
+    major release could read neither."""
+    recorded = {"version": "25.11.8", "rollout": {"stage": "controller", "version": "26.05.5"}}
+    refusal = refusal_of("25.11.8", "25.11.8", written_by(recorded, "25.11.8"))
+    assert refusal.startswith("Slurm 26.05.5 may have written the cluster's state or database already")
+
+
+def test_a_rollout_still_in_its_slurmdbd_stage_may_be_turned_back():
+    recorded = {"version": "25.11.8", "rollout": {"stage": "slurmdbd", "version": "26.05.5"}}
+    assert refusal_of("25.11.8", "25.11.8", written_by(recorded, "25.11.8")) is None
+
+
+def test_a_cluster_that_stopped_running_slurmdbd_does_not_wait_for_it():
+    p = rollout_pass(statefulset("hpc-controller", "ctl:1"))
+    p.cluster.spec = SimpleNamespace(accounting=SimpleNamespace(enabled=False, host=None))
+    state = advance(p, dict(OLD), "24.11.5", {"stage": "slurmdbd", "images": NEW, "version": "26.05.5"})
+    assert state.rollout["stage"] == "controller"
