@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 import yaml
-from kube_helpers import Cluster, wait_for
+from kube_helpers import REPO, Cluster, load_images, wait_for
 from playbook_runner import run_module
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import is_ready
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
+ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
 SMALL = {"cpu": "100m", "memory": "256Mi"}
 # The local cluster's two cores are shared by every test cluster: ask the scheduler for little.
 TINY = {"cpu": "100m", "cpuRequest": "10m", "memory": "256Mi"}
@@ -233,3 +235,13 @@ def running_cluster(kube: Cluster, operator: Operator, name: str, images: Mappin
         if mine:
             kube.kubectl("-n", kube.namespace, "delete", "nodeset", *mine, "--wait=true", check=False,
                          timeout=delete_timeout)
+
+
+def with_accounting_images(slurm_images: Mapping[str, str]) -> Dict[str, str]:
+    """The Slurm images and slurmdbd's and MariaDB's, built or found up to date, imported into the cluster."""
+    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *ACCOUNTING_IMAGES], capture_output=True,
+                           text=True, timeout=3600, check=False)
+    assert build.returncode == 0, build.stderr[-4000:]
+    refs = json.loads(build.stdout)
+    load_images(*(refs[name] for name in ACCOUNTING_IMAGES))
+    return {**slurm_images, **{name: refs[name] for name in ACCOUNTING_IMAGES}}

@@ -9,13 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from kube_helpers import REPO, Cluster, load_images, wait_for
+from kube_helpers import Cluster, wait_for
 from playbook_runner import run_module
 from slurm_helpers import (
+    ACCOUNTING_IMAGES,
     SLURM_IMAGES,
     TINY,
     Operator,
@@ -25,6 +25,7 @@ from slurm_helpers import (
     running_cluster,
     tiny_cluster_spec,
     wait_ready,
+    with_accounting_images,
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -34,7 +35,6 @@ pytestmark = pytest.mark.k8s
 CLUSTER = "acct"
 NODESET = "cpu"
 NODE = "%s-%s-0" % (CLUSTER, NODESET)
-ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
 # Two CPUs: two jobs at once, so a limit (not a full node) is what holds a job back.
 WIDE = {"resources": {"cpu": 2, "cpuRequest": "100m", "memory": "1536Mi"}}
 SHARES = {"light": 1, "heavy": 9}
@@ -44,12 +44,7 @@ DATABASE_RESOURCES = dict(TINY, memory="512Mi")
 
 @pytest.fixture(scope="module")
 def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
-    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *ACCOUNTING_IMAGES], capture_output=True,
-                           text=True, timeout=3600, check=False)
-    assert build.returncode == 0, build.stderr[-4000:]
-    refs = json.loads(build.stdout)
-    load_images(*(refs[name] for name in ACCOUNTING_IMAGES))
-    return {**slurm_images, **{name: refs[name] for name in ACCOUNTING_IMAGES}}
+    return with_accounting_images(slurm_images)
 
 
 @pytest.fixture(scope="module")

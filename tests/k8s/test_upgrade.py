@@ -17,8 +17,9 @@ import json
 import subprocess
 
 import pytest
-from kube_helpers import REPO, Cluster, load_images, wait_for
+from kube_helpers import Cluster, load_images, wait_for
 from slurm_helpers import (
+    ACCOUNTING_IMAGES,
     SLURM_IMAGES,
     TINY,
     TINY_NODES,
@@ -28,6 +29,7 @@ from slurm_helpers import (
     running_cluster,
     tiny_cluster_spec,
     wait_ready,
+    with_accounting_images,
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -38,19 +40,13 @@ CLUSTER = "upg"
 CONTROLLER_POD = "%s-controller-0" % CLUSTER
 SLURMDBD_POD = "%s-slurmdbd-0" % CLUSTER
 WORKER_POD = "%s-cpu-0" % CLUSTER
-ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
 # The images the upgrade changes, renamed.
 RENAMED = ("controller", "slurmdbd", "worker")
 
 
 @pytest.fixture(scope="module")
 def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
-    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *ACCOUNTING_IMAGES], capture_output=True,
-                           text=True, timeout=3600, check=False)
-    assert build.returncode == 0, build.stderr[-4000:]
-    refs = json.loads(build.stdout)
-    load_images(*(refs[name] for name in ACCOUNTING_IMAGES))
-    return {**slurm_images, **{name: refs[name] for name in ACCOUNTING_IMAGES}}
+    return with_accounting_images(slurm_images)
 
 
 @pytest.fixture(scope="module")

@@ -5,26 +5,8 @@ from __future__ import annotations
 import copy
 import datetime
 
-import pytest
-from examples import example_resources
-from memory_kube import MemoryKube
-
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
-from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of, ready_condition
-
-
-@pytest.fixture
-def world(monkeypatch):
-    fake_keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
-    monkeypatch.setattr(operator_secrets, "new_ssh_host_keys", lambda types: fake_keys)
-    kube = MemoryKube()
-    raw = example_resources("cpu-only")
-    cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))
-    for nodeset in raw["nodesets"]:
-        kube.apply(nodeset)
-    kube.writes = 0
-    return kube, cluster
 
 
 def test_first_pass_creates_everything_second_pass_writes_nothing(world):

@@ -7,12 +7,10 @@ from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
-from examples import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
-from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
     first_stage,
     preflight_result,
@@ -93,18 +91,6 @@ def test_a_job_that_failed_without_a_word_says_how_kubernetes_saw_it():
 
 
 # ------------------------------------------------------------------------- the pass, in memory
-
-
-@pytest.fixture
-def world(monkeypatch):
-    fake_keys = {"ssh_host_ed25519_key": b"k", "ssh_host_ed25519_key.pub": b"p"}
-    monkeypatch.setattr(operator_secrets, "new_ssh_host_keys", lambda types: fake_keys)
-    kube = MemoryKube()
-    raw = example_resources("cpu-only")
-    cluster = dict(raw["cluster"], metadata=dict(raw["cluster"]["metadata"], uid="u-1", generation=1))
-    for nodeset in raw["nodesets"]:
-        kube.apply(nodeset)
-    return kube, cluster
 
 
 def next_pass(kube: MemoryKube, cluster: dict, **spec_images) -> tuple:
