@@ -1,0 +1,113 @@
+"""A cluster made with Slurm 24.11's images (SLURMKUBE_SLURM_VERSION=24.11, trixie's packages),
+with accounting history, a running job and a pending one, upgraded in place to the images built
+for this run (issue 34, item 2): the pre-flight passes, slurmdbd converts the database, slurmctld
+takes over the state, the worker is replaced once its job ended; afterwards the running job
+finished, the pending one ran on the new slurmd, `sacct` lists the history from before, and
+slurmctld reports the new release. Real API server, slurmctld, slurmd, slurmdbd and MariaDB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from kube_helpers import REPO, Cluster, load_images, wait_for
+from slurm_helpers import (
+    SLURM_IMAGES,
+    TINY,
+    TINY_NODES,
+    Operator,
+    SlurmView,
+    cluster_status,
+    running_cluster,
+    tiny_cluster_spec,
+    wait_ready,
+)
+
+sys.path.insert(0, str(REPO / "tests"))
+from slurm_release import images_slurm_series_text
+
+pytestmark = pytest.mark.k8s
+
+CLUSTER = "old"
+OLD_SERIES = "24.11"
+# What a 24.11 cluster runs from its own images; MariaDB carries no Slurm.
+OLD_BUILT = ("controller", "worker", "slurmdbd", "jail")
+
+
+def build(*names: str, series: str = "") -> dict:
+    env = dict(os.environ, **({"SLURMKUBE_SLURM_VERSION": series} if series else {}))
+    done = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *names], capture_output=True, text=True,
+                          timeout=3600, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    refs = json.loads(done.stdout)
+    load_images(*(refs[name] for name in names))
+    return {name: refs[name] for name in names}
+
+
+@pytest.fixture(scope="module")
+def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
+    """The images of this run (new) and 24.11's (old)."""
+    if images_slurm_series_text() == OLD_SERIES:
+        pytest.skip("this run's images are 24.11 already")
+    new = {**slurm_images, **build("slurmdbd", "mariadb")}
+    old = dict(new, **build(*OLD_BUILT, series=OLD_SERIES))
+    return {"new": new, "old": old}
+
+
+@pytest.fixture(scope="module")
+def slurm(kube_cluster: Cluster, images: dict, operator: Operator) -> SlurmView:
+    old = images["old"]
+    spec = dict(tiny_cluster_spec(), accounting={
+        "enabled": True, "resources": TINY,
+        "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}})
+    spec["images"] = dict({n: old[n] for n in (*SLURM_IMAGES, "slurmdbd", "mariadb")}, pullPolicy="Never")
+    with running_cluster(kube_cluster, operator, CLUSTER, old, spec, [("cpu", 1, TINY_NODES)]) as view:
+        yield view
+
+
+def sacct_states(slurm: SlurmView, jobs: list) -> dict:
+    out = slurm.kube.exec("%s-controller-0" % CLUSTER, "sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j",
+                          ",".join(jobs), check=False).stdout
+    return dict(line.split("|") for line in out.splitlines() if line.count("|") == 1)
+
+
+def test_a_24_11_cluster_upgraded_in_place_keeps_its_jobs_and_history(slurm: SlurmView, operator: Operator,
+                                                                      images: dict):
+    kube = slurm.kube
+    assert slurm.run("scontrol", "version").split()[-1].startswith(OLD_SERIES + ".")
+    wait_for(lambda: CLUSTER in slurm.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
+             120, 2)
+    history = slurm.run("sbatch", "--parsable", "--wait", "-o", "/dev/null", "--wrap", "true").split()[0]
+    wait_for(lambda: sacct_states(slurm, [history]).get(history) == "COMPLETED", 120, 2)
+    running = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 100").split()[0]
+    slurm.wait_running(running)
+    pending = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--dependency=afterany:" + running,
+                        "--wrap", "true").split()[0]  # fmt: skip
+
+    new = images["new"]
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
+        {"spec": {"images": {n: new[n] for n in (*SLURM_IMAGES, "slurmdbd")}}}))
+
+    def explain() -> str:
+        return json.dumps(cluster_status(kube, CLUSTER)) + operator.logs()[-3000:]
+
+    def upgraded() -> dict:
+        status = cluster_status(kube, CLUSTER).get("slurm") or {}
+        return status if status.get("images", {}).get("controller") == new["controller"] else {}
+
+    status = wait_for(upgraded, 600, 3, explain=explain)
+    assert status["version"].startswith(images_slurm_series_text() + "."), status
+    wait_ready(kube, CLUSTER, operator, timeout=600)
+    config = slurm.run("scontrol", "show", "config")
+    assert "SLURM_VERSION           = %s" % status["version"] in config, config[:2000]
+    # The running job finished, the pending one ran on the new slurmd, the history is there.
+    states = wait_for(lambda: (lambda s: s if s.get(running) == "COMPLETED" and s.get(pending) == "COMPLETED"
+                                         else None)(sacct_states(slurm, [history, running, pending])),
+                      600, 5, explain=explain)  # fmt: skip
+    assert states[history] == "COMPLETED", states
+    worker = kube.get_json("pod", "%s-cpu-0" % CLUSTER)["spec"]["containers"][0]["image"]
+    assert worker == new["worker"]
