@@ -105,9 +105,12 @@ def test_a_24_11_cluster_upgraded_in_place_keeps_its_jobs_and_history(slurm: Slu
     config = slurm.run("scontrol", "show", "config")
     assert "SLURM_VERSION           = %s" % status["version"] in config, config[:2000]
     # The running job finished, the pending one ran on the new slurmd, the history is there.
-    states = wait_for(lambda: (lambda s: s if s.get(running) == "COMPLETED" and s.get(pending) == "COMPLETED"
-                                         else None)(sacct_states(slurm, [history, running, pending])),
-                      600, 5, explain=explain)  # fmt: skip
+
+    def all_ended() -> dict:
+        states = sacct_states(slurm, [history, running, pending])
+        return states if states.get(running) == states.get(pending) == "COMPLETED" else {}
+
+    states = wait_for(all_ended, 600, 5, explain=explain)
     assert states[history] == "COMPLETED", states
     worker = kube.get_json("pod", "%s-cpu-0" % CLUSTER)["spec"]["containers"][0]["image"]
     assert worker == new["worker"]

@@ -6,6 +6,7 @@ Needs docker and a slurmkube/spank-build image (made by images/build.sh); skippe
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -31,23 +32,23 @@ WORDS = "jail=/srv/t/jail submounts=/srv/t/node/slurm:/etc/slurm,/srv/t/node/mun
 IN_JAIL = "--expect-file /jail-only=jail --expect-absent /srv/t/host-only --expect-proc"
 
 
-def newest_image(name: str) -> str | None:
+def run_image(name: str) -> str | None:
+    """NAME's image for this run's sources and Slurm series (images/build.sh --print-tags), when
+    docker holds it. Not the newest one: the upgrade test builds Slurm 24.11's images too."""
     if not shutil.which("docker"):
         return None
-    listed = subprocess.run(
-        ["docker", "images", name, "--format", "{{.Repository}}:{{.Tag}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    images = listed.stdout.split()
-    return images[0] if listed.returncode == 0 and images else None
+    tags = subprocess.run(["bash", str(SPANK.parent / "images" / "build.sh"), "--print-tags"],
+                          capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    if tags.returncode != 0:
+        return None
+    ref = json.loads(tags.stdout).get(name)
+    held = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, check=False, timeout=60)
+    return ref if ref and held.returncode == 0 else None
 
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    found = newest_image("slurmkube/spank-build")
+    found = run_image("spank-build")
     if not found:
         pytest.skip("no docker or no slurmkube/spank-build image (run images/build.sh spank-build)")
     return found
@@ -55,7 +56,7 @@ def image() -> str:
 
 @pytest.fixture(scope="module")
 def jail_image() -> str:
-    found = newest_image("slurmkube/jail")
+    found = run_image("jail")
     if not found:
         pytest.skip("no docker or no slurmkube/jail image (run images/build.sh jail)")
     return found
