@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,11 +238,18 @@ def running_cluster(kube: Cluster, operator: Operator, name: str, images: Mappin
                          timeout=delete_timeout)
 
 
-def with_accounting_images(slurm_images: Mapping[str, str]) -> Dict[str, str]:
-    """The Slurm images and slurmdbd's and MariaDB's, built or found up to date, imported into the cluster."""
-    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *ACCOUNTING_IMAGES], capture_output=True,
-                           text=True, timeout=3600, check=False)
+def built_images(*names: str, series: str = "") -> Dict[str, str]:
+    """NAMES built by images/build.sh (or found up to date) for Slurm SERIES (default: the
+    images' own setting), imported into the cluster."""
+    env = dict(os.environ, **({"SLURMKUBE_SLURM_VERSION": series} if series else {}))
+    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *names], capture_output=True,
+                           text=True, timeout=3600, check=False, env=env)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
-    load_images(*(refs[name] for name in ACCOUNTING_IMAGES))
-    return {**slurm_images, **{name: refs[name] for name in ACCOUNTING_IMAGES}}
+    load_images(*(refs[name] for name in names))
+    return {name: refs[name] for name in names}
+
+
+def with_accounting_images(slurm_images: Mapping[str, str]) -> Dict[str, str]:
+    """The Slurm images and slurmdbd's and MariaDB's, built or found up to date, imported into the cluster."""
+    return {**slurm_images, **built_images(*ACCOUNTING_IMAGES)}

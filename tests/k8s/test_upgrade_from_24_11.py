@@ -9,22 +9,22 @@ slurmctld reports the new release. Real API server, slurmctld, slurmd, slurmdbd 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
 import pytest
-from kube_helpers import REPO, Cluster, load_images, wait_for
+from kube_helpers import REPO, Cluster, wait_for
 from slurm_helpers import (
     SLURM_IMAGES,
     TINY,
     TINY_NODES,
     Operator,
     SlurmView,
+    built_images,
     cluster_status,
     running_cluster,
     tiny_cluster_spec,
     wait_ready,
+    with_accounting_images,
 )
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -38,23 +38,13 @@ OLD_SERIES = "24.11"
 OLD_BUILT = ("controller", "worker", "slurmdbd", "jail")
 
 
-def build(*names: str, series: str = "") -> dict:
-    env = dict(os.environ, **({"SLURMKUBE_SLURM_VERSION": series} if series else {}))
-    done = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *names], capture_output=True, text=True,
-                          timeout=3600, check=False, env=env)
-    assert done.returncode == 0, done.stderr[-4000:]
-    refs = json.loads(done.stdout)
-    load_images(*(refs[name] for name in names))
-    return {name: refs[name] for name in names}
-
-
 @pytest.fixture(scope="module")
 def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
     """The images of this run (new) and 24.11's (old)."""
     if images_slurm_series_text() == OLD_SERIES:
         pytest.skip("this run's images are 24.11 already")
-    new = {**slurm_images, **build("slurmdbd", "mariadb")}
-    old = dict(new, **build(*OLD_BUILT, series=OLD_SERIES))
+    new = with_accounting_images(slurm_images)
+    old = dict(new, **built_images(*OLD_BUILT, series=OLD_SERIES))
     return {"new": new, "old": old}
 
 

@@ -42,8 +42,10 @@ def run_image(name: str) -> str | None:
     if tags.returncode != 0:
         return None
     ref = json.loads(tags.stdout).get(name)
+    if not ref:
+        return None
     held = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, check=False, timeout=60)
-    return ref if ref and held.returncode == 0 else None
+    return ref if held.returncode == 0 else None
 
 
 @pytest.fixture(scope="module")
