@@ -111,6 +111,9 @@ SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 # Runs the jail's own tools (useradd, ...) as a root job's task runs: never as the pod's root.
 JAIL_RUN_PROGRAM = "/usr/lib/slurmkube/slurmkube-jail-run"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
+# Charliecloud's unprivileged runtime in the jail (Debian's charliecloud-runtime): oci.conf runs a
+# step started with srun/sbatch/salloc --container=<image directory> in it.
+CONTAINER_RUNTIME_PROGRAM = "/usr/bin/ch-run"
 WORKER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-worker-stop"  # the worker's preStop hook
 CONTROLLER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-controller-stop"  # slurmctld's preStop hook
 LONG_CHECK_PROGRAM = "/usr/local/sbin/slurmkube-long-check"

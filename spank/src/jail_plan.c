@@ -6,6 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Slurm's step ids; slurm.h declares some callbacks without prototypes. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <slurm/slurm.h>
+#pragma GCC diagnostic pop
+
 int jail_plan_job_spool_dir(const char *spool, const char *argv0, char *out, size_t outlen)
 {
 	char script[PATH_MAX];
@@ -32,6 +38,22 @@ int jail_plan_pmix_dir(const char *spool, unsigned job_id, unsigned step_id, cha
 	int n = snprintf(out, outlen, "%s/pmix.%d.%d", strcmp(spool, "/") == 0 ? "" : spool, (int) job_id,
 			 (int) step_id);
 
+	return n > 0 && (size_t) n < outlen;
+}
+
+int jail_plan_oci_dir(const char *spool, unsigned job_id, unsigned step_id, char *out, size_t outlen)
+{
+	const char *root = strcmp(spool, "/") == 0 ? "" : spool;
+	int n;
+
+	if (step_id == SLURM_BATCH_SCRIPT)
+		n = snprintf(out, outlen, "%s/oci-job%u-batch", root, job_id);
+	else if (step_id == SLURM_INTERACTIVE_STEP)
+		n = snprintf(out, outlen, "%s/oci-job%u-interactive", root, job_id);
+	else if (step_id == SLURM_EXTERN_CONT)
+		n = snprintf(out, outlen, "%s/oci-job%u-extern", root, job_id);
+	else
+		n = snprintf(out, outlen, "%s/oci-job%u-%u", root, job_id, step_id);
 	return n > 0 && (size_t) n < outlen;
 }
 
@@ -87,20 +109,30 @@ static void add_spool_bind(struct jail_plan *plan, const char *dir, unsigned fla
 	b->flags = JAIL_BIND_SRC_NOFOLLOW | flags;
 }
 
-void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
-		     const char *pmix_dir, struct jail_plan *plan)
+/* Whether dir (normalized into out) lies strictly below the spool dir. */
+static bool below_spool(const struct jail_config *cfg, const char *dir, char *out, size_t outlen)
 {
-	char job_dir[PATH_MAX], pmix[PATH_MAX];
-	bool has_job_dir, has_pmix;
+	return dir && jail_path_normalize(dir, out, outlen) == 0 && jail_path_within(cfg->spool, out) &&
+	       strcmp(jail_path_rest(cfg->spool, out), "") != 0;
+}
+
+void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
+		     const char *const *step_dirs, size_t nstep_dirs, struct jail_plan *plan)
+{
+	char job_dir[PATH_MAX], dir[PATH_MAX];
+	size_t i, nsteps = 0;
+	bool has_job_dir;
 
 	memset(plan, 0, sizeof(*plan));
 	memcpy(plan->binds, cfg->binds, cfg->nbinds * sizeof(cfg->binds[0]));
 	plan->nbinds = cfg->nbinds;
 
+	if (nstep_dirs > JAIL_PLAN_MAX_STEP_DIRS)
+		nstep_dirs = JAIL_PLAN_MAX_STEP_DIRS;
 	has_job_dir = jail_plan_job_spool_dir(cfg->spool, argv0, job_dir, sizeof(job_dir));
-	has_pmix = pmix_dir && jail_path_normalize(pmix_dir, pmix, sizeof(pmix)) == 0 &&
-		   jail_path_within(cfg->spool, pmix) && strcmp(jail_path_rest(cfg->spool, pmix), "") != 0;
-	if (has_job_dir || has_pmix) {
+	for (i = 0; i < nstep_dirs; i++)
+		nsteps += below_spool(cfg, step_dirs[i], dir, sizeof(dir));
+	if (has_job_dir || nsteps) {
 		struct jail_bind *spool_tmpfs = &plan->binds[plan->nbinds++];
 
 		snprintf(spool_tmpfs->dst, sizeof(spool_tmpfs->dst), "%s", cfg->spool);
@@ -108,8 +140,9 @@ void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const 
 	}
 	if (has_job_dir)
 		add_spool_bind(plan, job_dir, 0);
-	if (has_pmix)
-		add_spool_bind(plan, pmix, JAIL_BIND_OPTIONAL);
+	for (i = 0; i < nstep_dirs; i++)
+		if (below_spool(cfg, step_dirs[i], dir, sizeof(dir)))
+			add_spool_bind(plan, dir, JAIL_BIND_OPTIONAL);
 	jail_plan_cwd(plan->binds, plan->nbinds, cfg->jail, host_cwd, plan->cwd, sizeof(plan->cwd));
 }
 

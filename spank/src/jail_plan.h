@@ -1,6 +1,6 @@
 /*
  * What one task needs mounted and where it should start: the configured
- * binds plus this job's own spool directory, and the job's working directory
+ * binds plus this job's and this step's own spool directories, and the job's working directory
  * translated to its path inside the jail. Pure (no I/O), so unit-tested.
  */
 #ifndef SLURMKUBE_JAIL_PLAN_H
@@ -11,8 +11,12 @@
 /* Internal flag: the source is Slurm's, not the admin's; never follow a link in it. */
 #define JAIL_BIND_SRC_NOFOLLOW (1u << 8)
 
+/* The step's own directories below the spool dir: mpi/pmix's and the OCI container's. */
+#define JAIL_PLAN_MAX_STEP_DIRS 2
+
 struct jail_plan {
-	struct jail_bind binds[JAIL_MAX_BINDS + 3];
+	/* the configured binds, the spool dir's tmpfs, the job dir, the step dirs */
+	struct jail_bind binds[JAIL_MAX_BINDS + 2 + JAIL_PLAN_MAX_STEP_DIRS];
 	size_t nbinds;
 	char cwd[PATH_MAX]; /* where the task starts inside the jail */
 };
@@ -40,6 +44,17 @@ int jail_plan_job_spool_dir(const char *spool, const char *argv0, char *out, siz
 int jail_plan_pmix_dir(const char *spool, unsigned job_id, unsigned step_id, char *out, size_t outlen);
 
 /*
+ * The directory slurmstepd makes for a step run in an OCI container (srun
+ * --container, oci.conf without ContainerPath), named as Slurm names it:
+ * <spool>/oci-job<job>-<step>, with "batch", "interactive" or "extern" for
+ * those steps. slurmstepd makes it on the node before the tasks start; each
+ * task, inside the jail, makes its own directory in it and writes there the
+ * environment file the container runtime reads. Returns 1, or 0 if it does
+ * not fit.
+ */
+int jail_plan_oci_dir(const char *spool, unsigned job_id, unsigned step_id, char *out, size_t outlen);
+
+/*
  * The task's working directory inside the jail for node path host_cwd: below
  * the jail mount it is the path relative to the jail; below a bind source it
  * is the same place under the bind's target (longest source wins); otherwise
@@ -51,12 +66,14 @@ void jail_plan_cwd(const struct jail_bind *binds, size_t nbinds, const char *jai
 		   const char *host_cwd, char *out, size_t outlen);
 
 /*
- * Build the plan for one task (argv0, host_cwd and pmix_dir may be NULL). The
- * step's PMIx directory is bound when it exists (optional: only MPI steps
- * have one), below the same private tmpfs as the job's spool dir.
+ * Build the plan for one task (argv0 and host_cwd may be NULL). The step's
+ * own directories (step_dirs, at most JAIL_PLAN_MAX_STEP_DIRS: PMIx's, the
+ * OCI container's) are bound when they exist (optional: only MPI steps and
+ * container steps have them), below the same private tmpfs as the job's
+ * spool dir; one that is not strictly below the spool dir is ignored.
  */
 void jail_plan_build(const struct jail_config *cfg, const char *host_cwd, const char *argv0,
-		     const char *pmix_dir, struct jail_plan *plan);
+		     const char *const *step_dirs, size_t nstep_dirs, struct jail_plan *plan);
 
 /*
  * One line of /proc/self/mountinfo: the mount point (octal escapes such as

@@ -100,21 +100,30 @@ static const char *task_argv0(spank_t sp)
 	return argv[0];
 }
 
-/* mpi/pmix's directory of this step in the spool dir (whether or not the step uses it); 0 if unknown. */
-static int step_pmix_dir(spank_t sp, char *out, size_t outlen)
+/*
+ * This step's own directories in the spool dir, whether or not the step uses
+ * them: mpi/pmix's and the OCI container's (srun --container). Returns how
+ * many; none if the step is unknown.
+ */
+static size_t step_dirs(spank_t sp, char out[JAIL_PLAN_MAX_STEP_DIRS][PATH_MAX])
 {
 	uint32_t job_id = 0, step_id = 0;
+	size_t n = 0;
 
 	if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS)
 		return 0;
-	return jail_plan_pmix_dir(config.spool, job_id, step_id, out, outlen);
+	n += (size_t) jail_plan_pmix_dir(config.spool, job_id, step_id, out[n], PATH_MAX);
+	n += (size_t) jail_plan_oci_dir(config.spool, job_id, step_id, out[n], PATH_MAX);
+	return n;
 }
 
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
-	char cwd[PATH_MAX], pmix_dir[PATH_MAX];
+	char cwd[PATH_MAX], dirs[JAIL_PLAN_MAX_STEP_DIRS][PATH_MAX];
+	const char *step[JAIL_PLAN_MAX_STEP_DIRS];
 	char err[1024];
+	size_t i, n;
 
 	if (!spank_remote(sp))
 		return ESPANK_SUCCESS;
@@ -122,8 +131,10 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		return -1;
 	if (!getcwd(cwd, sizeof(cwd)))
 		cwd[0] = '\0';
-	jail_plan_build(&config, cwd, task_argv0(sp), step_pmix_dir(sp, pmix_dir, sizeof(pmix_dir)) ? pmix_dir : NULL,
-			&plan);
+	n = step_dirs(sp, dirs);
+	for (i = 0; i < n; i++)
+		step[i] = dirs[i];
+	jail_plan_build(&config, cwd, task_argv0(sp), step, n, &plan);
 	if (jail_enter(&config, &plan, err, sizeof(err)) < 0) {
 		slurm_error("spank_jail: cannot enter the jail: %s", err);
 		return -1;

@@ -10,6 +10,12 @@
 #include "jail_path.h"
 #include "jail_plan.h"
 
+/* Slurm's step ids; slurm.h declares some callbacks without prototypes. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <slurm/slurm.h>
+#pragma GCC diagnostic pop
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -484,7 +490,7 @@ static void test_plan_adds_job_dir_and_nothing_for_cwd(void)
 	const struct jail_bind *last;
 
 	jail_config_defaults(&cfg);
-	jail_plan_build(&cfg, "/etc/slurmkube/munge", "/var/spool/slurmd/job00007/slurm_script", NULL,
+	jail_plan_build(&cfg, "/etc/slurmkube/munge", "/var/spool/slurmd/job00007/slurm_script", NULL, 0,
 			&plan);
 	CHECK(plan.nbinds == cfg.nbinds + 2);
 	/* a private tmpfs over the spool dir first, so no mount point lands on the volume */
@@ -496,7 +502,7 @@ static void test_plan_adds_job_dir_and_nothing_for_cwd(void)
 	CHECK(last->flags & JAIL_BIND_SRC_NOFOLLOW);
 	/* a node directory that merely is the cwd is looked up in the jail, never bound */
 	CHECK_STR(plan.cwd, "/etc/slurmkube/munge");
-	jail_plan_build(&cfg, "/", "/usr/bin/srun", NULL, &plan);
+	jail_plan_build(&cfg, "/", "/usr/bin/srun", NULL, 0, &plan);
 	CHECK(plan.nbinds == cfg.nbinds);
 }
 
@@ -505,6 +511,7 @@ static void test_plan_binds_the_steps_pmix_dir_when_it_exists(void)
 	static struct jail_config cfg;
 	static struct jail_plan plan;
 	char dir[PATH_MAX];
+	const char *dirs[2];
 
 	jail_config_defaults(&cfg);
 	CHECK(jail_plan_pmix_dir(cfg.spool, 42, 0, dir, sizeof(dir)) == 1);
@@ -513,7 +520,8 @@ static void test_plan_binds_the_steps_pmix_dir_when_it_exists(void)
 	CHECK(jail_plan_pmix_dir(cfg.spool, 42, 0xfffffffbu, dir, sizeof(dir)) == 1);
 	CHECK_STR(dir, "/var/spool/slurmd/pmix.42.-5");
 
-	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/var/spool/slurmd/pmix.42.0", &plan);
+	dirs[0] = "/var/spool/slurmd/pmix.42.0";
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", dirs, 1, &plan);
 	CHECK(plan.nbinds == cfg.nbinds + 2);
 	CHECK_STR(plan.binds[cfg.nbinds].dst, "/var/spool/slurmd");
 	CHECK(plan.binds[cfg.nbinds].flags == JAIL_BIND_TMPFS);
@@ -522,20 +530,58 @@ static void test_plan_binds_the_steps_pmix_dir_when_it_exists(void)
 	CHECK(plan.binds[cfg.nbinds + 1].flags == (JAIL_BIND_SRC_NOFOLLOW | JAIL_BIND_OPTIONAL));
 
 	/* a batch step: one tmpfs, then its job dir and its (absent) PMIx dir */
-	jail_plan_build(&cfg, "/", "/var/spool/slurmd/job00042/slurm_script", "/var/spool/slurmd/pmix.42.-5",
-			&plan);
+	dirs[0] = "/var/spool/slurmd/pmix.42.-5";
+	jail_plan_build(&cfg, "/", "/var/spool/slurmd/job00042/slurm_script", dirs, 1, &plan);
 	CHECK(plan.nbinds == cfg.nbinds + 3);
 	CHECK(plan.binds[cfg.nbinds].flags == JAIL_BIND_TMPFS);
 	CHECK_STR(plan.binds[cfg.nbinds + 1].src, "/var/spool/slurmd/job00042");
 	CHECK_STR(plan.binds[cfg.nbinds + 2].src, "/var/spool/slurmd/pmix.42.-5");
 
 	/* nothing outside the spool dir, and never the spool dir itself */
-	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/etc/pmix.42.0", &plan);
+	dirs[0] = "/etc/pmix.42.0";
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", dirs, 1, &plan);
 	CHECK(plan.nbinds == cfg.nbinds);
-	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/var/spool/slurmd", &plan);
+	dirs[0] = "/var/spool/slurmd";
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", dirs, 1, &plan);
 	CHECK(plan.nbinds == cfg.nbinds);
-	jail_plan_build(&cfg, "/", "/usr/bin/hostname", "/var/spool/slurmd/pmix.1.0/../../../etc", &plan);
+	dirs[0] = "/var/spool/slurmd/pmix.1.0/../../../etc";
+	dirs[1] = "/var/spool/slurmd/oci-job1-0/../../../etc";
+	jail_plan_build(&cfg, "/", "/usr/bin/hostname", dirs, 2, &plan);
 	CHECK(plan.nbinds == cfg.nbinds);
+}
+
+static void test_plan_binds_the_steps_container_dir_as_slurm_names_it(void)
+{
+	static struct jail_config cfg;
+	static struct jail_plan plan;
+	char pmix[PATH_MAX], oci[PATH_MAX];
+	const char *dirs[2];
+
+	jail_config_defaults(&cfg);
+	CHECK(jail_plan_oci_dir(cfg.spool, 42, 3, oci, sizeof(oci)) == 1);
+	CHECK_STR(oci, "/var/spool/slurmd/oci-job42-3");
+	/* the special steps are named, as slurmstepd's container.c names them */
+	CHECK(jail_plan_oci_dir(cfg.spool, 42, SLURM_BATCH_SCRIPT, oci, sizeof(oci)) == 1);
+	CHECK_STR(oci, "/var/spool/slurmd/oci-job42-batch");
+	CHECK(jail_plan_oci_dir(cfg.spool, 42, SLURM_INTERACTIVE_STEP, oci, sizeof(oci)) == 1);
+	CHECK_STR(oci, "/var/spool/slurmd/oci-job42-interactive");
+	CHECK(jail_plan_oci_dir(cfg.spool, 42, SLURM_EXTERN_CONT, oci, sizeof(oci)) == 1);
+	CHECK_STR(oci, "/var/spool/slurmd/oci-job42-extern");
+	CHECK(jail_plan_oci_dir("/", 7, 0, oci, sizeof(oci)) == 1);
+	CHECK_STR(oci, "/oci-job7-0");
+	CHECK(jail_plan_oci_dir(cfg.spool, 42, 3, oci, 10) == 0);
+
+	/* an srun step: one tmpfs over the spool dir, both step dirs (optional), never the spool dir */
+	CHECK(jail_plan_pmix_dir(cfg.spool, 42, 3, pmix, sizeof(pmix)) == 1);
+	CHECK(jail_plan_oci_dir(cfg.spool, 42, 3, oci, sizeof(oci)) == 1);
+	dirs[0] = pmix;
+	dirs[1] = oci;
+	jail_plan_build(&cfg, "/", "/usr/bin/cat", dirs, 2, &plan);
+	CHECK(plan.nbinds == cfg.nbinds + 3);
+	CHECK(plan.binds[cfg.nbinds].flags == JAIL_BIND_TMPFS);
+	CHECK_STR(plan.binds[cfg.nbinds + 2].src, "/var/spool/slurmd/oci-job42-3");
+	CHECK_STR(plan.binds[cfg.nbinds + 2].dst, "/var/spool/slurmd/oci-job42-3");
+	CHECK(plan.binds[cfg.nbinds + 2].flags == (JAIL_BIND_SRC_NOFOLLOW | JAIL_BIND_OPTIONAL));
 }
 
 static void test_mountinfo_lines_are_parsed_with_escapes(void)
@@ -619,6 +665,8 @@ int main(void)
 	run("plan: cwd is translated into the jail", test_cwd_translation);
 	run("plan: the step's PMIx dir is bound below the spool tmpfs",
 	    test_plan_binds_the_steps_pmix_dir_when_it_exists);
+	run("plan: the step's OCI container dir is bound, named as Slurm names it",
+	    test_plan_binds_the_steps_container_dir_as_slurm_names_it);
 	run("plan: adds the job dir and never binds the cwd", test_plan_adds_job_dir_and_nothing_for_cwd);
 	run("plan: mountinfo lines are parsed, escapes decoded", test_mountinfo_lines_are_parsed_with_escapes);
 	run("plan: a root job's slurmstepd sees node mounts read-only but its writable places",

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "slurmkube-jail-run: %s\n", err);
 		return 64;
 	}
-	jail_plan_build(&config, "/", NULL, NULL, &plan);
+	jail_plan_build(&config, "/", NULL, NULL, 0, &plan);
 	if (jail_enter(&config, &plan, err, sizeof(err)) < 0) {
 		fprintf(stderr, "slurmkube-jail-run: cannot enter the jail: %s\n", err);
 		return EXIT_CANNOT_ENTER;

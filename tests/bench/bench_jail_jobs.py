@@ -1,6 +1,6 @@
 """200 tiny jobs with the jail plugin against the same jobs without it, in one run.
 
-Uses the docker cluster of tests/images/test_images.py (images from images/build.sh): one
+Uses the docker tier's cluster (tests/images/docker_cluster.py, images from images/build.sh): one
 worker loads the SPANK jail plugin (plugstack.conf), the other an empty plugstack.conf; the
 jobs alternate between them, `srun -N1 -w NODE true` one after another from inside the
 controller container, each timed from srun's start to its exit (launch + teardown: what
@@ -28,7 +28,7 @@ from collection_path import ensure_importable  # noqa: E402
 
 ensure_importable()
 
-spec = importlib.util.spec_from_file_location("test_images", TESTS / "images" / "test_images.py")
+spec = importlib.util.spec_from_file_location("docker_cluster", TESTS / "images" / "docker_cluster.py")
 smoke = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(smoke)
 

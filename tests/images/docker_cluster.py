@@ -389,13 +389,14 @@ def daemon_ids(cluster: Cluster, host: str) -> dict:
 AS_MUNGE = ("setpriv", "--reuid=munge", "--regid=munge", "--clear-groups", "--")
 
 
-def ssh_to_login(cluster: Cluster, command: str, check: bool = True) -> subprocess.CompletedProcess:
+def ssh_to_login(cluster: Cluster, command: str, check: bool = True,
+                 timeout: float = 120) -> subprocess.CompletedProcess:
     """Run command in an ssh session of the jail user on the login node, from another container."""
     return docker(
         "run", "--rm", "--network", cluster.network, "-v", "%s:/keys:ro" % (cluster.root / "client"),
         "--entrypoint", "ssh", cluster.images["jail"], "-i", "/keys/id_ed25519", "-o", "BatchMode=yes",
         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-        "%s@%s" % (JAIL_USER, LOGIN_POD), command, timeout=120, check=check,
+        "%s@%s" % (JAIL_USER, LOGIN_POD), command, timeout=timeout, check=check,
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from kube_helpers import REPO, Cluster, exported_env, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
+from container_demo import IN_CONTAINER, PRETTY_NAME, export_demo_container, tasks_of
 from playbook_runner import run_playbook
 from slurm_output import seconds, size_kib
 from slurm_release import images_slurm_series_text
@@ -140,16 +142,40 @@ def demo_sees_its_jobs_memory_and_cpu_in_sstat_and_sacct(kube: Cluster) -> None:
     assert seconds(running[1]) <= seconds(ended["ave_cpu"]) <= int(ended["elapsed"]) * int(ended["cpus"]), ended
 
 
-def demo_logs_in_with_the_printed_command(output: str) -> None:
-    """The ssh command the play prints reaches the login node from this machine (the login
-    Service's NodePort on a kind node's address), and Slurm answers there."""
+def printed_ssh(output: str) -> list:
+    """The ssh command the play prints (the login Service's NodePort on a kind node's address),
+    as argv, without a remote command yet."""
     printed = re.search(r"ssh -i (\S+) -p (\d+) demo@([0-9.]+)", output)
     assert printed, output[-3000:]
     key, port, host = printed.groups()
-    login = subprocess.run(["ssh", "-i", key, "-p", port, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "demo@" + host,
-                            "srun", "-N1", "hostname"], capture_output=True, text=True, timeout=120, check=False)
+    return ["ssh", "-i", key, "-p", port, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "demo@" + host]  # fmt: skip
+
+
+def demo_logs_in_with_the_printed_command(ssh: list) -> None:
+    """The ssh command the play prints reaches the login node from this machine, and Slurm
+    answers there."""
+    login = subprocess.run([*ssh, "srun", "-N1", "hostname"], capture_output=True, text=True, timeout=120, check=False)
     assert login.returncode == 0 and login.stdout.strip().startswith("demo-"), login.stdout + login.stderr
+
+
+def demo_runs_a_container_on_both_workers(ssh: list, tmp_path: Path) -> None:
+    """A user brings an image as a tarball over ssh, converts it with ch-convert and runs it with
+    srun --container on both Kubernetes workers (their pods under slurmkube's seccomp profile):
+    each task prints the container's os-release, as demo, in the job."""
+    tags = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "--print-tags"], capture_output=True,
+                          text=True, timeout=300, check=True).stdout  # fmt: skip
+    tarball = export_demo_container(json.loads(tags)["base"], tmp_path / "demo.tar")
+    with tarball.open("rb") as stdin:
+        upload = subprocess.run([*ssh, "cat > demo.tar && ch-convert -o dir demo.tar demo && rm demo.tar"], stdin=stdin,
+                                capture_output=True, timeout=300, check=False)  # fmt: skip
+    assert upload.returncode == 0, upload.stdout[-2000:] + upload.stderr[-2000:]
+    step = subprocess.run([*ssh, "srun -N2 -w demo-cpu-0,demo-cpu-1 --container=$HOME/demo sh -c "
+                           + shlex.quote(IN_CONTAINER)], capture_output=True, text=True, timeout=300, check=False)
+    assert step.returncode == 0 and step.stdout.count(PRETTY_NAME) == 2, step.stdout + step.stderr
+    tasks = tasks_of(step.stdout)
+    assert [(t["host"], t["user"], t["rank"]) for t in sorted(tasks, key=lambda t: t["rank"])] == [
+        ("demo-cpu-0", "demo", "0"), ("demo-cpu-1", "demo", "1")], tasks
 
 
 def kind_containers() -> list:
@@ -182,7 +208,9 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         assert counts.get("ok", 0) > 0 and counts.get("changed") == 0 and counts.get("failed") == 0, counts
         # Ansible prints a diff as "--- before" / "+++ after" lines: none for unchanged objects.
         assert "--- before" not in output and "+++ after" not in output, output[-6000:]
-        demo_logs_in_with_the_printed_command(second.stdout)
+        ssh = printed_ssh(second.stdout)
+        demo_logs_in_with_the_printed_command(ssh)
+        demo_runs_a_container_on_both_workers(ssh, tmp_path)
     finally:
         shared = Path(kind("shared", KIND_NAME).strip()) if kind_containers() else None
         teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")

@@ -1,6 +1,6 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""slurm.conf, cgroup.conf, gres.conf, plugstack.conf, topology.conf and the health-check
+"""slurm.conf, cgroup.conf, gres.conf, plugstack.conf, oci.conf, topology.conf and the health-check
 settings, and their ConfigMap.
 
 Every file follows one pattern: product defaults, then the user's overrides merged last
@@ -43,6 +43,7 @@ SLURM_CONF = "slurm.conf"
 CGROUP_CONF = "cgroup.conf"
 GRES_CONF = "gres.conf"
 PLUGSTACK_CONF = "plugstack.conf"
+OCI_CONF = "oci.conf"
 TOPOLOGY_CONF = "topology.conf"
 HEALTH_CONF = C.HEALTH_CONFIG_FILE
 # topology.conf from a switch label: the leaf of workers on machines without it, and the switch
@@ -347,6 +348,39 @@ def render_plugstack_conf(cluster: SlurmCluster) -> str:
     return header(cluster, "plugstack.conf") + line + "\n"
 
 
+# What a container step's runtime is started with: a bare environment (slurmstepd's own is not
+# the job's; ch-run needs USER, and HOME for --home), the job's environment from the file Slurm
+# writes (%e), the user's home bound, the job's working directory (%Z), the image (%r).
+CONTAINER_RUN = (
+    "env -i PATH=/usr/local/bin:/usr/bin:/bin USER=%%u HOME=$(getent passwd %%U | cut -d: -f6) "
+    "%s --home --cd=%%Z --set-env=%%e %%r -- %%@" % C.CONTAINER_RUNTIME_PROGRAM
+)
+
+
+def render_oci_conf(cluster: SlurmCluster) -> str:
+    """oci.conf: `--container=<image directory>` runs a step in Charliecloud's ch-run.
+
+    The task is in the jail already (the SPANK plugin runs before the runtime), so the runtime,
+    the image and the user's files are the jail's; ch-run is unprivileged (a user namespace, no
+    setuid, no daemon). The image directory is not read by slurmstepd (it stays on the node,
+    outside the jail: IgnoreFileConfigJson); the job's environment reaches ch-run as a file in
+    the step's spool directory, which the plugin binds into the jail (no ContainerPath, so the
+    directory has the name the plugin looks for). After SchedMD's Charliecloud example
+    (containers.html), without its binds of Slurm's files: a container step runs the user's
+    program, not Slurm's clients.
+    """
+    settings = {
+        "IgnoreFileConfigJson": True,
+        "CreateEnvFile": "newline",
+        "EnvExclude": '"^(SLURM_CONF|SLURM_CONF_SERVER)="',
+        "RunTimeEnvExclude": '"^(SLURM_CONF|SLURM_CONF_SERVER)="',
+        "RunTimeRun": '"%s"' % CONTAINER_RUN,
+        "RunTimeKill": '"kill -s SIGTERM %p"',
+        "RunTimeDelete": '"kill -s SIGKILL %p"',
+    }
+    return header(cluster, "oci.conf") + "\n".join(key_value_lines(settings)) + "\n"
+
+
 def hostlist(names: Iterable[str]) -> str:
     """Slurm's hostlist form of node names: demo-cpu-[0-2,5],demo-big-0 (sorted, ranges folded)."""
     numbered: Dict[str, List[int]] = {}
@@ -457,6 +491,7 @@ def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         CGROUP_CONF: render_cgroup_conf(cluster),
         GRES_CONF: render_gres_conf(cluster, nodesets),
         PLUGSTACK_CONF: render_plugstack_conf(cluster),
+        OCI_CONF: render_oci_conf(cluster),
         HEALTH_CONF: render_health_conf(cluster),
     }
     topology = render_topology_conf(cluster, placement or {})
