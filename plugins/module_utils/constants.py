@@ -111,6 +111,8 @@ SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 # Runs the jail's own tools (useradd, ...) as a root job's task runs: never as the pod's root.
 JAIL_RUN_PROGRAM = "/usr/lib/slurmkube/slurmkube-jail-run"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
+# slurmctld's and slurmd's readiness probe: Slurm's own GET /readyz on the daemon's port.
+READY_PROGRAM = "/usr/local/sbin/slurmkube-ready"
 # Charliecloud's unprivileged runtime in the jail (Debian's charliecloud-runtime): oci.conf runs a
 # step started with srun/sbatch/salloc --container=<image directory> in it.
 CONTAINER_RUNTIME_PROGRAM = "/usr/bin/ch-run"

@@ -31,6 +31,16 @@ from ansible_collections.slurmkube.core.plugins.module_utils.keys import key_fin
 pytestmark = pytest.mark.slurm
 
 
+@pytest.mark.parametrize(("pod", "port"), [(CONTROLLER_POD, C.SLURMCTLD_PORT), (WORKERS[0], C.SLURMD_PORT)])
+def test_the_readiness_probe_is_slurms_own_readyz(cluster, pod, port):
+    """What the rendered readinessProbe runs, in the serving daemon's container: Slurm's GET
+    /readyz on its port answers 204 (ready), and the probe passes."""
+    answer = cluster.exec(pod, "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/%d; printf 'GET /readyz HTTP/1.1\\r\\n"
+                          "Host: x\\r\\nConnection: close\\r\\n\\r\\n' >&3; head -1 <&3" % port).stdout
+    assert answer.startswith("HTTP/1.1 204"), answer
+    assert cluster.exec(pod, C.READY_PROGRAM, str(port), check=False).returncode == 0
+
+
 def test_rendered_config_is_what_the_daemons_run_with(cluster):
     conf = cluster.exec(CONTROLLER_POD, "scontrol", "show", "config").stdout
     assert "HealthCheckProgram      = %s" % C.HEALTHCHECK_PROGRAM in conf

@@ -131,6 +131,16 @@ def tcp_probe(port: int, period: int = 10) -> Dict[str, Any]:
     return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": 3}
 
 
+def slurm_ready_probe(port: int, period: int = 10) -> Dict[str, Any]:
+    """slurmctld's or slurmd's readiness: Slurm's own GET /readyz on the daemon's port, through
+    the image's READY_PROGRAM (which knows whether its Slurm serves HTTP; 24.11 does not, and a
+    cluster on it is what an upgrade starts from). Not a liveness probe: restarting a worker's
+    container ends its jobs, and slurmctld's /livez answers without the locks a stuck slurmctld
+    would hold."""
+    return {"exec": {"command": [C.READY_PROGRAM, str(port)]}, "periodSeconds": period, "timeoutSeconds": 5,
+            "failureThreshold": 3}
+
+
 def wait_for_controller(cluster: SlurmCluster, image: str, pull_policy: str) -> Dict[str, Any]:
     """Init container that holds slurmd until slurmctld accepts TCP (slurmd's own retry backs off to minutes)."""
     host = names.controller_address(cluster.name, cluster.namespace)

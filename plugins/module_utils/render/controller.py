@@ -74,7 +74,7 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "imagePullPolicy": images.pull_policy,
         "env": common.env(cluster, C.ROLE_CONTROLLER),
         "ports": [{"name": "slurmctld", "containerPort": C.SLURMCTLD_PORT, "protocol": "TCP"}],
-        "readinessProbe": common.tcp_probe(C.SLURMCTLD_PORT, period=5),
+        "readinessProbe": common.slurm_ready_probe(C.SLURMCTLD_PORT, period=5),
         # Signalled once the Service has dropped the pod (see the hook's header).
         "lifecycle": {"preStop": {"exec": {"command": [C.CONTROLLER_STOP_PROGRAM, *map(str, CONTROLLER_STOP_WAIT)]}}},
         "resources": common.resources(cluster.spec.controller.resources),

@@ -175,7 +175,7 @@ def _slurmd_container(cluster: SlurmCluster, nodeset: NodeSet) -> Dict[str, Any]
         "imagePullPolicy": images.pull_policy,
         "env": _worker_env(cluster, nodeset),
         "ports": [{"name": "slurmd", "containerPort": C.SLURMD_PORT, "protocol": "TCP"}],
-        "readinessProbe": common.tcp_probe(C.SLURMD_PORT),
+        "readinessProbe": common.slurm_ready_probe(C.SLURMD_PORT),
         # Jobs still on the node when the pod stops are handed back to Slurm to requeue.
         "lifecycle": {"preStop": {"exec": {"command": [C.WORKER_STOP_PROGRAM]}}},
         "resources": common.resources(nodeset.spec.resources, gpus=True),
