@@ -114,7 +114,7 @@ HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 # slurmctld's and slurmd's readiness probe: Slurm's own GET /readyz on the daemon's port.
 READY_PROGRAM = "/usr/local/sbin/slurmkube-ready"
 # Charliecloud's unprivileged runtime in the jail (Debian's charliecloud-runtime): oci.conf runs a
-# step started with srun/sbatch/salloc --container=<image directory> in it.
+# step started with srun --container=<image directory> in it.
 CONTAINER_RUNTIME_PROGRAM = "/usr/bin/ch-run"
 WORKER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-worker-stop"  # the worker's preStop hook
 CONTROLLER_STOP_PROGRAM = "/usr/local/sbin/slurmkube-controller-stop"  # slurmctld's preStop hook
