@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 from collection_path import REPO
@@ -21,13 +23,13 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare")
                                 reason="needs root, unshare and ip for a network namespace")
 
 # An HTTP/1.1 server on 127.0.0.1:6817 answering every GET with STATUS and no body, as slurmctld's
-# /readyz does; it records the request line it got.
+# /readyz does; it records the request line it got in the file REQUEST_LINE names.
 HTTP_SERVER = """
-import http.server, sys
+import http.server, os, sys
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
-        open("/tmp/request-line", "w").write(self.requestline)
+        open(os.environ["REQUEST_LINE"], "w").write(self.requestline)
         self.send_response(int(sys.argv[1])); self.send_header("Content-Length", "0"); self.end_headers()
 http.server.HTTPServer(("127.0.0.1", 6817), Handler).serve_forever()
 """
@@ -40,14 +42,18 @@ SILENT_SERVER = ("import socket; s = socket.create_server((\"127.0.0.1\", 6817))
 def probe(server: str, release: str, *server_args: str) -> tuple[int, str]:
     """The probe's exit status with SERVER listening (or nothing, when empty) and the request
     line the HTTP server saw."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return probe_in(Path(tmp) / "request-line", server, release, *server_args)
+
+
+def probe_in(request_line: Path, server: str, release: str, *server_args: str) -> tuple[int, str]:
     start = "python3 -c %s %s &\nuntil (exec 3<>/dev/tcp/127.0.0.1/6817) 2>/dev/null; do sleep 0.05; done\n" % (
         _quote(server), " ".join(server_args)) if server else ""
-    script = ("ip link set lo up\nrm -f /tmp/request-line\n" + start +
+    script = ("ip link set lo up\nexport REQUEST_LINE=%s\n" % request_line + start +
               "set +e; SLURMKUBE_SLURM_RELEASE=%s %s 6817; echo \"rc=$?\"\n"
-              "cat /tmp/request-line 2>/dev/null; kill %%1 2>/dev/null; wait\n" % (release, PROBE))
-    out = subprocess.run(["unshare", "--net", "--mount", "bash", "-euo", "pipefail", "-c",
-                          "mount -t tmpfs tmpfs /tmp\n" + script], capture_output=True, text=True, timeout=60,
-                         check=False)  # fmt: skip
+              "cat \"$REQUEST_LINE\" 2>/dev/null; kill %%1 2>/dev/null; wait\n" % (release, PROBE))
+    out = subprocess.run(["unshare", "--net", "bash", "-euo", "pipefail", "-c", script], capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     status = next(int(line[3:]) for line in lines if line.startswith("rc="))
