@@ -14,7 +14,6 @@ tests/bench/container_steps.json; no assertions.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import os
 import statistics
@@ -32,9 +31,8 @@ ensure_importable()
 
 from container_demo import PRETTY_NAME, export_demo_container  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("docker_cluster", TESTS / "images" / "docker_cluster.py")
-dc = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(dc)
+sys.path.insert(0, str(TESTS / "images"))
+import docker_cluster as dc  # noqa: E402
 
 NODE = dc.WORKERS[0]
 

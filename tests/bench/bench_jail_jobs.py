@@ -12,7 +12,6 @@ a user waits for). Writes tests/bench/jail_jobs.json; no assertions.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import os
 import statistics
@@ -28,9 +27,8 @@ from collection_path import ensure_importable  # noqa: E402
 
 ensure_importable()
 
-spec = importlib.util.spec_from_file_location("docker_cluster", TESTS / "images" / "docker_cluster.py")
-smoke = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(smoke)
+sys.path.insert(0, str(TESTS / "images"))
+import docker_cluster as smoke  # noqa: E402
 
 JAILED, PLAIN = smoke.WORKERS[:2]
 
