@@ -489,6 +489,52 @@ def test_a_drained_worker_pod_lost_under_a_job_requeues_it_and_the_node_stays_dr
     wait_for(lambda: in_service(slurm.nodes().get(node, set())), 60, 1, explain=slurm.explain)
 
 
+def slurm_time(record: dict, key: str) -> float:
+    """A time scontrol recorded for a job (the controller pod's clock, UTC), in seconds."""
+    return calendar.timegm(time.strptime(record[key], "%Y-%m-%dT%H:%M:%S"))
+
+
+def requeued(slurm: SlurmView, job: str) -> dict:
+    """The job's record once Slurm has requeued it."""
+
+    def record_if_requeued() -> dict:
+        record = job_record(slurm, job)
+        return record if int(record.get("Restarts", 0)) >= 1 else {}
+
+    return wait_for(record_if_requeued, 60, 1, explain=slurm.explain)
+
+
+def test_a_job_sent_with_an_expedited_requeue_runs_again_before_a_plain_one_lost_with_it_may(slurm: SlurmView):
+    """Slurm 26.05's expedited requeue (enable_expedited_requeue, on by default): of two jobs whose
+    pod is lost, the one sent with --requeue=expedite is eligible again at once and runs on the
+    other worker, while the plain one waits out its old credential's life (cred_expire) first."""
+    lost, other = NODES[1], NODES[0]
+    # Its first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
+    script = 'test "${SLURM_RESTART_COUNT:-0}" -gt 0 || sleep 600'
+    # Both start on the worker that will be lost: the other one is drained until they run.
+    slurm.run("scontrol", "update", "nodename=" + other, "state=drain", "reason=test: jobs start elsewhere")
+    try:
+        expedited, plain = (slurm.kube.exec(CONTROLLER, "sbatch", "--parsable", "-c1", "-o", "/dev/null", how,
+                                            "--wrap", script).stdout.split()[0]
+                            for how in ("--requeue=expedite", "--requeue"))  # fmt: skip
+        wait_for(lambda: {slurm.job_state(expedited), slurm.job_state(plain)} == {"RUNNING"}, 90, 1,
+                 explain=slurm.explain)
+        assert {job_record(slurm, job)["NodeList"] for job in (expedited, plain)} == {lost}
+    finally:
+        slurm.run("scontrol", "update", "nodename=" + other, "state=resume")
+    old_uid = pod_of(slurm, lost)["metadata"]["uid"]
+    slurm.kube.kubectl("-n", slurm.kube.namespace, "delete", "pod", lost, "--wait=false")
+    try:
+        again = finished(slurm, expedited, timeout=180)
+        held = requeued(slurm, plain)
+        assert (again["JobState"], again["Restarts"], again["NodeList"]) == ("COMPLETED", "1", other), again
+        # Slurm's own record: the expedited job had run again before the plain one was allowed to start.
+        assert slurm_time(again, "StartTime") < slurm_time(held, "EligibleTime"), (again, held)
+    finally:
+        slurm.run("scancel", plain)
+    wait_for(lambda: serves_in_a_new_pod(slurm, lost, old_uid), 180, 2, explain=slurm.explain)
+
+
 # ---------------------------------------------------------------------------- evictions and drains
 
 

@@ -4,7 +4,9 @@ anything changes. Refused (a configuration the new slurmctld will not start on),
 cluster stays exactly as it was and the status and an Event say slurmctld's words; passed,
 slurmdbd gets its new pod first, slurmctld once slurmdbd serves, the worker once slurmctld does
 (and once its job ended: a worker is replaced drained and idle); the job running meanwhile goes
-on and its record reaches slurmdbd. Real API server, Job, slurmctld, slurmdbd and MariaDB.
+on and its record reaches slurmdbd. A worker image that fails on the first worker to run it (the
+canary) turns the workers back to the image in effect. Real API server, Job, slurmctld, slurmdbd
+and MariaDB.
 
 The images tried are the project's under second names: a change of images as the operator
 sees it, with the Slurm release of the images built here (an upgrade from 24.11's images is the
@@ -26,6 +28,7 @@ from slurm_helpers import (
     Operator,
     SlurmView,
     cluster_status,
+    in_service,
     running_cluster,
     tiny_cluster_spec,
     wait_ready,
@@ -141,10 +144,40 @@ def test_an_upgrade_refused_by_its_preflight_leaves_the_cluster_as_it_was_then_a
     assert {key: slurm_status["images"][key] for key in RENAMED} == renamed, slurm_status
     assert "rollout" not in slurm_status and "refusal" not in slurm_status
     assert slurm_status["version"] == before["version"]
-    assert events_of(kube, "Upgrade") and events_of(kube, "UpgradeStage") and events_of(kube, "Upgraded")
+    # slurmdbd's and slurmctld's stages, then the worker as the canary (login, jail, exporter after it).
+    assert events_of(kube, "Upgrade") and len(events_of(kube, "UpgradeStage")) == 2
+    assert any(renamed["worker"] in m for m in events_of(kube, "CanaryPassed"))
     # The pre-flights are gone; the job that ran through the upgrade is in slurmdbd's records.
     left = [j["metadata"]["name"] for j in kube.get_json("jobs")["items"]
             if j["metadata"].get("labels", {}).get(C.LABEL_COMPONENT) == C.COMPONENT_PREFLIGHT]
     assert left == []
     record = wait_for(lambda: slurm.run("sacct", "-X", "-n", "-P", "-o", "State", "-j", job).strip(), 120, 3)
     assert record.startswith("CANCELLED"), record
+
+
+def test_a_worker_image_that_fails_on_the_first_worker_turns_the_workers_back_and_says_why(
+        slurm: SlurmView, operator: Operator, renamed: dict):
+    kube = slurm.kube
+    in_effect = cluster_status(kube, CLUSTER)["slurm"]["images"]["worker"]
+    # Never built nor loaded, and the cluster's pods never pull: kubelet cannot start it.
+    missing = in_effect.replace(":", ":missing-", 1)
+
+    def explain() -> str:
+        return json.dumps(cluster_status(kube, CLUSTER)) + operator.logs()[-3000:]
+
+    patch_spec(kube, {"images": {"worker": missing}})
+    failure = wait_for(lambda: cluster_status(kube, CLUSTER).get("slurm", {}).get("canaryFailure"), 300, 3,
+                       explain=explain)
+    assert "pod %s" % WORKER_POD in failure["message"] and "ErrImageNeverPull" in failure["message"], failure
+    assert failure["images"]["worker"] == missing
+    assert [m for m in events_of(kube, "CanaryFailed") if missing in m]
+    held = {c["type"]: c for c in cluster_status(kube, CLUSTER)["conditions"]}["SlurmImageInUse"]
+    assert (held["status"], held["reason"]) == ("False", "CanaryFailed"), held
+    # The worker is back on the image in effect, its drain for the update lifted, and runs jobs.
+    wait_for(lambda: runs(kube, WORKER_POD, in_effect), 300, 3, explain=explain)
+    wait_for(lambda: in_service(slurm.nodes().get(WORKER_POD, set())), 180, 3, explain=slurm.explain)
+    assert slurm.run("srun", "-N1", "-t", "1", "hostname").strip() == WORKER_POD
+    # The spec back on the image in effect: nothing to try, the cluster Ready again.
+    patch_spec(kube, {"images": {"worker": in_effect}})
+    status = wait_ready(kube, CLUSTER, operator, timeout=300)
+    assert "canaryFailure" not in status["slurm"] and status["slurm"]["images"]["worker"] == in_effect

@@ -35,9 +35,12 @@ class MemoryKube:
         return copy.deepcopy(obj) if obj else None
 
     def list(self, api_version, kind, namespace=None, labels=None):
-        """As the API server lists: namespace None means every namespace (and cluster-scoped kinds)."""
+        """As the API server lists: namespace None means every namespace (and cluster-scoped kinds);
+        only the objects that carry every label asked for."""
+        wanted = (labels or {}).items()
         return [copy.deepcopy(o) for key, o in sorted(self.objects.items(), key=lambda item: str(item[0]))
-                if key[0] == kind and namespace in (None, key[1])]
+                if key[0] == kind and namespace in (None, key[1])
+                and wanted <= ((o.get("metadata") or {}).get("labels") or {}).items()]
 
     def apply(self, obj, dry_run=False):
         if dry_run:

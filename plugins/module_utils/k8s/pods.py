@@ -1,12 +1,20 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which pods run, and which of a component are ready: the one pod lookup."""
+"""Which pods run, and which of a component are ready: the one pod lookup (and Kubernetes timestamps)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping
+import datetime
+from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+
+
+def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
+    """A Kubernetes timestamp ('2026-11-22T04:00:00Z'), or None."""
+    if not text:
+        return None
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

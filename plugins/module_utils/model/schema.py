@@ -155,15 +155,19 @@ def cluster_status_schema() -> Dict[str, Any]:
                   "with; it differs from the Secret's while a new key is being rolled out."},
         slurm={"type": "object", "description": "The Slurm images in effect and the release slurmctld runs; during "
                "an upgrade in Slurm's order, its stage, target images and release; while a new controller "
-               "image waits on its pre-flight Job or was refused, the Job and the refusal.",
+               "image waits on its pre-flight Job or was refused, the Job and the refusal; a worker image "
+               "that failed on the first worker to run it (the canary), while the spec names it.",
                "properties": {
                    "images": {"type": "object", "additionalProperties": {"type": "string"}},
                    "version": {"type": "string"},
                    "rollout": {"type": "object", "properties": {
-                       "stage": {"type": "string", "enum": ["slurmdbd", "controller"]},
+                       "stage": {"type": "string", "enum": ["slurmdbd", "controller", "canary"]},
                        "images": {"type": "object", "additionalProperties": {"type": "string"}},
                        "version": {"type": "string"}}},
-                   "preflight": {"type": "string"}, "refusal": {"type": "string"}}},
+                   "preflight": {"type": "string"}, "refusal": {"type": "string"},
+                   "canaryFailure": {"type": "object", "properties": {
+                       "images": {"type": "object", "additionalProperties": {"type": "string"}},
+                       "message": {"type": "string"}}}}},
         jobsNotRequeued={"type": "array", "description": "Jobs sent with --no-requeue that hold a leaving node past "
                          "its drain timeout: they run on, and the node leaves when they end.",
                          "items": {"type": "object", "properties": {"jobId": {"type": "integer"},

@@ -13,6 +13,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
+    parse_time,
     pod_ready,
     pod_terminating,
     pods_by_name,
@@ -66,13 +67,6 @@ def host_lost_since(node: Mapping[str, Any]) -> Optional[datetime.datetime]:
         if condition.get("type") == "Ready":
             return None if condition.get("status") == "True" else parse_time(condition.get("lastTransitionTime"))
     return None
-
-
-def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
-    """A Kubernetes timestamp ('2026-11-22T04:00:00Z'), or None."""
-    if not text:
-        return None
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
 
 
 def may_explain(node: SlurmNode) -> bool:

@@ -30,7 +30,8 @@ class KeyState(NamedTuple):
 class SlurmState(NamedTuple):
     """The Slurm images in effect (by spec.images key) and the release slurmctld runs; during a
     rollout in Slurm's order, its target images, their release and its stage; while a new
-    controller image waits on its pre-flight Job (named) or was refused, what holds it."""
+    controller image waits on its pre-flight Job (named) or was refused, what holds it; a worker
+    image that failed its canary."""
 
     images: Mapping[str, str]
     version: str
@@ -40,6 +41,9 @@ class SlurmState(NamedTuple):
     refusal: Optional[str] = None
     # The images this pass renders, when not the spec's (a rollout's stage holds some back).
     render: Optional[Mapping[str, str]] = None
+    # The images whose worker failed its canary ("images") and what was seen ("message"), while
+    # the spec still names that worker image: the workers, login, jail and exporter stay as they are.
+    canary_failure: Optional[Mapping[str, Any]] = None
 
     @property
     def pending(self) -> Optional[str]:

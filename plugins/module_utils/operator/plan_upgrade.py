@@ -9,27 +9,59 @@ accepts the messages of the major releases before it -- two of them, three since
 six-month cycle) -- and never those of a newer one, so a major downgrade loses the state. Hence
 the order: slurmdbd first (it must be at least as new as the slurmctld that sends it records),
 then slurmctld, then slurmd and the clients (login, jail, exporter, health checks).
+
+A new worker image is tried on one worker first (the canary): the workers are replaced one at a
+time anyway (plan_nodes.plan_update), so the first one replaced runs it while login, jail and
+exporter stay as they are. Once a worker of the new image is Ready (slurmd answers its /readyz)
+the rest follow; a worker of the new image stuck (its image not pulled, its containers crashing,
+not Ready after CANARY_READY_TIMEOUT) turns the workers back to the image in effect, and the
+image is not tried again until the spec names another. An older slurmd under a newer slurmctld
+is what Slurm's order allows, so turning the workers back never needs slurmctld's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import parse_time, pod_ready, pod_terminating
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Images, SlurmCluster
 
 # The images that carry Slurm (spec.images' keys); MariaDB's does not.
 SLURM_IMAGE_KEYS = ("slurmdbd", "controller", "worker", "login", "jail", "exporter")
 STAGE_SLURMDBD = "slurmdbd"
 STAGE_CONTROLLER = "controller"
+STAGE_CANARY = "canary"
 # What a stage holds at the images in effect: everything Slurm's order puts after it.
 HELD_DURING = {STAGE_SLURMDBD: ("controller", "worker", "login", "jail", "exporter"),
-               STAGE_CONTROLLER: ("worker", "login", "jail", "exporter")}
+               STAGE_CONTROLLER: ("worker", "login", "jail", "exporter"),
+               STAGE_CANARY: ("login", "jail", "exporter")}
+# The image each stage tries.
+STAGE_IMAGE_KEY = {STAGE_SLURMDBD: "slurmdbd", STAGE_CONTROLLER: "controller", STAGE_CANARY: "worker"}
+# What turns the workers back when the new image fails on one.
+CANARY_KEYS = ("worker", "login", "jail", "exporter")
+# A worker starts in well under a minute (its image present); one of the new image not Ready
+# this long after its pod was made is taken as failed: an image pulled from afar or a worker
+# waiting for its jail gets this much.
+CANARY_READY_TIMEOUT = datetime.timedelta(minutes=10)
+# Container states kubelet keeps a pod in until someone changes it: the canary failed.
+STUCK_REASONS = frozenset(("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+                           "CrashLoopBackOff", "CreateContainerError", "CreateContainerConfigError",
+                           "RunContainerError"))
 
 _RELEASE = re.compile(r"\b(\d{2})\.(\d{2})\.(\d+)\b")
 # The first major release that reads the state of the three before it.
 THREE_BACK_SINCE = (24, 11)
+
+
+class CanaryVerdict(NamedTuple):
+    """How the workers of a new image fare: one serves (passed), one is stuck (failure says which
+    and why), or neither yet."""
+
+    passed: bool
+    failure: str
 
 
 class PreflightResult(NamedTuple):
@@ -120,3 +152,36 @@ def with_images(cluster: SlurmCluster, images: Mapping[str, str]) -> SlurmCluste
     """The cluster as rendered with these images."""
     spec = dataclasses.replace(cluster.spec, images=dataclasses.replace(cluster.spec.images, **images))
     return dataclasses.replace(cluster, spec=spec)
+
+
+def runs_image(pod: Mapping[str, Any], image: str) -> bool:
+    """Any of the pod's containers (init containers too) is made from IMAGE."""
+    spec = pod.get("spec") or {}
+    return any(c.get("image") == image for c in (spec.get("initContainers") or []) + (spec.get("containers") or []))
+
+
+def stuck_container(pod: Mapping[str, Any]) -> str:
+    """'<container>: <reason> (<message>)' of the first container kubelet keeps stuck; "" if none."""
+    status = pod.get("status") or {}
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STUCK_REASONS:
+            message = waiting.get("message") or ""
+            return "%s: %s%s" % (container.get("name", ""), waiting["reason"], " (%s)" % message if message else "")
+    return ""
+
+
+def canary_verdict(pods: Sequence[Mapping[str, Any]], image: str, now: datetime.datetime) -> CanaryVerdict:
+    """The verdict on worker image IMAGE from the cluster's worker pods: passed once one of them
+    is Ready, failed when one is stuck or not Ready CANARY_READY_TIMEOUT after it was made."""
+    trying = [pod for pod in pods if runs_image(pod, image) and not pod_terminating(pod)]
+    if any(pod_ready(pod) for pod in trying):
+        return CanaryVerdict(True, "")
+    for pod in trying:
+        why = stuck_container(pod)
+        made = parse_time(pod["metadata"].get("creationTimestamp"))
+        if not why and made is not None and now - made > CANARY_READY_TIMEOUT:
+            why = "not Ready %d minutes after it was made" % (CANARY_READY_TIMEOUT.total_seconds() // 60)
+        if why:
+            return CanaryVerdict(False, "pod %s: %s" % (pod["metadata"]["name"], why))
+    return CanaryVerdict(False, "")

@@ -22,6 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state
     Pass,
     SlurmState,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import STAGE_IMAGE_KEY
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
     Event,
     condition,
@@ -137,6 +138,8 @@ def slurm_status(state: SlurmState) -> Dict[str, Any]:
         out["preflight"] = state.preflight
     if state.refusal:
         out["refusal"] = state.refusal
+    if state.canary_failure:
+        out["canaryFailure"] = dict(state.canary_failure)
     return out
 
 
@@ -147,10 +150,13 @@ def upgrade_condition(state: SlurmState, generation: int, previous: Sequence[Map
     image = state.images.get("controller", "")
     if state.pending:
         reason, message = ("UpgradeRefused" if state.refusal else "PreFlight"), state.pending
+    elif state.canary_failure:
+        reason, message = "CanaryFailed", state.canary_failure["message"]
     elif state.rollout:
         reason = "Upgrading"
+        stage = state.rollout["stage"]
         message = "rolling out Slurm %s in Slurm's order: %s first (%s)" % (
-            state.rollout["version"], state.rollout["stage"], state.rollout["images"][state.rollout["stage"]])
+            state.rollout["version"], stage, state.rollout["images"][STAGE_IMAGE_KEY[stage]])
     else:
         reason = "SlurmImage"
         message = "Slurm %s runs from %s" % (state.version, image) if state.version else "%s runs" % image

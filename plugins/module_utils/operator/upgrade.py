@@ -17,12 +17,16 @@ restarted, another image asked for) never takes a part back to an older image, a
 back after slurmdbd moved on is refused (the database and slurmctld's state may be the new
 release's already). A new cluster
 takes its images as they are, and the release it runs is read from slurmctld once it answers.
-Images other than the controller's that change alone roll out as any other change does."""
+A new worker image, with the controller's or alone, is tried on one worker first, login, jail and
+exporter held (the canary, plan_upgrade.py): once a worker of it serves, the rest follow; when it
+fails, the workers go back to the image in effect and the status and a Warning say why. The other
+images that change alone roll out as any other change does."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
@@ -30,8 +34,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import sta
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass, SlurmState
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
+    CANARY_KEYS,
+    STAGE_CANARY,
     STAGE_CONTROLLER,
     STAGE_SLURMDBD,
+    CanaryVerdict,
+    canary_verdict,
     first_stage,
     preflight_result,
     slurm_images,
@@ -72,8 +80,16 @@ def check_upgrade(p: Pass) -> None:
                    "version": state.version}
     elif rollout is None:
         remove_preflight(p, recorded.get("preflight") or "")
-        p.slurm_state = SlurmState(wanted, version or release_of(p, wanted["controller"]))
-        return
+        failed = recorded.get("canaryFailure")
+        if failed and failed["images"].get("worker") == wanted["worker"]:
+            p.slurm_state = turned_back(in_effect, version, wanted, failed)
+            return
+        if in_effect.get("worker") == wanted["worker"]:
+            p.slurm_state = SlurmState(wanted, version or release_of(p, wanted["controller"]))
+            return
+        rollout = {"stage": STAGE_CANARY, "images": wanted, "version": version}
+        p.events.append(Event("Normal", "Canary", "one worker tries %s before the others, login, jail and "
+                              "exporter follow" % wanted["worker"]))
     else:
         rollout["images"] = wanted  # other images asked for meanwhile join the rollout
     p.slurm_state = advance(p, in_effect, version, rollout)
@@ -91,10 +107,51 @@ def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str,
                               % target["slurmdbd"]))
     if rollout["stage"] == STAGE_CONTROLLER and p.slurm_nodes is not None \
             and serves(p, names.controller(p.cluster.name), target["controller"]):
-        p.events.append(Event("Normal", "Upgraded", "slurmctld runs Slurm %s from %s; the workers, login and "
-                              "jail follow" % (rollout["version"], target["controller"])))
-        return SlurmState(dict(target), rollout["version"])
+        in_effect["controller"], version = target["controller"], rollout["version"]
+        if in_effect.get("worker") == target["worker"]:
+            p.events.append(Event("Normal", "Upgraded", "slurmctld runs Slurm %s from %s; login, jail and "
+                                  "exporter follow" % (version, target["controller"])))
+            return SlurmState(dict(target), version)
+        rollout["stage"] = STAGE_CANARY
+        p.events.append(Event("Normal", "UpgradeStage", "slurmctld runs Slurm %s from %s; one worker tries %s "
+                              "next" % (version, target["controller"], target["worker"])))
+    if rollout["stage"] == STAGE_CANARY:
+        if target["worker"] == in_effect.get("worker"):
+            return SlurmState(dict(target), rollout["version"])  # the spec went back: nothing to try
+        return try_canary(p, in_effect, rollout)
     return SlurmState(in_effect, version, rollout, render=staged_images(in_effect, target, rollout["stage"]))
+
+
+def try_canary(p: Pass, in_effect: Dict[str, str], rollout: Dict[str, Any]) -> SlurmState:
+    """The canary's stage: the new worker image on the workers replaced so far, login, jail and
+    exporter held; the whole target once one of them serves; the workers turned back when one is
+    stuck."""
+    target, version = rollout["images"], rollout["version"]
+    if any(nodeset.spec.replicas for nodeset in p.nodesets):
+        pods = p.kube.list("v1", "Pod", p.cluster.namespace,
+                           names.selector_labels(p.cluster.name, C.COMPONENT_WORKER))
+        verdict = canary_verdict(pods, target["worker"], p.clock())
+    else:
+        verdict = CanaryVerdict(True, "")  # no worker to try it on
+    if verdict.passed:
+        p.events.append(Event("Normal", "CanaryPassed", "a worker serves from %s: the other workers, login, jail "
+                              "and exporter follow" % target["worker"]))
+        return SlurmState(dict(target), version)
+    if verdict.failure:
+        message = ("%s failed on a worker (%s): the workers, login, jail and exporter stay on the images in "
+                   "effect (worker %s) until the spec names another worker image"
+                   % (target["worker"], verdict.failure, in_effect["worker"]))
+        p.events.append(Event("Warning", "CanaryFailed", message))
+        return turned_back(in_effect, version, target, {"images": dict(target), "message": message})
+    return SlurmState(in_effect, version, rollout, render=staged_images(in_effect, target, STAGE_CANARY))
+
+
+def turned_back(in_effect: Mapping[str, str], version: str, wanted: Mapping[str, str],
+                failed: Mapping[str, Any]) -> SlurmState:
+    """After a failed canary: the workers, login, jail and exporter rendered at the images in
+    effect, the rest as the spec asks."""
+    render = dict(wanted, **{key: in_effect[key] for key in CANARY_KEYS if key in in_effect})
+    return SlurmState(dict(in_effect), version, render=render, canary_failure=failed)
 
 
 def serves(p: Pass, statefulset: str, image: str) -> bool:

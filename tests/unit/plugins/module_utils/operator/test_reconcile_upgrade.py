@@ -3,6 +3,7 @@ decisions, against an in-memory API (the k8s tier runs the real Job and slurmctl
 
 from __future__ import annotations
 
+import datetime
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -10,8 +11,10 @@ import pytest
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
+    canary_verdict,
     first_stage,
     preflight_result,
     slurm_release,
@@ -29,6 +32,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control impor
 
 NEW_IMAGE = "registry.example/slurmkube/controller:26.05.5-1"
 NEW_WORKER = "registry.example/slurmkube/worker:26.05.5-1"
+NEW_LOGIN = "registry.example/slurmkube/login:26.05.5-1"
+NOW = datetime.datetime(2026, 11, 28, 10, 5, tzinfo=datetime.timezone.utc)
 
 
 @pytest.mark.parametrize(("running", "new"), [
@@ -291,7 +296,8 @@ def rollout_pass(*statefulsets: dict, slurm_answers: bool = True) -> SimpleNames
         kube.apply(sts)
     accounting = SimpleNamespace(enabled=True, host=None)
     cluster = SimpleNamespace(name="hpc", namespace="prod", spec=SimpleNamespace(accounting=accounting))
-    return SimpleNamespace(kube=kube, cluster=cluster, events=[], slurm_nodes={} if slurm_answers else None)
+    return SimpleNamespace(kube=kube, cluster=cluster, events=[], slurm_nodes={} if slurm_answers else None,
+                           clock=lambda: NOW, nodesets=[SimpleNamespace(spec=SimpleNamespace(replicas=1))])
 
 
 def test_slurmctld_waits_while_slurmdbd_has_not_served_from_its_new_pod():
@@ -309,12 +315,24 @@ def test_slurmdbd_serving_from_its_new_pod_lets_slurmctld_go_next():
     assert [e.reason for e in p.events] == ["UpgradeStage"]
 
 
-def test_slurmctld_serving_from_its_new_pod_ends_the_rollout_and_the_rest_follows():
+def test_slurmctld_serving_from_its_new_pod_ends_the_rollout_where_the_worker_image_stays():
     p = rollout_pass(statefulset("hpc-controller", "ctl:2"))
+    target = dict(NEW, worker="wrk:1")
+    state = advance(p, dict(OLD, slurmdbd="dbd:2"), "24.11.5",
+                    {"stage": "controller", "images": target, "version": "26.05.5"})
+    assert state.images == target and state.version == "26.05.5" and state.rollout is None and state.render is None
+    assert [e.reason for e in p.events] == ["Upgraded"]
+
+
+def test_slurmctld_serving_from_its_new_pod_hands_a_new_worker_image_to_one_worker_first():
+    p = rollout_pass(statefulset("hpc-controller", "ctl:2"))
+    p.kube.apply(worker_pod("hpc-cpu-0", "wrk:1", ready=True, cluster="hpc", namespace="prod"))
     state = advance(p, dict(OLD, slurmdbd="dbd:2"), "24.11.5",
                     {"stage": "controller", "images": NEW, "version": "26.05.5"})
-    assert state.images == NEW and state.version == "26.05.5" and state.rollout is None and state.render is None
-    assert [e.reason for e in p.events] == ["Upgraded"]
+    assert state.rollout["stage"] == "canary" and state.version == "26.05.5"
+    assert state.images == dict(OLD, slurmdbd="dbd:2", controller="ctl:2")
+    assert state.render == dict(NEW, login="log:1", jail="jail:1", exporter="exp:1")
+    assert [e.reason for e in p.events] == ["UpgradeStage"] and "one worker tries wrk:2" in p.events[0].message
 
 
 def test_a_new_controller_pod_that_slurm_has_not_answered_from_yet_ends_nothing():
@@ -342,3 +360,119 @@ def test_a_cluster_that_stopped_running_slurmdbd_does_not_wait_for_it():
     p.cluster.spec = SimpleNamespace(accounting=SimpleNamespace(enabled=False, host=None))
     state = advance(p, dict(OLD), "24.11.5", {"stage": "slurmdbd", "images": NEW, "version": "26.05.5"})
     assert state.rollout["stage"] == "controller"
+
+
+# ------------------------------------------------------------------------ the canary worker
+
+
+def worker_pod(name: str, image: str, ready: bool = False, waiting: str = "", init_waiting: str = "",
+               created: str = "2026-11-28T10:00:00Z", terminating: bool = False, cluster: str = "cpu",
+               namespace: str = "research") -> dict:
+    """A worker pod of CLUSTER as the API lists it: its init container and slurmd made from IMAGE."""
+    metadata = {"name": name, "namespace": namespace, "creationTimestamp": created,
+                "labels": names.selector_labels(cluster, C.COMPONENT_WORKER, "compute")}
+    if terminating:
+        metadata["deletionTimestamp"] = "2026-11-28T10:04:00Z"
+    init_state = {"waiting": {"reason": init_waiting}} if init_waiting else {"terminated": {"exitCode": 0}}
+    state = {"waiting": {"reason": waiting, "message": "no such image"}} if waiting else {"running": {}}
+    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+              "initContainerStatuses": [{"name": "init", "state": init_state}],
+              "containerStatuses": [{"name": "slurmd", "state": state}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "status": status,
+            "spec": {"initContainers": [{"name": "init", "image": image}],
+                     "containers": [{"name": "slurmd", "image": image}]}}
+
+
+def test_a_worker_of_the_new_image_that_serves_passes_the_canary():
+    pods = [worker_pod("w-0", "wrk:1", ready=True), worker_pod("w-1", "wrk:2", ready=True)]
+    assert canary_verdict(pods, "wrk:2", NOW) == (True, "")
+
+
+def test_a_canary_still_starting_or_going_away_or_not_made_yet_gives_no_verdict():
+    pods = [worker_pod("w-0", "wrk:1", ready=True), worker_pod("w-1", "wrk:2", created="2026-11-28T10:04:00Z"),
+            worker_pod("w-2", "wrk:2", ready=True, terminating=True)]
+    assert canary_verdict(pods, "wrk:2", NOW) == (False, "")
+    assert canary_verdict(pods[:1], "wrk:2", NOW) == (False, "")
+
+
+@pytest.mark.parametrize(("pod", "says"), [
+    (worker_pod("w-1", "wrk:2", waiting="ErrImagePull"), "pod w-1: slurmd: ErrImagePull (no such image)"),
+    (worker_pod("w-1", "wrk:2", init_waiting="CrashLoopBackOff"), "pod w-1: init: CrashLoopBackOff"),
+    (worker_pod("w-1", "wrk:2", created="2026-11-28T09:54:59Z"), "pod w-1: not Ready 10 minutes after it was made"),
+])
+def test_a_canary_stuck_fails_saying_which_pod_and_why(pod, says):
+    passed, failure = canary_verdict([worker_pod("w-0", "wrk:1", ready=True), pod], "wrk:2", NOW)
+    assert not passed and failure == says
+
+
+def login_image(kube: MemoryKube) -> str:
+    sts = kube.objects[("StatefulSet", "research", "cpu-login")]
+    return sts["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+class Canary(NamedTuple):
+    kube: MemoryKube
+    cluster: dict  # as the next pass reads it
+    outcome: R.Outcome  # of the pass that started the canary
+    old_worker: str
+    old_login: str
+
+
+@pytest.fixture
+def canary(world) -> Canary:
+    """A running cluster, then its worker and login images changed (the controller's not)."""
+    kube, cluster = world
+    cluster = next_pass(kube, cluster)[1]
+    old_worker, old_login = worker_image(kube), login_image(kube)
+    outcome, cluster = next_pass(kube, cluster, worker=NEW_WORKER, login=NEW_LOGIN)
+    return Canary(kube, cluster, outcome, old_worker, old_login)
+
+
+def test_a_new_worker_image_is_tried_on_one_worker_with_login_jail_and_exporter_held(canary):
+    kube, outcome = canary.kube, canary.outcome
+    assert worker_image(kube) == NEW_WORKER and login_image(kube) == canary.old_login
+    assert [e.reason for e in outcome.events] == ["Canary"] and NEW_WORKER in outcome.events[0].message
+    slurm = outcome.status["slurm"]
+    assert slurm["rollout"]["stage"] == "canary" and slurm["images"]["worker"] == canary.old_worker
+    held = condition_of(outcome.status, "SlurmImageInUse")
+    assert (held["status"], held["reason"]) == ("False", "Upgrading") and NEW_WORKER in held["message"]
+
+
+def test_a_canary_that_serves_lets_the_other_workers_login_jail_and_exporter_follow(canary):
+    kube = canary.kube
+    kube.apply(worker_pod("cpu-compute-0", NEW_WORKER, ready=True))
+    outcome = next_pass(kube, canary.cluster)[0]
+    assert [e.reason for e in outcome.events] == ["CanaryPassed"]
+    assert worker_image(kube) == NEW_WORKER and login_image(kube) == NEW_LOGIN
+    assert outcome.status["slurm"]["images"]["worker"] == NEW_WORKER and "rollout" not in outcome.status["slurm"]
+    assert condition_of(outcome.status, "SlurmImageInUse")["status"] == "True"
+
+
+def test_a_stuck_canary_turns_the_workers_back_once_until_the_spec_names_another_image(canary):
+    kube = canary.kube
+    kube.apply(worker_pod("cpu-compute-0", NEW_WORKER, waiting="ErrImagePull"))
+    failed, cluster = next_pass(kube, canary.cluster)
+    [warning] = failed.events
+    assert (warning.kind, warning.reason) == ("Warning", "CanaryFailed")
+    assert "pod cpu-compute-0: slurmd: ErrImagePull" in warning.message and canary.old_worker in warning.message
+    assert worker_image(kube) == canary.old_worker and login_image(kube) == canary.old_login
+    assert failed.status["slurm"]["canaryFailure"] == {"images": dict(failed.status["slurm"]["images"],
+                                                                      worker=NEW_WORKER, login=NEW_LOGIN),
+                                                       "message": warning.message}  # fmt: skip
+    refused = condition_of(failed.status, "SlurmImageInUse")
+    assert (refused["status"], refused["reason"]) == ("False", "CanaryFailed")
+    # The spec still names the image: held, no second Warning.
+    again, cluster = next_pass(kube, cluster)
+    assert again.events == [] and worker_image(kube) == canary.old_worker
+    assert again.status["slurm"]["canaryFailure"]["message"] == warning.message
+    # Another image is tried afresh.
+    other = NEW_WORKER.replace("-1", "-2")
+    retried = next_pass(kube, cluster, worker=other)[0]
+    assert [e.reason for e in retried.events] == ["Canary"] and worker_image(kube) == other
+    assert "canaryFailure" not in retried.status["slurm"]
+
+
+def test_going_back_to_the_worker_image_in_effect_ends_the_canary(canary):
+    outcome = next_pass(canary.kube, canary.cluster, worker=canary.old_worker, login=canary.old_login)[0]
+    assert outcome.events == [] and "rollout" not in outcome.status["slurm"]
+    assert worker_image(canary.kube) == canary.old_worker

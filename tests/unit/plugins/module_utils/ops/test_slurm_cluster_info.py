@@ -7,6 +7,8 @@ import json
 import pytest
 from memory_kube import MemoryKube
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import ClusterInfoError, gather
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import (
@@ -91,7 +93,9 @@ class KubeWithController(MemoryKube):
         self.runner = runner
         self.apply({"apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",
                     "metadata": {"name": "demo", "namespace": "hpc"}, "spec": {}, "status": {"phase": "Ready"}})
-        self.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "demo-controller-0", "namespace": "hpc"},
+        labels = names.selector_labels("demo", C.COMPONENT_CONTROLLER)
+        self.apply({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "demo-controller-0", "namespace": "hpc", "labels": labels},
                     "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}})
 
     def exec(self, namespace, pod, container, argv, timeout=60):
