@@ -14,7 +14,7 @@ A new worker image is tried on one worker first (the canary): the workers are re
 time anyway (plan_nodes.plan_update), so the first one replaced runs it while login, jail and
 exporter stay as they are. Once a worker of the new image is Ready (slurmd answers its /readyz)
 the rest follow; a worker of the new image stuck (its image not pulled, its containers crashing,
-not Ready after CANARY_READY_TIMEOUT) turns the workers back to the image in effect, and the
+not Ready CANARY_READY_TIMEOUT after it was placed on a node) turns the workers back to the image in effect, and the
 image is not tried again until the spec names another. An older slurmd under a newer slurmctld
 is what Slurm's order allows, so turning the workers back never needs slurmctld's.
 """
@@ -43,8 +43,8 @@ STAGE_IMAGE_KEY = {STAGE_SLURMDBD: "slurmdbd", STAGE_CONTROLLER: "controller", S
 # What turns the workers back when the new image fails on one.
 CANARY_KEYS = ("worker", "login", "jail", "exporter")
 # A worker starts in well under a minute (its image present); one of the new image not Ready
-# this long after its pod was made is taken as failed: an image pulled from afar or a worker
-# waiting for its jail gets this much.
+# this long after its pod was placed on a node is taken as failed: an image pulled from afar or
+# a worker waiting for its jail gets this much. A pod waiting for room in the cluster is not.
 CANARY_READY_TIMEOUT = datetime.timedelta(minutes=10)
 # Container states kubelet keeps a pod in until someone changes it: the canary failed.
 STUCK_REASONS = frozenset(("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
@@ -171,17 +171,26 @@ def stuck_container(pod: Mapping[str, Any]) -> str:
     return ""
 
 
+def scheduled_since(pod: Mapping[str, Any]) -> Optional[datetime.datetime]:
+    """When the pod was bound to a node; None while it waits for one (room in the cluster is not
+    the image's to prove)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
+
+
 def canary_verdict(pods: Sequence[Mapping[str, Any]], image: str, now: datetime.datetime) -> CanaryVerdict:
     """The verdict on worker image IMAGE from the cluster's worker pods: passed once one of them
-    is Ready, failed when one is stuck or not Ready CANARY_READY_TIMEOUT after it was made."""
+    is Ready, failed when one is stuck or not Ready CANARY_READY_TIMEOUT after it was placed."""
     trying = [pod for pod in pods if runs_image(pod, image) and not pod_terminating(pod)]
     if any(pod_ready(pod) for pod in trying):
         return CanaryVerdict(True, "")
     for pod in trying:
         why = stuck_container(pod)
-        made = parse_time(pod["metadata"].get("creationTimestamp"))
-        if not why and made is not None and now - made > CANARY_READY_TIMEOUT:
-            why = "not Ready %d minutes after it was made" % (CANARY_READY_TIMEOUT.total_seconds() // 60)
+        placed = scheduled_since(pod)
+        if not why and placed is not None and now - placed > CANARY_READY_TIMEOUT:
+            why = "not Ready %d minutes after it was placed on a node" % (CANARY_READY_TIMEOUT.total_seconds() // 60)
         if why:
             return CanaryVerdict(False, "pod %s: %s" % (pod["metadata"]["name"], why))
     return CanaryVerdict(False, "")

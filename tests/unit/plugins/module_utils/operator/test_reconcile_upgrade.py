@@ -366,8 +366,8 @@ def test_a_cluster_that_stopped_running_slurmdbd_does_not_wait_for_it():
 
 
 def worker_pod(name: str, image: str, ready: bool = False, waiting: str = "", init_waiting: str = "",
-               created: str = "2026-11-28T10:00:00Z", terminating: bool = False, cluster: str = "cpu",
-               namespace: str = "research") -> dict:
+               created: str = "2026-11-28T10:00:00Z", terminating: bool = False, placed: bool = True,
+               cluster: str = "cpu", namespace: str = "research") -> dict:
     """A worker pod of CLUSTER as the API lists it: its init container and slurmd made from IMAGE."""
     metadata = {"name": name, "namespace": namespace, "creationTimestamp": created,
                 "labels": names.selector_labels(cluster, C.COMPONENT_WORKER, "compute")}
@@ -375,7 +375,9 @@ def worker_pod(name: str, image: str, ready: bool = False, waiting: str = "", in
         metadata["deletionTimestamp"] = "2026-11-28T10:04:00Z"
     init_state = {"waiting": {"reason": init_waiting}} if init_waiting else {"terminated": {"exitCode": 0}}
     state = {"waiting": {"reason": waiting, "message": "no such image"}} if waiting else {"running": {}}
-    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"},
+                             {"type": "PodScheduled", "status": "True" if placed else "False",
+                              "lastTransitionTime": created}],
               "initContainerStatuses": [{"name": "init", "state": init_state}],
               "containerStatuses": [{"name": "slurmd", "state": state}]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "status": status,
@@ -388,9 +390,10 @@ def test_a_worker_of_the_new_image_that_serves_passes_the_canary():
     assert canary_verdict(pods, "wrk:2", NOW) == (True, "")
 
 
-def test_a_canary_still_starting_or_going_away_or_not_made_yet_gives_no_verdict():
+def test_a_canary_still_starting_or_waiting_for_room_or_going_away_or_not_made_yet_gives_no_verdict():
     pods = [worker_pod("w-0", "wrk:1", ready=True), worker_pod("w-1", "wrk:2", created="2026-11-28T10:04:00Z"),
-            worker_pod("w-2", "wrk:2", ready=True, terminating=True)]
+            worker_pod("w-2", "wrk:2", ready=True, terminating=True),
+            worker_pod("w-3", "wrk:2", created="2026-11-28T09:00:00Z", placed=False)]
     assert canary_verdict(pods, "wrk:2", NOW) == (False, "")
     assert canary_verdict(pods[:1], "wrk:2", NOW) == (False, "")
 
@@ -398,7 +401,8 @@ def test_a_canary_still_starting_or_going_away_or_not_made_yet_gives_no_verdict(
 @pytest.mark.parametrize(("pod", "says"), [
     (worker_pod("w-1", "wrk:2", waiting="ErrImagePull"), "pod w-1: slurmd: ErrImagePull (no such image)"),
     (worker_pod("w-1", "wrk:2", init_waiting="CrashLoopBackOff"), "pod w-1: init: CrashLoopBackOff"),
-    (worker_pod("w-1", "wrk:2", created="2026-11-28T09:54:59Z"), "pod w-1: not Ready 10 minutes after it was made"),
+    (worker_pod("w-1", "wrk:2", created="2026-11-28T09:54:59Z"),
+     "pod w-1: not Ready 10 minutes after it was placed on a node"),
 ])
 def test_a_canary_stuck_fails_saying_which_pod_and_why(pod, says):
     passed, failure = canary_verdict([worker_pod("w-0", "wrk:1", ready=True), pod], "wrk:2", NOW)
