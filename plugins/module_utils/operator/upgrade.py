@@ -148,10 +148,10 @@ def try_canary(p: Pass, in_effect: Dict[str, str], rollout: Dict[str, Any]) -> S
 
 def turned_back(in_effect: Mapping[str, str], version: str, wanted: Mapping[str, str],
                 failed: Mapping[str, Any]) -> SlurmState:
-    """After a failed canary: the workers, login, jail and exporter rendered at the images in
-    effect, the rest as the spec asks."""
+    """After a failed canary: the workers, login, jail and exporter at the images in effect, the
+    rest as the spec asks (and so in effect)."""
     render = dict(wanted, **{key: in_effect[key] for key in CANARY_KEYS if key in in_effect})
-    return SlurmState(dict(in_effect), version, render=render, canary_failure=failed)
+    return SlurmState(render, version, render=render, canary_failure=failed)
 
 
 def serves(p: Pass, statefulset: str, image: str) -> bool:
