@@ -95,6 +95,16 @@ def finished(slurm: SlurmView, job: str, timeout: float = 120) -> dict:
     return wait_for(record_if_ended, timeout, 1, explain=slurm.explain)
 
 
+def requeued(slurm: SlurmView, job: str, timeout: float = 60) -> dict:
+    """The job's record once Slurm has requeued it."""
+
+    def record_if_requeued() -> dict:
+        record = job_record(slurm, job)
+        return record if int(record.get("Restarts", 0)) >= 1 else {}
+
+    return wait_for(record_if_requeued, timeout, 1, explain=slurm.explain)
+
+
 def test_nodes_offer_the_pods_limits_and_keep_the_daemons_share(slurm: SlurmView):
     for node in NODES:
         words = key_values(slurm.run("scontrol", "show", "node", "-o", node))
@@ -406,8 +416,8 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
     words = [w.format(pod=node) for w in loss]
     # An exec whose container dies under it may end in an error: the requeue below is the proof.
     slurm.kube.kubectl("-n", slurm.kube.namespace, *words, check=words[0] != "exec")
-    wait_for(lambda: int(job_record(slurm, job).get("Restarts", 0)) >= 1, 180, 1, explain=slurm.explain)
-    requeued = time.monotonic() - start
+    requeued(slurm, job, timeout=180)
+    requeued_after = time.monotonic() - start
     # Held until every loss is measured: the node has two CPUs, and a requeued job that became
     # eligible mid-way took the one the next loss's jobs needed (CI). Held at once: held only
     # once the node served again, it had sometimes run to its end already (CI, 26.05).
@@ -425,7 +435,7 @@ def lose_running_jobs(slurm: SlurmView, node: str, how: str) -> Tuple[str, dict]
         return now != before and now[1] is not None and in_service(slurm.nodes().get(node, set()))
 
     wait_for(served_by_a_new_container, 120, 1, explain=slurm.explain)
-    return job, {"requeued_after_s": round(requeued, 1), "in_service_after_s": round(time.monotonic() - start, 1)}
+    return job, {"requeued_after_s": round(requeued_after, 1), "in_service_after_s": round(time.monotonic() - start, 1)}
 
 
 def container_generation(slurm: SlurmView, pod: str) -> tuple:
@@ -473,7 +483,7 @@ def test_a_drained_worker_pod_lost_under_a_job_requeues_it_and_the_node_stays_dr
     try:
         old_uid = pod_of(slurm, node)["metadata"]["uid"]
         slurm.kube.kubectl("-n", slurm.kube.namespace, "delete", "pod", node, "--wait=false")
-        wait_for(lambda: int(job_record(slurm, job).get("Restarts", 0)) >= 1, 60, 1, explain=slurm.explain)
+        requeued(slurm, job)
 
         def drained_in_a_new_pod() -> bool:
             states = slurm.nodes().get(node, set())
@@ -492,16 +502,6 @@ def test_a_drained_worker_pod_lost_under_a_job_requeues_it_and_the_node_stays_dr
 def slurm_time(record: dict, key: str) -> float:
     """A time scontrol recorded for a job (the controller pod's clock, UTC), in seconds."""
     return calendar.timegm(time.strptime(record[key], "%Y-%m-%dT%H:%M:%S"))
-
-
-def requeued(slurm: SlurmView, job: str) -> dict:
-    """The job's record once Slurm has requeued it."""
-
-    def record_if_requeued() -> dict:
-        record = job_record(slurm, job)
-        return record if int(record.get("Restarts", 0)) >= 1 else {}
-
-    return wait_for(record_if_requeued, 60, 1, explain=slurm.explain)
 
 
 def test_a_job_sent_with_an_expedited_requeue_runs_again_before_a_plain_one_lost_with_it_may(slurm: SlurmView):

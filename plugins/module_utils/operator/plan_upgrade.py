@@ -14,9 +14,10 @@ A new worker image is tried on one worker first (the canary): the workers are re
 time anyway (plan_nodes.plan_update), so the first one replaced runs it while login, jail and
 exporter stay as they are. Once a worker of the new image is Ready (slurmd answers its /readyz)
 the rest follow; a worker of the new image stuck (its image not pulled, its containers crashing,
-not Ready CANARY_READY_TIMEOUT after it was placed on a node) turns the workers back to the image in effect, and the
-image is not tried again until the spec names another. An older slurmd under a newer slurmctld
-is what Slurm's order allows, so turning the workers back never needs slurmctld's.
+not Ready CANARY_READY_TIMEOUT after it was placed on a node) turns the workers back to the
+image in effect, and the image is not tried again until the spec names another. An older slurmd
+under a newer slurmctld is what Slurm's order allows, so turning the workers back never needs
+slurmctld's.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ HELD_DURING = {STAGE_SLURMDBD: ("controller", "worker", "login", "jail", "export
                STAGE_CANARY: ("login", "jail", "exporter")}
 # The image each stage tries.
 STAGE_IMAGE_KEY = {STAGE_SLURMDBD: "slurmdbd", STAGE_CONTROLLER: "controller", STAGE_CANARY: "worker"}
-# What turns the workers back when the new image fails on one.
-CANARY_KEYS = ("worker", "login", "jail", "exporter")
+# What turns back when the new worker image fails on a worker: it and what its stage held.
+CANARY_KEYS = (STAGE_IMAGE_KEY[STAGE_CANARY], *HELD_DURING[STAGE_CANARY])
 # A worker starts in well under a minute (its image present); one of the new image not Ready
 # this long after its pod was placed on a node is taken as failed: an image pulled from afar or
 # a worker waiting for its jail gets this much. A pod waiting for room in the cluster is not.
