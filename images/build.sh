@@ -247,7 +247,7 @@ copy_tree() {
 # whole, so this is the one list.
 shell_parts_of() {
   case "$1" in
-    controller) echo lib/base.sh lib/munge.sh lib/slurm.sh roles/controller roles/preflight ;;
+    controller) echo lib/base.sh lib/munge.sh lib/slurm.sh roles/controller roles/preflight roles/rest ;;
     worker) echo lib/base.sh lib/munge.sh lib/slurm.sh lib/cgroups.sh roles/worker ;;
     login) echo lib/base.sh lib/munge.sh lib/slurm.sh roles/login roles/long-checks ;;
     slurmdbd) echo lib/base.sh lib/munge.sh lib/slurm.sh lib/database.sh roles/slurmdbd ;;

@@ -56,6 +56,7 @@ COMPONENT_DATABASE = "mariadb"
 COMPONENT_EXPORTER = "exporter"
 COMPONENT_OPERATOR = "operator"  # the operator's pods (what scrape configs and alerts select)
 COMPONENT_PREFLIGHT = "preflight"  # a new Slurm image tried on the new configuration before an upgrade
+COMPONENT_REST = "rest"  # slurmrestd (spec.rest)
 
 # The container of each component's pods that runs its daemon (and munged): what the exec API
 # is pointed at.
@@ -64,6 +65,7 @@ CONTAINER_WORKER = "slurmd"
 CONTAINER_LOGIN = "sshd"
 CONTAINER_SLURMDBD = "slurmdbd"
 CONTAINER_EXPORTER = "exporter"
+CONTAINER_REST = "slurmrestd"
 # Every long-running container with a munged, by its pod's component: the one list a munge key
 # rotation restarts munged from, and whose reports alone say which key the cluster runs with.
 # (Jobs' pods, the long health checks', start with the Secret's key and end.)
@@ -158,6 +160,8 @@ ROLE_DATABASE = "database"  # the in-cluster MariaDB of slurmdbd
 ROLE_EXPORTER = "exporter"  # the Prometheus exporter (issue 17)
 ROLE_PREFLIGHT = "preflight"  # the controller image's check of itself before an upgrade
 ENV_EXPORTER_PORT = "SLURMKUBE_EXPORTER_PORT"
+ROLE_REST = "rest"  # slurmrestd, unprivileged (issue 35)
+ENV_REST_PORT = "SLURMKUBE_REST_PORT"
 ENV_EXPORTER_MIN_INTERVAL = "SLURMKUBE_EXPORTER_MIN_INTERVAL"
 EXPORTER_PROGRAM = "/opt/slurmkube/slurmkube_exporter.py"  # in the exporter image
 EXPORTER_USER = "nobody"  # the exporter reads Slurm; it needs no privilege
@@ -215,3 +219,13 @@ REASON_NODE_LOST = "kubernetes node"
 REASON_POD_STOPPING = "pod stopping under jobs"
 # The long check's part of a drain reason: the fast check never resumes these.
 DRAIN_REASON_LONG_CHECK = "long check:"
+
+# The REST API (issue 35): slurmrestd passes each request's token on; slurmctld and slurmdbd check
+# it against the public keys of the cluster's JWT key Secret (auth/jwt's JWKS, RS256 only), never
+# named slurm.jwks: that name in /etc/slurm is auth/slurm's own key file.
+SLURMRESTD_PORT = 6820
+# slurmrestd refuses root, SlurmUser and Slurm's nobody (99); Debian's nobody/nogroup are 65534.
+SLURMRESTD_UID = 65534
+JWT_KEYS_MOUNT_DIR = "/etc/slurmkube/jwt"
+JWKS_SECRET_KEY = "jwks.json"  # the public keys (kid, n, e): mounted into slurmctld and slurmdbd
+JWT_SIGNING_SECRET_KEY = "signing.json"  # the private keys and which one signs: never mounted

@@ -209,6 +209,20 @@ def exporter(cluster: str) -> str:
     return _of(cluster, C.COMPONENT_EXPORTER)
 
 
+# --------------------------------------------------------------------------- the REST API
+
+
+def rest(cluster: str) -> str:
+    """slurmrestd's Deployment and Service."""
+    return _of(cluster, C.COMPONENT_REST)
+
+
+def jwt_keys_secret(cluster: str) -> str:
+    """The REST API's JWT keys: the public key set slurmctld and slurmdbd check tokens with, and
+    the private keys tokens are signed with (slurm_token, the operator)."""
+    return _of(cluster, "jwt-keys")
+
+
 # --------------------------------------------------------------------------- the operator
 
 

@@ -22,6 +22,7 @@ from slurm_output import key_values
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import jwks_text, new_key_set
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     slurm_cpus,
     slurm_node_names,
@@ -30,6 +31,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.login import render_sshd_config
+from ansible_collections.slurmkube.core.plugins.module_utils.render.rest import render_rest_deployment
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_text
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_config_files,
@@ -49,7 +51,8 @@ WORKER_MEMORY_MB = 768
 CLUSTER_MODEL = parse_cluster(
     {
         "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
-        "spec": {"slurm": {"maxNodeCount": 16, "config": {"HealthCheckInterval": HEALTHCHECK_INTERVAL}}},
+        "spec": {"slurm": {"maxNodeCount": 16, "config": {"HealthCheckInterval": HEALTHCHECK_INTERVAL}},
+                 "rest": {"enabled": True}},
     }
 )
 NODESET_MODEL = parse_nodeset({
@@ -201,14 +204,19 @@ class Cluster:
         self.network = "slurmkube-test-" + self.suffix
         self.root = root
         self.containers: dict = {}
+        # The REST API's keys, as the operator makes them.
+        self.jwt_keys = new_key_set()
 
     def name(self, host: str) -> str:
         return "%s-%s" % (host, self.suffix)
 
     def prepare(self) -> None:
-        for d in ("slurm", "sshd", "jail", "state", "client", "keygen"):
+        for d in ("slurm", "sshd", "jail", "state", "client", "keygen", "jwt"):
             (self.root / d).mkdir(parents=True)
         write_secret(self.root / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
+        # The JWT key Secret's public half, as its volume shows it (0444).
+        (self.root / "jwt" / C.JWKS_SECRET_KEY).write_text(jwks_text(self.jwt_keys))
+        (self.root / "jwt" / C.JWKS_SECRET_KEY).chmod(0o444)
         write_slurm_config(self.root / "slurm", self.model, self.nodesets)
         write_sshd_config(self.root / "sshd", self.model)
         (self.root / "seccomp.json").write_text(worker_seccomp_profile_text())
@@ -271,10 +279,28 @@ class Cluster:
             "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
             "-v",
             "%s:%s:ro" % (self.root / "jail", C.JAIL_MOUNT_PATH),
+            "-v",
+            "%s:%s:ro" % (self.root / "jwt", C.JWT_KEYS_MOUNT_DIR),
             *env_args(render_common.env(self.model, C.ROLE_CONTROLLER), self.controller_pod),
         ]
         docker("run", *args, self.images["controller"])
         self.containers[self.controller_pod] = self.name(self.controller_pod)
+
+    def start_rest(self) -> None:
+        """slurmrestd as render/rest.py makes its pod: the controller image, its uid, a read-only
+        root, no capability, slurm.conf alone (no munge key, no JWT key)."""
+        host = names.rest(self.model.name)
+        (container,) = render_rest_deployment(self.model)["spec"]["template"]["spec"]["containers"]
+        security = container["securityContext"]
+        args = [
+            "-d", "--name", self.name(host), "--hostname", host, "--network", self.network, "--network-alias", host,
+            "-v", "%s:%s:ro" % (self.root / "slurm", C.SLURM_CONFIG_DIR),
+            "--user", "%d:%d" % (security["runAsUser"], security["runAsGroup"]),
+            "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            *env_args(container["env"], host),
+        ]  # fmt: skip
+        docker("run", *args, self.images["controller"])
+        self.containers[host] = self.name(host)
 
     def start_worker(self, host: str, extra: list = (), env_from_limits: bool = False, nodeset=NODESET_MODEL) -> None:
         """A worker as render/worker.py makes its pod: env, emptyDirs, SYS_ADMIN, the workers' seccomp profile.

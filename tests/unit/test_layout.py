@@ -32,12 +32,12 @@ REPO = Path(__file__).resolve().parents[2]
 MODULE_UTILS = REPO / "plugins" / "module_utils"
 PREFIX = "ansible_collections.slurmkube.core.plugins.module_utils"
 GROUND = "ground"
-GROUND_FILES = {"constants", "digest", "errors", "keys", "names", "quantity"}
+GROUND_FILES = {"constants", "digest", "errors", "jwt", "keys", "names", "quantity"}
 LAYERS = ("model", "render", "k8s", "slurm", "operator", "ops")
 # What every module of a layer may import from its own layer.
 FLOORS: Dict[str, Set[str]] = {
     "model": {"fields", "problems", "types"},
-    "render": {"common", "seccomp", "slurm_config"},
+    "render": {"common", "jwt_auth", "seccomp", "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},
     "operator": {"leader", "pass_state", "plan_munge_key", "plan_nodes", "plan_upgrade", "serving", "status",

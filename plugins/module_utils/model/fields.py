@@ -75,6 +75,8 @@ MANAGED_SLURM_KEYS = frozenset(
         "SlurmctldPort",
         "SlurmdPort",
         "AuthType",
+        "AuthAltTypes",
+        "AuthAltParameters",
         "StateSaveLocation",
         "SlurmdSpoolDir",
         "PlugStackConfig",

@@ -72,7 +72,10 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
             problems.append(("spec.egress.to[%d]" % i, "must be a NetworkPolicy egress rule with 'to' and/or "
                              "'ports', got %s" % describe(rule)))
     problems.extend(_accounting_rules(spec.accounting))
+    problems.extend(_peer_rules(spec.exporter.scrape_from, "spec.exporter.scrapeFrom"))
+    problems.extend(_peer_rules(spec.rest.allow_from, "spec.rest.allowFrom"))
     for where, res in (("spec.controller.resources", spec.controller.resources),
+                       ("spec.rest.resources", spec.rest.resources),
                        ("spec.login.resources", spec.login.resources),
                        ("spec.accounting.resources", spec.accounting.resources),
                        ("spec.accounting.database.resources", spec.accounting.database.resources)):
@@ -98,6 +101,16 @@ def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
         return [("spec.accounting.database.passwordSecret",
                  "is required with an external database host: the Secret holding its user's password")]
     return []
+
+
+NETWORK_POLICY_PEER_KEYS = frozenset(("namespaceSelector", "podSelector", "ipBlock"))
+
+
+def _peer_rules(peers: Sequence[Mapping[str, Any]], where: str) -> List[Tuple[str, str]]:
+    """NetworkPolicy 'from' peers; an empty one would admit every pod of every namespace."""
+    return [("%s[%d]" % (where, i), "must be a NetworkPolicy peer with namespaceSelector, podSelector and/or "
+             "ipBlock, got %s" % describe(peer))
+            for i, peer in enumerate(peers) if not peer or set(peer) - NETWORK_POLICY_PEER_KEYS]
 
 
 def _sub_mount_rules(sub_mounts: Sequence[SubMount]) -> List[Tuple[str, str]]:

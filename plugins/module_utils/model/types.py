@@ -439,6 +439,24 @@ class Exporter:
     resources: Resources = spec_field("Resources of the exporter pod.", factory=Resources)
 
 
+@dataclass(frozen=True)
+class Rest:
+    """Slurm's REST API: slurmrestd pods behind a Service, tokens checked by slurmctld and slurmdbd
+    against the cluster's RS256 key set (auth/jwt with a JWKS), tokens issued by slurm_token."""
+
+    enabled: bool = spec_field("Run slurmrestd.", False)
+    replicas: int = spec_field(
+        "slurmrestd pods behind the Service; it keeps no state, so two let one be replaced while the "
+        "other answers.", 2, minimum=1, maximum=20)
+    allow_from: List[FreeForm] = spec_field(
+        "Who may reach the REST API: NetworkPolicy 'from' peers ({namespaceSelector: ...}, "
+        "{podSelector: ...}); with networkPolicy and this empty, no pod may (the cluster's own pods, "
+        "jobs included, are not let in either).", factory=list)
+    token_max_lifetime_seconds: int = spec_field(
+        "The longest lifetime slurm_token gives a token.", 86400, minimum=60, maximum=31 * 86400)
+    resources: Resources = spec_field("Resources of each slurmrestd pod.", factory=Resources)
+
+
 # Where API servers, kubelets and cloud metadata live: never reached through egress.internet.
 PRIVATE_RANGES_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
                      "127.0.0.0/8")
@@ -524,6 +542,7 @@ class SlurmClusterSpec:
     health_checks: HealthChecks = spec_field("Node health checks.", factory=HealthChecks)
     accounting: Accounting = spec_field("Accounting.", factory=Accounting)
     exporter: Exporter = spec_field("Metrics exporter.", factory=Exporter)
+    rest: Rest = spec_field("Slurm's REST API (slurmrestd).", factory=Rest)
     network_policy: bool = spec_field(
         "Render NetworkPolicies: the cluster's pods admit only each other (and ssh to login) and "
         "connect only to each other, DNS and what egress allows.", True

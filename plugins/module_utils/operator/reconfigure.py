@@ -16,6 +16,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_refresh import refresh_config_volumes
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import JWKS_PATH
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmNode
 
 
@@ -27,11 +28,15 @@ def config_digest(cluster: SlurmCluster, files: Mapping[str, str], slurm_nodes: 
     return content_hash(parts)
 
 
-def controller_has_config(slurm: SlurmControl, files: Mapping[str, str]) -> bool:
-    """The controller pod's /etc/slurm holds exactly the files we render."""
+def controller_has_config(cluster: SlurmCluster, slurm: SlurmControl, files: Mapping[str, str]) -> bool:
+    """The controller pod's /etc/slurm holds exactly the files we render, and the REST API's key
+    set they name: a slurmctld told to load a key file it lacks stops (the pod that mounts it
+    starts with the new configuration anyway)."""
     paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
     code, out = slurm.run(["cat", *paths])[:2]
-    return code == 0 and out == "".join(files[name] for name in sorted(files))
+    if code != 0 or out != "".join(files[name] for name in sorted(files)):
+        return False
+    return not cluster.spec.rest.enabled or slurm.run(["test", "-r", JWKS_PATH])[0] == 0
 
 
 def reconfigure_if_needed(p: Pass) -> None:
@@ -53,7 +58,7 @@ def put_config_in_effect(p: Pass) -> None:
     if p.config_hash == wanted:
         return
     refresh_config_volumes(p.kube, p.cluster, files)
-    if not controller_has_config(slurm, files):
+    if not controller_has_config(p.cluster, slurm, files):
         return
     slurm.reconfigure()
     p.events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))

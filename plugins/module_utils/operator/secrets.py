@@ -1,12 +1,13 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The pass's step that makes the cluster's secrets once: the munge key, the ssh host keys and the
-accounting database password. An existing Secret is never replaced (munge_key.py rolls a new
+"""The pass's step that makes the cluster's secrets once: the munge key, the ssh host keys, the
+accounting database password and the REST API's JWT keys. An existing Secret is never replaced (munge_key.py rolls a new
 key that an admin put in the Secret)."""
 
 from __future__ import annotations
 
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import new_key_set
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import (
     new_db_password,
@@ -24,6 +25,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.login import
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import (
     render_db_password_secret,
     render_host_keys_secret,
+    render_jwt_keys_secret,
     render_munge_secret,
 )
 
@@ -44,3 +46,9 @@ def ensure_secrets(p: Pass) -> None:
         kube.apply(owned_by(render_db_password_secret(cluster, new_db_password()), owner))
         p.events.append(Event("Normal", "DatabasePasswordCreated",
                               "generated accounting database password %s" % accounting_db_secret_name(cluster)))
+    jwt_keys = names.jwt_keys_secret(cluster.name)
+    if cluster.spec.rest.enabled and kube.get("v1", "Secret", jwt_keys, cluster.namespace) is None:
+        keys = new_key_set()
+        kube.apply(owned_by(render_jwt_keys_secret(cluster, keys), owner))
+        p.events.append(Event("Normal", "JwtKeysCreated", "generated the REST API's signing key %s in %s"
+                              % (keys.signing, jwt_keys)))

@@ -24,6 +24,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import quantity_to_mebibytes
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings, with_jwks
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import header, key_value_lines
 
 SLURMDBD_CONFIG_VOLUME = "slurmdbd-config"
@@ -51,6 +52,8 @@ def render_slurmdbd_conf(cluster: SlurmCluster) -> str:
         "StoragePort": database.port,
         "StorageLoc": database.name,
         "StorageUser": database.user,
+        # The REST API's accounting requests carry its users' tokens here too.
+        **jwt_auth_settings(cluster),
     }
     return header(cluster, C.SLURMDBD_CONFIG_FILE) + "\n".join(key_value_lines(settings)) + "\n"
 
@@ -150,15 +153,14 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
             {"name": SECRETS_VOLUME, "mountPath": C.SLURMDBD_RUN_DIR},
         ],
     }
-    pod_spec = {
-        "containers": [container],
-        "volumes": [
-            {"name": SLURMDBD_CONFIG_VOLUME, "configMap": {"name": names.slurmdbd(cluster.name)}},
-            common.munge_volume(cluster),
-            common.jail_volume(cluster),
-            MEMORY_VOLUME,
-        ],
-    }
+    volumes = [
+        {"name": SLURMDBD_CONFIG_VOLUME, "configMap": {"name": names.slurmdbd(cluster.name)}},
+        common.munge_volume(cluster),
+        common.jail_volume(cluster),
+        MEMORY_VOLUME,
+    ]
+    with_jwks(cluster, container["volumeMounts"], volumes)
+    pod_spec = {"containers": [container], "volumes": volumes}
     # slurmdbd reads its config only at start.
     annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster)])}
     return _statefulset(cluster, names.slurmdbd(cluster.name), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])

@@ -15,6 +15,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render import (
     jail,
     login,
     policy,
+    rest,
     worker,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import Manifest
@@ -71,6 +72,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         policy.render_login_pdb(cluster),
         render_healthcheck_cronjob(cluster),
         *exporter.render_exporter(cluster),
+        *rest.render_rest(cluster),
     ]
     maybe += policy.render_network_policies(cluster)
     return RenderedCluster([m for m in maybe if m is not None], files)

@@ -11,6 +11,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import slurmdbd_host
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import with_jwks
 
 STATE_VOLUME = "state"
 
@@ -94,12 +95,15 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
     }
     if spec.state_volume.storage_class_name:
         claim["spec"]["storageClassName"] = spec.state_volume.storage_class_name
+    container = _controller_container(cluster)
+    volumes = [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster)]
+    with_jwks(cluster, container["volumeMounts"], volumes)
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
         # A force-deleted pod could leave two slurmctld on one state dir: give it time to stop.
         "terminationGracePeriodSeconds": CONTROLLER_GRACE_SECONDS,
-        "containers": [_controller_container(cluster)],
-        "volumes": [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster)],
+        "containers": [container],
+        "volumes": volumes,
     }
     waiting = wait_for_slurmdbd(cluster)
     if waiting is not None:

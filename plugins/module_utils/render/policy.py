@@ -107,9 +107,10 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     if not cluster.spec.network_policy:
         return []
     own_pods = {C.LABEL_CLUSTER: cluster.name}
-    # The accounting database answers slurmdbd only: jobs and ssh sessions never reach it.
+    # The accounting database answers slurmdbd only: jobs and ssh sessions never reach it. The
+    # REST API answers whom spec.rest.allowFrom names (render/rest.py), the cluster's pods included.
     but_database = {"matchLabels": own_pods, "matchExpressions": [
-        {"key": C.LABEL_COMPONENT, "operator": "NotIn", "values": [C.COMPONENT_DATABASE]}]}
+        {"key": C.LABEL_COMPONENT, "operator": "NotIn", "values": [C.COMPONENT_DATABASE, C.COMPONENT_REST]}]}
     slurmdbd = {"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}}
     policies = [
         _network_policy(cluster, "internal", but_database, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),

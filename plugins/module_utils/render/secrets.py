@@ -1,7 +1,7 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Secrets that hold the cluster's keys (keys.py makes them): the munge key, the login nodes'
-ssh host keys, the accounting database's password."""
+"""The Secrets that hold the cluster's keys (keys.py and jwt.py make them): the munge key, the
+login nodes' ssh host keys, the accounting database's password, the REST API's JWT keys."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import KeySet, jwks_text, signing_text
 from ansible_collections.slurmkube.core.plugins.module_utils.keys import MUNGE_KEY_MIN_BYTES, SecretError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     accounting_db_secret_name,
@@ -51,6 +52,19 @@ def render_db_password_secret(cluster: SlurmCluster, password: str) -> common.Ma
         "type": "Opaque",
         "metadata": common.metadata(cluster, accounting_db_secret_name(cluster), C.COMPONENT_DATABASE),
         "data": {C.DB_PASSWORD_SECRET_KEY: base64.b64encode(password.encode("ascii")).decode("ascii")},
+    }
+
+
+def render_jwt_keys_secret(cluster: SlurmCluster, keys: KeySet) -> common.Manifest:
+    """The REST API's keys: the public key set (mounted into slurmctld and slurmdbd) and the
+    private keys tokens are signed with (read through the API by slurm_token, never mounted)."""
+    texts = {C.JWKS_SECRET_KEY: jwks_text(keys), C.JWT_SIGNING_SECRET_KEY: signing_text(keys)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": common.metadata(cluster, names.jwt_keys_secret(cluster.name), C.COMPONENT_REST),
+        "data": {key: base64.b64encode(text.encode("ascii")).decode("ascii") for key, text in texts.items()},
     }
 
 

@@ -38,6 +38,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.common impor
     Manifest,
     metadata,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings
 
 SLURM_CONF = "slurm.conf"
 CGROUP_CONF = "cgroup.conf"
@@ -209,6 +210,7 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         settings["HealthCheckProgram"] = C.HEALTHCHECK_PROGRAM
         settings["HealthCheckInterval"] = spec.health_checks.interval
         settings["HealthCheckNodeState"] = spec.health_checks.node_state
+    settings.update(jwt_auth_settings(cluster))
     if spec.accounting.enabled:
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
         settings["AccountingStorageHost"] = slurmdbd_host(cluster)

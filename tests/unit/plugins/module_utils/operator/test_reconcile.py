@@ -5,8 +5,12 @@ from __future__ import annotations
 import copy
 import datetime
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconfigure import controller_has_config
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of, ready_condition
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 
 
 def test_first_pass_creates_everything_second_pass_writes_nothing(world):
@@ -131,3 +135,34 @@ def test_ready_is_the_sum_of_the_other_conditions_and_names_the_first_missing(wo
     held = [condition(t, True, "R", "fine", 1, [], now) for t in ("A", "B")]
     assert ready_condition(held, 1, [], now)["status"] == "True"
     assert phase_of(held + [ready_condition(held, 1, [], now)]) == "Ready"
+
+
+def test_the_rest_api_gets_its_keys_once_and_its_pods_only_the_public_half(world):
+    kube, cluster = world
+    cluster["spec"]["rest"] = {"enabled": True}
+    first = R.Reconciler(kube).reconcile(cluster)
+    secret = kube.objects[("Secret", "research", "cpu-jwt-keys")]
+    assert set(secret["data"]) == {C.JWKS_SECRET_KEY, C.JWT_SIGNING_SECRET_KEY}
+    assert [e for e in first.events if e.reason == "JwtKeysCreated"]
+    assert "Deployment/cpu-rest" in first.applied
+    again = R.Reconciler(kube).reconcile(cluster)
+    assert kube.objects[("Secret", "research", "cpu-jwt-keys")] == secret and again.applied == []
+    controller = kube.objects[("StatefulSet", "research", "cpu-controller")]["spec"]["template"]["spec"]
+    (volume,) = [v for v in controller["volumes"] if v.get("secret", {}).get("secretName") == "cpu-jwt-keys"]
+    assert volume["secret"]["items"] == [{"key": C.JWKS_SECRET_KEY, "path": C.JWKS_SECRET_KEY}]
+
+
+def test_no_reconfigure_until_the_controller_pod_holds_the_key_set_its_new_configuration_names():
+    cluster_model = parse_cluster({"metadata": {"name": "c1", "namespace": "hpc"}, "spec": {"rest": {"enabled": True}}})
+    files = {"slurm.conf": "AuthAltTypes=auth/jwt\n"}
+    present = {"jwks": False}
+
+    def run(argv):
+        if argv[0] == "cat":
+            return 0, files["slurm.conf"], ""
+        return (0 if present["jwks"] else 1), "", ""
+
+    slurm = SlurmControl(run)
+    assert not controller_has_config(cluster_model, slurm, files)
+    present["jwks"] = True
+    assert controller_has_config(cluster_model, slurm, files)

@@ -1,0 +1,61 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the slurm_token module does: sign a REST API token for a user with the cluster's
+signing key, read from its JWT key Secret. Nothing is written."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Mapping
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import key_set_from_text, sign_token
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
+
+# A POSIX user name as useradd takes it (Slurm looks the token's user up by name).
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+
+
+class TokenError(SlurmkubeError):
+    """No token can be issued; the message names the option or object at fault."""
+
+
+def check_request(user: str, lifetime: int) -> None:
+    """The options that need no cluster to be judged."""
+    if not USER_NAME.match(user):
+        raise TokenError("user: must be a user name (lower-case letters, digits, '_', '.', '-'; at most 32), "
+                         "got %r" % user)
+    if lifetime < 1:
+        raise TokenError("lifetime: must be at least 1 second, got %d" % lifetime)
+
+
+def rest_spec(kube: Kube, cluster: str, namespace: str) -> Any:
+    """spec.rest of the SlurmCluster, which must have the REST API on."""
+    obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace)
+    if obj is None:
+        raise TokenError("cluster: no SlurmCluster %s in namespace %s" % (cluster, namespace))
+    rest = parse_cluster(obj).spec.rest
+    if not rest.enabled:
+        raise TokenError("cluster: SlurmCluster %s/%s has no REST API (spec.rest.enabled is false)"
+                         % (namespace, cluster))
+    return rest
+
+
+def issue_token(kube: Kube, cluster: str, namespace: str, user: str, lifetime: int, now: int) -> Dict[str, Any]:
+    """The module's result: the token, when it expires, and the key that signed it."""
+    check_request(user, lifetime)
+    rest = rest_spec(kube, cluster, namespace)
+    if lifetime > rest.token_max_lifetime_seconds:
+        raise TokenError("lifetime: at most spec.rest.tokenMaxLifetimeSeconds (%d) on SlurmCluster %s/%s, got %d"
+                         % (rest.token_max_lifetime_seconds, namespace, cluster, lifetime))
+    secret_name = names.jwt_keys_secret(cluster)
+    secret: Mapping[str, Any] = kube.get("v1", "Secret", secret_name, namespace) or {}
+    if not secret:
+        raise TokenError("cluster: Secret %s/%s does not exist yet (the operator makes it once spec.rest is "
+                         "on)" % (namespace, secret_name))
+    keys = key_set_from_text(secret_value(secret, C.JWT_SIGNING_SECRET_KEY).decode("ascii"))
+    return {"token": sign_token(keys, user, now, lifetime), "expires": now + lifetime, "key_id": keys.signing}
