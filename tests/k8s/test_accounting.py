@@ -1,7 +1,9 @@
 """Accounting on the embedded cluster (issue 16): spec.accounting deploys slurmdbd and its
-MariaDB, built from Debian here; jobs are recorded and `sacct`/`sreport` answer from them.
+MariaDB, built from Debian here; jobs are recorded and `sacct`/`sreport` answer from them. The
+same cluster serves Slurm's REST API (issue 35), whose accounting requests reach slurmdbd.
 
-Real slurmctld, slurmd, slurmdbd and MariaDB; the network policy enforced by kube-router.
+Real slurmctld, slurmd, slurmdbd, slurmrestd and MariaDB; the network policy enforced by
+kube-router.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from pathlib import Path
+from typing import Optional, Tuple
 
 import pytest
 from kube_helpers import Cluster, wait_for
@@ -29,6 +33,7 @@ from slurm_helpers import (
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import new_key_set, sign_token
 
 pytestmark = pytest.mark.k8s
 
@@ -68,11 +73,22 @@ def site_database(kube_cluster: Cluster, images: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database: str) -> SlurmView:
+def portal(kube_cluster: Cluster) -> str:
+    """A namespace spec.rest.allowFrom names, as a site's portal or workflow engine has."""
+    namespace = kube_cluster.namespace + "-portal"
+    kube_cluster.kubectl("create", "namespace", namespace)
+    yield namespace
+    kube_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database: str, portal: str) -> SlurmView:
     kube = kube_cluster
+    from_portal = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": portal}}}
     spec = dict(tiny_cluster_spec(), accounting={
         "enabled": True, "resources": TINY,
-        "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}})
+        "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}},
+        rest={"enabled": True, "replicas": 1, "resources": TINY, "allowFrom": [from_portal]})
     # Limits and QoS enforced, as a site with accounting runs; usage counted every minute (the
     # default 5 would make the fair-share proof wait).
     spec["slurm"] = {"config": dict(spec["slurm"]["config"], AccountingStorageEnforce="associations,limits,qos",
@@ -415,3 +431,106 @@ def test_deleting_the_cluster_keeps_the_database_claim(slurm: SlurmView):
                                   check=False).returncode != 0, 120, 2)
     claim = kube.get_json("pvc", "data-%s-mariadb-0" % CLUSTER)
     assert claim["status"]["phase"] == "Bound" and not claim["metadata"].get("deletionTimestamp")
+
+
+# ---------------------------------------------------------------------------- the REST API (issue 35)
+
+REST_USER, REST_UID = "restuser", 3100
+API = "/slurm/v0.0.45"
+DB_API = "/slurmdb/v0.0.45"
+# slurmctld's answer to a request whose credential it refuses (slurm_errno.h).
+ESLURM_PROTOCOL_AUTH = 1007
+
+
+def client_pod(kube: Cluster, namespace: str, image: str) -> str:
+    """A pod with curl, in NAMESPACE, left running for the REST tests."""
+    name = "rest-client"
+    kube.kubectl("-n", namespace, "run", name, "--image", image, "--image-pull-policy", "Never", "--restart",
+                 "Never", "--command", "--", "sleep", "3600")
+    kube.kubectl("-n", namespace, "wait", "--for=condition=Ready", "pod/" + name, "--timeout=120s", timeout=130)
+    return name
+
+
+@pytest.fixture(scope="module")
+def rest_clients(slurm: SlurmView, portal: str, images: dict) -> dict:
+    """A client in the namespace allowFrom names and one in the test's own namespace (not named)."""
+    kube = slurm.kube
+    return {namespace: client_pod(kube, namespace, images["jail"]) for namespace in (portal, kube.namespace)}
+
+
+def rest_call(kube: Cluster, namespace: str, pod: str, method: str, path: str, token: Optional[str],
+              body: Optional[dict] = None) -> Tuple[int, dict]:
+    """One request to the cluster's REST Service from POD: HTTP status (0: no connection) and JSON body."""
+    url = "http://%s-rest.%s:%d%s" % (CLUSTER, kube.namespace, C.SLURMRESTD_PORT, path)
+    args = ["curl", "-s", "--connect-timeout", "5", "-X", method, "-w", "\n%{http_code}", url]
+    if token is not None:
+        args += ["-H", "X-SLURM-USER-TOKEN: " + token]
+    if body is not None:
+        args += ["-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
+    out = kube.kubectl("-n", namespace, "exec", pod, "--", *args, check=False).stdout
+    text, _newline, status = out.rpartition("\n")
+    return int(status or 0), json.loads(text) if text.strip().startswith("{") else {"text": text}
+
+
+def issue_token(slurm: SlurmView, tmp_path: Path, user: str, **options) -> dict:
+    proc, result = module(slurm, tmp_path, "slurm_token", dict(options, user=user))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return result
+
+
+def test_a_token_from_slurm_token_submits_a_job_over_rest_that_runs_as_its_user_and_reaches_sacct(
+        slurm: SlurmView, tmp_path: Path, rest_clients: dict, portal: str):
+    proc, _result = module(slurm, tmp_path, "jail_user", {"name": REST_USER, "uid": REST_UID})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    # Associations are enforced here: the user needs an account, as one submitting with sbatch.
+    slurm.run("sacctmgr", "-i", "add", "account", "portal")
+    slurm.run("sacctmgr", "-i", "add", "user", REST_USER, "Account=portal")
+    wait_for(lambda: REST_USER in slurm.run("scontrol", "show", "assoc_mgr", "flags=assoc", "users=" + REST_USER),
+             60, 2)
+    token = issue_token(slurm, tmp_path, REST_USER, lifetime=600)["token"]
+    client = rest_clients[portal]
+    job = {"script": "#!/bin/bash\nid -u\n", "name": "from-rest", "current_working_directory": "/tmp",
+           "environment": ["PATH=/usr/bin:/bin"], "standard_output": "/dev/null"}
+    status, body = rest_call(slurm.kube, portal, client, "POST", API + "/job/submit", token, {"job": job})
+    assert status == 200 and body.get("job_id"), (status, body)
+    job_id = str(body["job_id"])
+    assert "UserId=%s(%d)" % (REST_USER, REST_UID) in slurm.run("scontrol", "show", "job", job_id)
+    status, body = rest_call(slurm.kube, portal, client, "GET", API + "/jobs", token)
+    assert status == 200 and int(job_id) in [j["job_id"] for j in body["jobs"]], (status, body)
+
+    def in_slurmdbd() -> list:
+        """The job as slurmdbd answers this user's token (it checks the token itself)."""
+        found = rest_call(slurm.kube, portal, client, "GET", DB_API + "/job/" + job_id, token)[1]
+        return [j for j in found.get("jobs", []) if j["state"]["current"] == ["COMPLETED"]]
+
+    (record,) = wait_for(in_slurmdbd, 120, 3)
+    assert record["user"] == REST_USER, record
+
+
+def test_a_token_signed_with_another_key_is_refused(slurm: SlurmView, rest_clients: dict, portal: str):
+    forged = sign_token(new_key_set(), REST_USER, int(time.time()), 300)
+    status, body = rest_call(slurm.kube, portal, rest_clients[portal], "GET", API + "/jobs", forged)
+    assert [e["error_number"] for e in body["errors"]] == [ESLURM_PROTOCOL_AUTH], (status, body)
+    assert body["jobs"] == []
+
+
+def test_only_the_namespace_allow_from_names_reaches_the_rest_api(slurm: SlurmView, rest_clients: dict,
+                                                                  portal: str):
+    """Not a pod of another namespace, nor the cluster's own pods: a job cannot reach it either."""
+    kube = slurm.kube
+    assert rest_call(kube, portal, rest_clients[portal], "GET", API + "/ping", None)[0] == 401  # reached
+    assert rest_call(kube, kube.namespace, rest_clients[kube.namespace], "GET", API + "/ping", None)[0] == 0
+    target = "%s-rest:%d" % (CLUSTER, C.SLURMRESTD_PORT)
+    assert slurm.run("srun", "-w", NODE, "bash", "-c", PROBE, "probe", target).strip() == "%s closed" % target
+
+
+def test_slurm_token_refuses_a_lifetime_beyond_the_clusters_longest_and_leaks_no_key(
+        slurm: SlurmView, tmp_path: Path, operator: Operator):
+    proc, result = module(slurm, tmp_path, "slurm_token", {"user": REST_USER, "lifetime": 86401})
+    assert proc.returncode != 0 and result is None
+    assert "lifetime: at most spec.rest.tokenMaxLifetimeSeconds (86400)" in proc.stdout, proc.stdout[-2000:]
+    created = [e for e in slurm.kube.get_json("events", "--field-selector", "reason=JwtKeysCreated")["items"]
+               if e["involvedObject"]["name"] == CLUSTER]
+    assert len(created) == 1, created
+    configmaps = slurm.kube.kubectl("-n", slurm.kube.namespace, "get", "configmap", "-o", "yaml").stdout
+    assert "PRIVATE KEY" not in configmaps and "PRIVATE KEY" not in operator.logs(tail=5000)
