@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Optional, Tuple
 
 import pytest
@@ -14,7 +15,7 @@ from docker_cluster import CONTROLLER_POD, JAIL_UID, JAIL_USER, WORKERS, Cluster
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.jwt import new_key_set, sign_token
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import KeySet, jwks_text, new_key_set, sign_token
 
 pytestmark = pytest.mark.slurm
 
@@ -101,3 +102,37 @@ def test_slurm_issues_no_token_of_its_own(rest: Cluster):
     out = rest.exec(CONTROLLER_POD, "setpriv", "--reuid=%d" % JAIL_UID, "--regid=%d" % JAIL_UID, "--clear-groups",
                     "scontrol", "token", check=False)
     assert out.returncode != 0 and "permission denied" in out.stderr, out
+
+
+def test_slurmctld_takes_a_changed_key_set_on_reconfigure_without_restarting(rest: Cluster):
+    """What key rotation stands on: `scontrol reconfigure` makes slurmctld read the key set
+    again (it re-executes itself in place, same pid): a key added is accepted, a key removed is
+    refused, and nothing restarts."""
+    jwks = rest.root / "jwt" / C.JWKS_SECRET_KEY
+    before = jwks.read_text()
+    pid = rest.exec(CONTROLLER_POD, "pidof", "slurmctld").stdout.split()
+    added = new_key_set()
+    both = KeySet(rest.jwt_keys.signing, {**rest.jwt_keys.private, **added.private})
+    try:
+        new_token = sign_token(added, JAIL_USER, int(time.time()), 300)
+        assert call(rest, "GET", API + "/jobs", new_token)[1]["errors"], "accepted before the key was published"
+        rewrite(jwks, jwks_text(both))
+        rest.exec(CONTROLLER_POD, "scontrol", "reconfigure")
+        assert wait_for("the new key accepted", lambda: call(rest, "GET", API + "/jobs", new_token)[0] == 200, 60)
+        assert call(rest, "GET", API + "/jobs", token(rest))[0] == 200  # the old key still is
+        rewrite(jwks, jwks_text(added))
+        rest.exec(CONTROLLER_POD, "scontrol", "reconfigure")
+        assert wait_for("the old key refused", lambda: call(rest, "GET", API + "/jobs", token(rest))[0] != 200, 60)
+        assert call(rest, "GET", API + "/jobs", new_token)[0] == 200
+        assert rest.exec(CONTROLLER_POD, "pidof", "slurmctld").stdout.split() == pid
+    finally:
+        rewrite(jwks, before)
+        rest.exec(CONTROLLER_POD, "scontrol", "reconfigure")
+
+
+def rewrite(path: Path, text: str) -> None:
+    """As the kubelet updates a Secret's volume: the new file takes the old one's place at once."""
+    new = path.with_name(path.name + ".new")
+    new.write_text(text)
+    new.chmod(0o444)
+    new.replace(path)

@@ -423,16 +423,6 @@ def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(kube_clus
     assert clusters == [EXTERNAL]
 
 
-def test_deleting_the_cluster_keeps_the_database_claim(slurm: SlurmView):
-    """Like the jail: the job history outlives the SlurmCluster object."""
-    kube = slurm.kube
-    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", timeout=180)
-    wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % CLUSTER,
-                                  check=False).returncode != 0, 120, 2)
-    claim = kube.get_json("pvc", "data-%s-mariadb-0" % CLUSTER)
-    assert claim["status"]["phase"] == "Bound" and not claim["metadata"].get("deletionTimestamp")
-
-
 # ---------------------------------------------------------------------------- the REST API (issue 35)
 
 REST_USER, REST_UID = "restuser", 3100
@@ -505,6 +495,9 @@ def test_a_token_from_slurm_token_submits_a_job_over_rest_that_runs_as_its_user_
 
     (record,) = wait_for(in_slurmdbd, 120, 3)
     assert record["user"] == REST_USER, record
+    rest = next(c for c in slurm.kube.get_json("slurmcluster", CLUSTER)["status"]["conditions"]
+                if c["type"] == "RestReady")
+    assert rest["status"] == "True" and rest["message"] == "1/1 slurmrestd pods ready", rest
 
 
 def test_a_token_signed_with_another_key_is_refused(slurm: SlurmView, rest_clients: dict, portal: str):
@@ -534,3 +527,14 @@ def test_slurm_token_refuses_a_lifetime_beyond_the_clusters_longest_and_leaks_no
     assert len(created) == 1, created
     configmaps = slurm.kube.kubectl("-n", slurm.kube.namespace, "get", "configmap", "-o", "yaml").stdout
     assert "PRIVATE KEY" not in configmaps and "PRIVATE KEY" not in operator.logs(tail=5000)
+
+
+# Last: it deletes the cluster every test above shares.
+def test_deleting_the_cluster_keeps_the_database_claim(slurm: SlurmView):
+    """Like the jail: the job history outlives the SlurmCluster object."""
+    kube = slurm.kube
+    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", timeout=180)
+    wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % CLUSTER,
+                                  check=False).returncode != 0, 120, 2)
+    claim = kube.get_json("pvc", "data-%s-mariadb-0" % CLUSTER)
+    assert claim["status"]["phase"] == "Bound" and not claim["metadata"].get("deletionTimestamp")

@@ -113,6 +113,8 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         conditions.append(condition("TopologyReady", topology_ready, "TopologyConf",
                                     "slurmctld's topology holds every node" if topology_ready
                                     else "waiting for slurmctld to read topology.conf", generation, previous, now))
+    if cluster.spec.rest.enabled:
+        conditions.append(rest_condition(p, generation, previous, now))
     conditions.append(ready_condition(conditions, generation, previous, now))
     status = {
         "phase": phase_of(conditions),
@@ -127,6 +129,15 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         "jobsNotRequeued": [{"jobId": held.job_id, "node": held.node} for held in not_requeued],
     }
     return status, per_nodeset
+
+
+def rest_condition(p: Pass, generation: int, previous: Sequence[Mapping[str, Any]],
+                   now: datetime.datetime) -> Dict[str, Any]:
+    """RestReady: at least one slurmrestd pod takes requests (the Service needs no more to serve)."""
+    rest = p.kube.get("apps/v1", "Deployment", names.rest(p.cluster.name), p.cluster.namespace) or {}
+    ready = int((rest.get("status") or {}).get("readyReplicas") or 0)
+    return condition("RestReady", ready > 0, "Slurmrestd", "%d/%d slurmrestd pods ready"
+                     % (ready, p.cluster.spec.rest.replicas), generation, previous, now)
 
 
 def slurm_status(state: SlurmState) -> Dict[str, Any]:

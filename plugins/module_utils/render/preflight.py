@@ -13,6 +13,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import with_jwks
 
 # slurmctld starts in seconds; a pull of a new image may take minutes.
 PREFLIGHT_DEADLINE_SECONDS = 900
@@ -38,13 +39,16 @@ def render_preflight(cluster: SlurmCluster, files: Mapping[str, str]) -> List[co
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [{"name": common.CONFIG_VOLUME, "mountPath": C.SLURM_CONFIG_DIR, "readOnly": True}],
     }
+    volumes: List[Dict[str, Any]] = [{"name": common.CONFIG_VOLUME, "configMap": {"name": name}}]
+    # The REST API's key set, which the new slurmctld loads like the running one (public keys only).
+    with_jwks(cluster, container["volumeMounts"], volumes)
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
         # slurmctld starts only on a host SlurmctldHost names.
         "hostname": names.controller_pod(cluster.name),
         "restartPolicy": "Never",
         "containers": [container],
-        "volumes": [{"name": common.CONFIG_VOLUME, "configMap": {"name": name}}],
+        "volumes": volumes,
     }
     pod_spec.update(common.placement(cluster.spec.controller.placement))
     config_map: common.Manifest = {

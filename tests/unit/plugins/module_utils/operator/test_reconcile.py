@@ -166,3 +166,25 @@ def test_no_reconfigure_until_the_controller_pod_holds_the_key_set_its_new_confi
     assert not controller_has_config(cluster_model, slurm, files)
     present["jwks"] = True
     assert controller_has_config(cluster_model, slurm, files)
+
+
+def test_rest_ready_says_whether_a_slurmrestd_pod_takes_requests_and_ready_waits_for_it(world):
+    kube, cluster = world
+    cluster["spec"]["rest"] = {"enabled": True}
+    status = R.Reconciler(kube).reconcile(cluster).status
+    rest = condition_of(status, "RestReady")
+    assert rest["status"] == "False" and rest["message"] == "0/2 slurmrestd pods ready"
+    kube.objects[("Deployment", "research", "cpu-rest")]["status"] = {"readyReplicas": 1}
+    status = R.Reconciler(kube).reconcile(cluster).status
+    assert condition_of(status, "RestReady")["status"] == "True"
+    assert "slurmrestd" not in status["message"]
+
+
+def test_no_rest_ready_condition_without_the_rest_api(world):
+    kube, cluster = world
+    status = R.Reconciler(kube).reconcile(cluster).status
+    assert "RestReady" not in [c["type"] for c in status["conditions"]]
+
+
+def condition_of(status, kind):
+    return next(c for c in status["conditions"] if c["type"] == kind)

@@ -16,6 +16,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.accounting i
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.controller import render_controller_statefulset
 from ansible_collections.slurmkube.core.plugins.module_utils.render.policy import render_network_policies
+from ansible_collections.slurmkube.core.plugins.module_utils.render.preflight import render_preflight
 from ansible_collections.slurmkube.core.plugins.module_utils.render.rest import render_rest
 
 PORTAL = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "portal"}}}
@@ -71,8 +72,10 @@ def test_slurmctld_and_slurmdbd_check_tokens_against_the_mounted_public_key_set(
     expected = ["AuthAltParameters=disable_token_creation,jwks=/etc/slurmkube/jwt/jwks.json", "AuthAltTypes=auth/jwt"]
     assert all(line in slurm_conf.splitlines() for line in expected)
     assert all(line in render_slurmdbd_conf(with_rest).splitlines() for line in expected)
+    (preflight,) = [o for o in render_preflight(with_rest, {"slurm.conf": slurm_conf}) if o["kind"] == "Job"]
     for pod in (render_controller_statefulset(with_rest, "h")["spec"]["template"]["spec"],
-                render_slurmdbd_statefulset(with_rest)["spec"]["template"]["spec"]):
+                render_slurmdbd_statefulset(with_rest)["spec"]["template"]["spec"],
+                preflight["spec"]["template"]["spec"]):  # an upgrade's new slurmctld loads it too
         volume = next(v for v in pod["volumes"] if v["name"] == "jwt-keys")
         assert volume["secret"]["items"] == [{"key": C.JWKS_SECRET_KEY, "path": C.JWKS_SECRET_KEY}]
         assert volume["secret"]["defaultMode"] & 0o002 == 0  # auth/jwt refuses a file others may write
