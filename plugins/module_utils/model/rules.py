@@ -195,6 +195,14 @@ def _positive_resources(where: str, res: Resources) -> List[Tuple[str, str]]:
     return problems
 
 
+def nodeset_names_taken() -> List[str]:
+    """What follows '<cluster>-' in the names of the cluster's own StatefulSets, Services and
+    disruption budgets: the kinds a node set's objects, '<cluster>-<node set>', are too."""
+    own = (names.controller, names.login, names.login_hosts, names.slurmdbd, names.database, names.exporter,
+           names.rest)
+    return sorted(derived("")[1:] for derived in own)
+
+
 def nodeset_rules(name: str, spec: NodeSetSpec) -> List[Tuple[str, str]]:
     problems = _positive_resources("spec.resources", spec.resources)
     if parse_quantity(spec.resources.memory) < WORKER_MEMORY_MIN_MIB * 2**20:
@@ -204,6 +212,11 @@ def nodeset_rules(name: str, spec: NodeSetSpec) -> List[Tuple[str, str]]:
     if cpu > 0 and cpu.denominator != 1:
         problems.append(("spec.resources.cpu", "must be a whole number of CPUs (Slurm counts whole CPUs), got %s"
                          % describe(spec.resources.cpu)))
+    taken = nodeset_names_taken()
+    if name in taken:
+        problems.append(("metadata.name", "must not be one of %s: the cluster's own StatefulSets and Services "
+                         "are named '<clusterName>-<that>', like a node set's, got %s"
+                         % (", ".join(taken), describe(name))))
     statefulset = names.nodeset(spec.cluster_name, name)
     if len(statefulset) > names.STATEFULSET_NAME_MAX:
         problems.append(("metadata.name", "'<clusterName>-<name>' must be at most %d characters, got %s"

@@ -1,8 +1,8 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The pass's step that makes the cluster's secrets once: the munge key, the ssh host keys, the
-accounting database password and the REST API's JWT keys. An existing Secret is never replaced (munge_key.py rolls a new
-key that an admin put in the Secret)."""
+accounting database password and the REST API's JWT keys. An existing Secret is never replaced
+(munge_key.py rolls a new key that an admin put in the Secret)."""
 
 from __future__ import annotations
 

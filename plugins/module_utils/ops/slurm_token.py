@@ -14,10 +14,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.errors import Slurm
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import key_set_from_text, sign_token
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Rest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
 
-# A POSIX user name as useradd takes it (Slurm looks the token's user up by name).
-USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+# A user name as the name services give it (Slurm looks the token's user up by name): local
+# accounts and directory ones (mixed case, '@' of a realm) alike; no space or control character.
+USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,255}$")
 
 
 class TokenError(SlurmkubeError):
@@ -27,13 +29,13 @@ class TokenError(SlurmkubeError):
 def check_request(user: str, lifetime: int) -> None:
     """The options that need no cluster to be judged."""
     if not USER_NAME.match(user):
-        raise TokenError("user: must be a user name (lower-case letters, digits, '_', '.', '-'; at most 32), "
+        raise TokenError("user: must be a user name (letters, digits, '_', '.', '@', '-'; at most 256), "
                          "got %r" % user)
     if lifetime < 1:
         raise TokenError("lifetime: must be at least 1 second, got %d" % lifetime)
 
 
-def rest_spec(kube: Kube, cluster: str, namespace: str) -> Any:
+def rest_spec(kube: Kube, cluster: str, namespace: str) -> Rest:
     """spec.rest of the SlurmCluster, which must have the REST API on."""
     obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace)
     if obj is None:

@@ -87,6 +87,14 @@ def test_bad_nodeset_specs_name_field_and_value(spec, path, fragment):
     assert fragment in problems[path]
 
 
+@pytest.mark.parametrize("name", ["rest", "controller", "login", "login-hosts", "slurmdbd", "mariadb", "exporter"])
+def test_a_nodeset_may_not_take_the_name_of_the_clusters_own_objects(name):
+    """Its StatefulSet and Service would be '<cluster>-<name>', the name of the REST API's Service,
+    the controller's StatefulSet, ..."""
+    problems = problems_of(parse_nodeset, {"metadata": {"name": name}, "spec": {"clusterName": "hpc"}})
+    assert "the cluster's own StatefulSets and Services" in problems["metadata.name"], problems
+
+
 def test_nodeset_without_cluster_name_is_rejected():
     problems = problems_of(parse_nodeset, {"metadata": {"name": "cpu"}, "spec": {}})
     assert problems["spec.clusterName"] == "is required"
