@@ -290,7 +290,7 @@ class Cluster:
         """slurmrestd as render/rest.py makes its pod: the controller image, its uid, a read-only
         root, no capability, slurm.conf alone (no munge key, no JWT key)."""
         host = names.rest(self.model.name)
-        (container,) = render_rest_deployment(self.model)["spec"]["template"]["spec"]["containers"]
+        (container,) = render_rest_deployment(self.model, "")["spec"]["template"]["spec"]["containers"]
         security = container["securityContext"]
         args = [
             "-d", "--name", self.name(host), "--hostname", host, "--network", self.network, "--network-alias", host,

@@ -49,6 +49,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
     config = render_slurm_config(cluster, ordered, placement)
     files = config.files
     worker_hash = worker_config_hash(config)
+    controller_hash = controller_config_hash(config)
     maybe: List[Optional[Manifest]] = [
         policy.render_service_account(cluster),
         render_config_map(cluster, files),
@@ -57,7 +58,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         jail.render_jail_populate_job(cluster),
         *accounting.render_accounting(cluster),
         controller.render_controller_service(cluster),
-        controller.render_controller_statefulset(cluster, controller_config_hash(config)),
+        controller.render_controller_statefulset(cluster, controller_hash),
     ]
     for ns in ordered:
         maybe += [
@@ -72,7 +73,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         policy.render_login_pdb(cluster),
         render_healthcheck_cronjob(cluster),
         *exporter.render_exporter(cluster),
-        *rest.render_rest(cluster),
+        *rest.render_rest(cluster, controller_hash),
     ]
     maybe += policy.render_network_policies(cluster)
     return RenderedCluster([m for m in maybe if m is not None], files)

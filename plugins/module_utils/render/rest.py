@@ -10,7 +10,7 @@ against the public keys of the cluster's JWT key Secret, mounted alone from that
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -43,7 +43,10 @@ def _rest_container(cluster: SlurmCluster) -> Dict[str, Any]:
     }
 
 
-def render_rest_deployment(cluster: SlurmCluster) -> common.Manifest:
+def render_rest_deployment(cluster: SlurmCluster, config_hash: str) -> common.Manifest:
+    """slurmrestd reads slurm.conf at start: it is replaced with slurmctld when settings only a
+    restart applies change (`config_hash`: slurm_config.controller_config_hash), the controllers
+    it must find among them."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -52,7 +55,8 @@ def render_rest_deployment(cluster: SlurmCluster) -> common.Manifest:
             "replicas": cluster.spec.rest.replicas,
             "selector": {"matchLabels": rest_selector(cluster)},
             "template": {
-                "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_REST)},
+                "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_REST),
+                             "annotations": {C.ANNOTATION_CONFIG_HASH: config_hash}},
                 "spec": {
                     **common.pod_identity(cluster),
                     "containers": [_rest_container(cluster)],
@@ -77,6 +81,18 @@ def render_rest_service(cluster: SlurmCluster) -> common.Manifest:
     }
 
 
+def render_rest_pdb(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    """Keep one slurmrestd up during node drains; None with one replica (a budget would block drains)."""
+    if cluster.spec.rest.replicas < 2:
+        return None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": common.metadata(cluster, names.rest(cluster.name), C.COMPONENT_REST),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": rest_selector(cluster)}},
+    }
+
+
 def render_rest_policy(cluster: SlurmCluster) -> common.Manifest:
     """Only the peers spec.rest.allowFrom names reach slurmrestd, and only its port; with none,
     the policy selects the pods and admits nothing."""
@@ -91,12 +107,15 @@ def render_rest_policy(cluster: SlurmCluster) -> common.Manifest:
     }
 
 
-def render_rest(cluster: SlurmCluster) -> List[common.Manifest]:
+def render_rest(cluster: SlurmCluster, config_hash: str) -> List[common.Manifest]:
     """The REST API's objects when spec.rest.enabled, in apply order (its key Secret is made by
     the operator: it holds generated keys)."""
     if not cluster.spec.rest.enabled:
         return []
-    objects = [render_rest_service(cluster), render_rest_deployment(cluster)]
+    objects = [render_rest_service(cluster), render_rest_deployment(cluster, config_hash)]
+    budget = render_rest_pdb(cluster)
+    if budget is not None:
+        objects.append(budget)
     if cluster.spec.network_policy:
         objects.append(render_rest_policy(cluster))
     return objects

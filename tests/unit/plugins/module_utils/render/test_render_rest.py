@@ -26,9 +26,13 @@ def cluster(**spec):
     return parse_cluster({"metadata": {"name": "c1", "namespace": "hpc"}, "spec": spec})
 
 
+def rest_objects(model):
+    return render_rest(model, "h")
+
+
 def test_nothing_without_the_rest_api():
     plain = cluster(accounting={"enabled": True})
-    assert render_rest(plain) == []
+    assert render_rest(plain, "h") == []
     assert "AuthAlt" not in render_cluster(plain, []).config_files["slurm.conf"]
     assert "AuthAlt" not in render_slurmdbd_conf(plain)
     pod = render_controller_statefulset(plain, "h")["spec"]["template"]["spec"]
@@ -36,8 +40,8 @@ def test_nothing_without_the_rest_api():
 
 
 def test_slurmrestd_runs_unprivileged_from_the_controller_image_with_no_key():
-    objects = {o["kind"]: o for o in render_rest(cluster(rest={"enabled": True, "allowFrom": [PORTAL]}))}
-    assert set(objects) == {"Service", "Deployment", "NetworkPolicy"}
+    objects = {o["kind"]: o for o in rest_objects(cluster(rest={"enabled": True, "allowFrom": [PORTAL]}))}
+    assert set(objects) == {"Service", "Deployment", "PodDisruptionBudget", "NetworkPolicy"}
     deployment = objects["Deployment"]
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]["spec"]
@@ -53,10 +57,10 @@ def test_slurmrestd_runs_unprivileged_from_the_controller_image_with_no_key():
 
 
 def test_only_the_named_peers_reach_the_rest_api_and_none_when_none_are_named():
-    named = {o["kind"]: o for o in render_rest(cluster(rest={"enabled": True, "allowFrom": [PORTAL]}))}
+    named = {o["kind"]: o for o in rest_objects(cluster(rest={"enabled": True, "allowFrom": [PORTAL]}))}
     assert named["NetworkPolicy"]["spec"]["ingress"] == [
         {"from": [PORTAL], "ports": [{"protocol": "TCP", "port": C.SLURMRESTD_PORT}]}]
-    unnamed = {o["kind"]: o for o in render_rest(cluster(rest={"enabled": True}))}
+    unnamed = {o["kind"]: o for o in rest_objects(cluster(rest={"enabled": True}))}
     assert unnamed["NetworkPolicy"]["spec"]["ingress"] == []
     assert unnamed["NetworkPolicy"]["spec"]["policyTypes"] == ["Ingress"]
     # The cluster's own pods (jobs) are not let in by the policy between them.
@@ -93,3 +97,12 @@ def test_slurmctld_and_slurmdbd_check_tokens_against_the_mounted_public_key_set(
 def test_bad_rest_settings_are_refused_naming_the_field(spec, message):
     with pytest.raises(SpecError, match=message.replace("[", r"\[").replace("]", r"\]")):
         cluster(**spec)
+
+
+def test_two_or_more_slurmrestd_keep_one_up_through_drains_and_roll_with_slurmctlds_restart_settings():
+    objects = {o["kind"]: o for o in render_rest(cluster(rest={"enabled": True}), "abc")}
+    assert objects["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
+    template = objects["Deployment"]["spec"]["template"]
+    assert template["metadata"]["annotations"] == {C.ANNOTATION_CONFIG_HASH: "abc"}
+    single = render_rest(cluster(rest={"enabled": True, "replicas": 1}), "abc")
+    assert "PodDisruptionBudget" not in {o["kind"] for o in single}
