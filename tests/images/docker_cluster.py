@@ -48,13 +48,14 @@ NODESET = "cpu"
 # take seconds. Everything else is the product's default.
 HEALTHCHECK_INTERVAL = 5
 WORKER_MEMORY_MB = 768
+CLUSTER_SPEC = {"slurm": {"maxNodeCount": 16, "config": {"HealthCheckInterval": HEALTHCHECK_INTERVAL}}}
+# The docker cluster serves the REST API too (test_rest_image.py): its slurmctld checks tokens
+# against the key set mounted from the cluster's root.
 CLUSTER_MODEL = parse_cluster(
-    {
-        "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
-        "spec": {"slurm": {"maxNodeCount": 16, "config": {"HealthCheckInterval": HEALTHCHECK_INTERVAL}},
-                 "rest": {"enabled": True}},
-    }
-)
+    {"metadata": {"name": CLUSTER, "namespace": NAMESPACE}, "spec": dict(CLUSTER_SPEC, rest={"enabled": True})})
+# The same cluster without it, for a slurmctld started where no key set is mounted (the cgroup v2 guest).
+CLUSTER_MODEL_WITHOUT_REST = parse_cluster(
+    {"metadata": {"name": CLUSTER, "namespace": NAMESPACE}, "spec": CLUSTER_SPEC})
 NODESET_MODEL = parse_nodeset({
     "metadata": {"name": NODESET, "namespace": NAMESPACE},
     "spec": {"clusterName": CLUSTER, "replicas": 3,

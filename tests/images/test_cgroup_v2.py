@@ -25,7 +25,7 @@ from typing import Dict, NamedTuple
 
 import pytest
 from docker_cluster import (
-    CLUSTER_MODEL,
+    CLUSTER_MODEL_WITHOUT_REST,
     REPO,
     WIDE_MODEL,
     docker,
@@ -49,7 +49,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.worker impor
 pytestmark = pytest.mark.slurm
 
 NODE = slurm_node_names(WIDE_MODEL)[0]
-CONTROLLER_POD = "%s-controller-0" % CLUSTER_MODEL.name
+# The guest's slurmctld mounts no REST key set.
+MODEL = CLUSTER_MODEL_WITHOUT_REST
+CONTROLLER_POD = "%s-controller-0" % MODEL.name
 GUEST_INIT = Path(__file__).with_name("guest") / "init.sh"
 # The job's cgroup, from its task's: slurmd names the scope <node>_slurmstepd.scope when built for
 # several slurmd per host (Debian's is), and since 26.05 the job's directory by its SLUID (job_<id>
@@ -157,18 +159,18 @@ def guest_root(built: dict, root: Path) -> None:
     export_root(built["controller"], root / "ctl")
     vm = root / "vm"
     (vm / "slurm").mkdir(parents=True)
-    write_slurm_config(vm / "slurm", CLUSTER_MODEL, (WIDE_MODEL,))
+    write_slurm_config(vm / "slurm", MODEL, (WIDE_MODEL,))
     write_secret(vm / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
     (vm / "address").write_text(POD_ADDRESS + "\n")
     (vm / "hosts").write_text("127.0.0.1 localhost\n%s %s %s %s\n" % (
-        POD_ADDRESS, names.controller_address(CLUSTER_MODEL.name, CLUSTER_MODEL.namespace), CONTROLLER_POD, NODE))
-    controller_env = env_args(render_common.env(CLUSTER_MODEL, C.ROLE_CONTROLLER), CONTROLLER_POD)[1::2]
+        POD_ADDRESS, names.controller_address(MODEL.name, MODEL.namespace), CONTROLLER_POD, NODE))
+    controller_env = env_args(render_common.env(MODEL, C.ROLE_CONTROLLER), CONTROLLER_POD)[1::2]
     pod_dir(root, "controller", CONTROLLER_POD, image_env(built["controller"]) + controller_env, 1, 1024, [
         ("tmpfs", C.SLURMCTLD_STATE_DIR, "mode=0755"),
         ("/", C.JAIL_MOUNT_PATH, "ro"),
     ])
     # CPUs and memory left out, as in a pod with limits only: the entrypoint reads the cgroup.
-    worker_env = [v for v in _worker_env(CLUSTER_MODEL, WIDE_MODEL) if v["name"] not in (C.ENV_CPUS, C.ENV_MEMORY_MB)]
+    worker_env = [v for v in _worker_env(MODEL, WIDE_MODEL) if v["name"] not in (C.ENV_CPUS, C.ENV_MEMORY_MB)]
     worker_mounts = [
         ("/", C.JAIL_MOUNT_PATH, "rw"),  # first: a bind of the node's root without the pod's mounts
         ("tmpfs", C.SLURMD_SPOOL_DIR, "mode=0777"),  # the emptyDirs
