@@ -43,6 +43,8 @@ NODE = "%s-%s-0" % (CLUSTER, NODESET)
 # Two CPUs: two jobs at once, so a limit (not a full node) is what holds a job back.
 WIDE = {"resources": {"cpu": 2, "cpuRequest": "100m", "memory": "1536Mi"}}
 SHARES = {"light": 1, "heavy": 9}
+# Short, so a key a rotation retires leaves the key set while the test waits.
+TOKEN_MAX_LIFETIME = 120
 # MariaDB with a 256 MiB buffer pool (half its memory).
 DATABASE_RESOURCES = dict(TINY, memory="512Mi")
 
@@ -88,7 +90,8 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database
     spec = dict(tiny_cluster_spec(), accounting={
         "enabled": True, "resources": TINY,
         "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}},
-        rest={"enabled": True, "replicas": 1, "resources": TINY, "allowFrom": [from_portal]})
+        rest={"enabled": True, "replicas": 1, "resources": TINY, "allowFrom": [from_portal],
+              "tokenMaxLifetimeSeconds": TOKEN_MAX_LIFETIME})
     # Limits and QoS enforced, as a site with accounting runs; usage counted every minute (the
     # default 5 would make the fair-share proof wait).
     spec["slurm"] = {"config": dict(spec["slurm"]["config"], AccountingStorageEnforce="associations,limits,qos",
@@ -477,7 +480,7 @@ def test_a_token_from_slurm_token_submits_a_job_over_rest_that_runs_as_its_user_
     slurm.run("sacctmgr", "-i", "add", "user", REST_USER, "Account=portal")
     wait_for(lambda: REST_USER in slurm.run("scontrol", "show", "assoc_mgr", "flags=assoc", "users=" + REST_USER),
              60, 2)
-    token = issue_token(slurm, tmp_path, REST_USER, lifetime=600)["token"]
+    token = issue_token(slurm, tmp_path, REST_USER, lifetime=TOKEN_MAX_LIFETIME)["token"]
     client = rest_clients[portal]
     job = {"script": "#!/bin/bash\nid -u\n", "name": "from-rest", "current_working_directory": "/tmp",
            "environment": ["PATH=/usr/bin:/bin"], "standard_output": "/dev/null"}
@@ -519,14 +522,61 @@ def test_only_the_namespace_allow_from_names_reaches_the_rest_api(slurm: SlurmVi
 
 def test_slurm_token_refuses_a_lifetime_beyond_the_clusters_longest_and_leaks_no_key(
         slurm: SlurmView, tmp_path: Path, operator: Operator):
-    proc, result = module(slurm, tmp_path, "slurm_token", {"user": REST_USER, "lifetime": 86401})
+    proc, result = module(slurm, tmp_path, "slurm_token", {"user": REST_USER, "lifetime": TOKEN_MAX_LIFETIME + 1})
     assert proc.returncode != 0 and result is None
-    assert "lifetime: at most spec.rest.tokenMaxLifetimeSeconds (86400)" in proc.stdout, proc.stdout[-2000:]
+    assert "lifetime: at most spec.rest.tokenMaxLifetimeSeconds (%d)" % TOKEN_MAX_LIFETIME in proc.stdout, \
+        proc.stdout[-2000:]
     created = [e for e in slurm.kube.get_json("events", "--field-selector", "reason=JwtKeysCreated")["items"]
                if e["involvedObject"]["name"] == CLUSTER]
     assert len(created) == 1, created
     configmaps = slurm.kube.kubectl("-n", slurm.kube.namespace, "get", "configmap", "-o", "yaml").stdout
     assert "PRIVATE KEY" not in configmaps and "PRIVATE KEY" not in operator.logs(tail=5000)
+
+
+def started(kube: Cluster, component: str) -> dict:
+    """Each pod of a component of the cluster: its uid, its container's start and restarts."""
+    pods = kube.get_json("pods", "-l", "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER, C.LABEL_COMPONENT, component))
+    return {pod["metadata"]["name"]: (pod["metadata"]["uid"], [
+        (c["state"].get("running", {}).get("startedAt"), c["restartCount"])
+        for c in pod["status"]["containerStatuses"]]) for pod in pods["items"]}
+
+
+def jwks_in_controller(slurm: SlurmView) -> list:
+    out = slurm.kube.exec("%s-controller-0" % CLUSTER, "cat", C.JWT_KEYS_MOUNT_DIR + "/" + C.JWKS_SECRET_KEY).stdout
+    return sorted(key["kid"] for key in json.loads(out)["keys"])
+
+
+def test_a_key_rotation_keeps_old_tokens_until_they_retire_and_restarts_neither_slurmctld_nor_slurmrestd(
+        slurm: SlurmView, tmp_path: Path, rest_clients: dict, portal: str):
+    kube, client = slurm.kube, rest_clients[portal]
+    before = {component: started(kube, component) for component in (C.COMPONENT_CONTROLLER, C.COMPONENT_REST)}
+    slurmdbd_before = started(kube, C.COMPONENT_SLURMDBD)
+    old = issue_token(slurm, tmp_path, REST_USER, lifetime=TOKEN_MAX_LIFETIME)
+    proc, rotation = module(slurm, tmp_path, "rest_keys", {"rotate": True, "wait_timeout": 90})
+    assert proc.returncode == 0 and rotation["changed"] and rotation["in_effect"], proc.stdout[-3000:]
+    assert rotation["signing"] != old["key_id"] and list(rotation["retiring"]) == [old["key_id"]]
+    new = issue_token(slurm, tmp_path, REST_USER, lifetime=TOKEN_MAX_LIFETIME)
+    assert new["key_id"] == rotation["signing"]
+    for label, token in (("old", old["token"]), ("new", new["token"])):
+        for path in (API + "/jobs", DB_API + "/jobs"):  # slurmctld's check, and slurmdbd's
+            status, body = rest_call(kube, portal, client, "GET", path, token)
+            assert status == 200 and not body.get("errors"), (label, path, status, body)
+    after = {component: started(kube, component) for component in (C.COMPONENT_CONTROLLER, C.COMPONENT_REST)}
+    assert after == before
+    assert started(kube, C.COMPONENT_SLURMDBD) == slurmdbd_before
+    proc, refused = module(slurm, tmp_path, "rest_keys", {"rotate": True})
+    assert refused is None and "rotate: key %s retires at" % old["key_id"] in proc.stdout, proc.stdout[-2000:]
+    # The old key leaves once its tokens have expired; slurmdbd, which reads keys only at start, is
+    # replaced then, and takes the new key's tokens after it.
+    wait_for(lambda: old["key_id"] not in jwks_in_controller(slurm), TOKEN_MAX_LIFETIME + 60, 5)
+    wait_for(lambda: started(kube, C.COMPONENT_SLURMDBD) != slurmdbd_before, 120, 3)
+    slurmdbd = "%s-slurmdbd-0" % CLUSTER
+    wait_for(lambda: pod_ready(kube, slurmdbd), 180, 2)
+    newer = issue_token(slurm, tmp_path, REST_USER, lifetime=TOKEN_MAX_LIFETIME)["token"]
+    status, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(
+        rest_call(kube, portal, client, "GET", DB_API + "/jobs", newer)), 60, 3)
+    assert not body.get("errors"), body
+    assert {component: started(kube, component) for component in (C.COMPONENT_CONTROLLER, C.COMPONENT_REST)} == before
 
 
 # Last: it deletes the cluster every test above shares.

@@ -168,6 +168,12 @@ def cluster_status_schema() -> Dict[str, Any]:
                    "canaryFailure": {"type": "object", "properties": {
                        "images": {"type": "object", "additionalProperties": {"type": "string"}},
                        "message": {"type": "string"}}}}},
+        restKeys={"type": "object", "description": "The REST API's keys by id: the one that signs tokens, the "
+                  "next (published, signing after the next rotation), those retiring with when they leave; "
+                  "the digest of the key set slurmctld checks tokens with.",
+                  "properties": {"signing": {"type": "string"}, "next": {"type": "string"},
+                                 "retiring": {"type": "object", "additionalProperties": {"type": "string"}},
+                                 "inEffect": {"type": "string"}}},
         jobsNotRequeued={"type": "array", "description": "Jobs sent with --no-requeue that hold a leaving node past "
                          "its drain timeout: they run on, and the node leaves when they end.",
                          "items": {"type": "object", "properties": {"jobId": {"type": "integer"},

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import loaded_at_start
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import with_images
@@ -23,7 +24,8 @@ def render_objects(p: Pass) -> None:
     replicas = {name: scaling.plan.replicas for name, scaling in p.scaling.items()}
     staged = p.slurm_state.render
     cluster = with_images(p.cluster, staged) if staged else p.cluster
-    p.rendered = render_cluster(cluster, p.nodesets, p.placement, replicas)
+    key_ids = loaded_at_start(p.rest_keys) if p.rest_keys is not None else ()
+    p.rendered = render_cluster(cluster, p.nodesets, p.placement, replicas, key_ids)
 
 
 def apply_objects(p: Pass) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import KeySet
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
@@ -93,6 +94,10 @@ class Pass:
     # Whether slurmctld's topology holds every node; None for a cluster without a topology.
     topology_ready: Optional[bool] = None
     not_requeued: List[JobNotRequeued] = field(default_factory=list)
+    # The REST API's key set as the Secret holds it after this pass (rest_keys.py); None without one.
+    rest_keys: Optional[KeySet] = None
+    # The digest of the key set slurmctld checks tokens with (status.restKeys.inEffect).
+    rest_keys_in_effect: str = ""
 
     @property
     def previous_status(self) -> Mapping[str, Any]:

@@ -4,8 +4,8 @@
 
 A pass is named steps over one Pass (pass_state.py), in this order:
     read       the spec and node sets (read.py): an invalid spec ends the pass here
-    apply      the cluster's secrets once (secrets.py), the munge key rolled to the Secret's
-               (munge_key.py)
+    apply      the cluster's secrets once (secrets.py), the REST API's key set completed and
+               pruned (rest_keys.py), the munge key rolled to the Secret's (munge_key.py)
     read       Slurm's nodes through the controller, the workers' switches (read.py)
     plan       each worker StatefulSet's replicas and scale-down steps (scale.py)
     check      a new controller image against its pre-flight Job (upgrade.py): while it waits or
@@ -36,6 +36,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.read import read_placement, read_slurm, read_spec
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconfigure import reconfigure_if_needed
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import report
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.rest_keys import keep_rest_keys
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.scale import plan_scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.secrets import ensure_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
@@ -44,6 +45,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade im
 # The steps after the read of the spec, in order.
 STEPS: Tuple[Callable[[Pass], None], ...] = (
     ensure_secrets,
+    keep_rest_keys,
     roll_munge_key,
     read_slurm,
     read_placement,

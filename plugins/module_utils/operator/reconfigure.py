@@ -7,10 +7,11 @@ dynamic nodes in only on reconfigure. The digest of what is in effect is the sta
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Dict, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import jwks_text, key_set_digest
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import has_topology
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
@@ -28,15 +29,24 @@ def config_digest(cluster: SlurmCluster, files: Mapping[str, str], slurm_nodes: 
     return content_hash(parts)
 
 
+def effective_files(p: Pass) -> Dict[str, str]:
+    """What slurmctld reads on reconfigure: the rendered files (by name in /etc/slurm) and, with the
+    REST API, the key set (by its path), which reaches the pod from its Secret as they do."""
+    files = dict(p.rendered.config_files)
+    if p.rest_keys is not None:
+        files[JWKS_PATH] = jwks_text(p.rest_keys)
+    return files
+
+
 def controller_has_config(cluster: SlurmCluster, slurm: SlurmControl, files: Mapping[str, str]) -> bool:
-    """The controller pod's /etc/slurm holds exactly the files we render, and the REST API's key
-    set they name: a slurmctld told to load a key file it lacks stops (the pod that mounts it
-    starts with the new configuration anyway)."""
-    paths = ["%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
+    """The controller pod holds exactly these files (effective_files), and the REST API's key set
+    its configuration names: a slurmctld told to load a key file it lacks stops (the pod that
+    mounts it starts with the new configuration anyway)."""
+    paths = [name if name.startswith("/") else "%s/%s" % (C.SLURM_CONFIG_DIR, name) for name in sorted(files)]
     code, out = slurm.run(["cat", *paths])[:2]
     if code != 0 or out != "".join(files[name] for name in sorted(files)):
         return False
-    return not cluster.spec.rest.enabled or slurm.run(["test", "-r", JWKS_PATH])[0] == 0
+    return not cluster.spec.rest.enabled or JWKS_PATH in files or slurm.run(["test", "-r", JWKS_PATH])[0] == 0
 
 
 def reconfigure_if_needed(p: Pass) -> None:
@@ -50,19 +60,21 @@ def reconfigure_if_needed(p: Pass) -> None:
 def put_config_in_effect(p: Pass) -> None:
     """The reconfigure itself; p.config_hash: what is in effect after it."""
     p.config_hash = p.previous_status.get("configHash", "")
+    p.rest_keys_in_effect = (p.previous_status.get("restKeys") or {}).get("inEffect", "")
     slurm, slurm_nodes = p.slurm, p.slurm_nodes
     if slurm is None or slurm_nodes is None:
         return
-    files = p.rendered.config_files
+    files = effective_files(p)
     wanted = config_digest(p.cluster, files, slurm_nodes)
-    if p.config_hash == wanted:
-        return
-    refresh_config_volumes(p.kube, p.cluster, files)
-    if not controller_has_config(p.cluster, slurm, files):
-        return
-    slurm.reconfigure()
-    p.events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))
-    p.config_hash = wanted
+    if p.config_hash != wanted:
+        refresh_config_volumes(p.kube, p.cluster, files)
+        if not controller_has_config(p.cluster, slurm, files):
+            return
+        slurm.reconfigure()
+        p.events.append(Event("Normal", "Reconfigured", "scontrol reconfigure: new Slurm configuration in effect"))
+        p.config_hash = wanted
+    if JWKS_PATH in files:
+        p.rest_keys_in_effect = key_set_digest(files[JWKS_PATH])
 
 
 def topology_in_effect(p: Pass) -> Optional[bool]:
@@ -72,4 +84,4 @@ def topology_in_effect(p: Pass) -> Optional[bool]:
         return None
     if p.slurm_nodes is None:
         return False
-    return p.config_hash == config_digest(p.cluster, p.rendered.config_files, p.slurm_nodes)
+    return p.config_hash == config_digest(p.cluster, effective_files(p), p.slurm_nodes)

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import key_set_summary
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     job_complete,
     statefulset_counts,
@@ -128,6 +129,9 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         "mungeKey": key.in_use,
         "jobsNotRequeued": [{"jobId": held.job_id, "node": held.node} for held in not_requeued],
     }
+    if p.rest_keys is not None:
+        # Key ids and times only, never a key.
+        status["restKeys"] = dict(key_set_summary(p.rest_keys), inEffect=p.rest_keys_in_effect)
     return status, per_nodeset
 
 

@@ -22,6 +22,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
     KubeError,
     error_cause,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Rest
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_sacctmgr
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import Outcome, Sacctmgr, SacctmgrError
 
@@ -34,6 +36,18 @@ def cluster_resource(name: str, namespace: str, spec: Mapping[str, Any]) -> Dict
     """The SlurmCluster object."""
     return {"apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER,
             "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
+
+
+def cluster_rest(kube: Kube, cluster: str, namespace: str) -> Rest:
+    """spec.rest of the SlurmCluster, which must have the REST API on."""
+    obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace)
+    if obj is None:
+        raise ClusterError("cluster: no SlurmCluster %s in namespace %s" % (cluster, namespace))
+    rest = parse_cluster(obj).spec.rest
+    if not rest.enabled:
+        raise ClusterError("cluster: SlurmCluster %s/%s has no REST API (spec.rest.enabled is false)"
+                           % (namespace, cluster))
+    return rest
 
 
 # The accounting modules' target (twin of doc fragment slurmkube.core.slurm_accounting).

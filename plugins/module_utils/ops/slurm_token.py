@@ -13,8 +13,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import key_set_from_text, sign_token
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Rest
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_rest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
 
 # A user name as the name services give it (Slurm looks the token's user up by name): local
@@ -35,22 +34,10 @@ def check_request(user: str, lifetime: int) -> None:
         raise TokenError("lifetime: must be at least 1 second, got %d" % lifetime)
 
 
-def rest_spec(kube: Kube, cluster: str, namespace: str) -> Rest:
-    """spec.rest of the SlurmCluster, which must have the REST API on."""
-    obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace)
-    if obj is None:
-        raise TokenError("cluster: no SlurmCluster %s in namespace %s" % (cluster, namespace))
-    rest = parse_cluster(obj).spec.rest
-    if not rest.enabled:
-        raise TokenError("cluster: SlurmCluster %s/%s has no REST API (spec.rest.enabled is false)"
-                         % (namespace, cluster))
-    return rest
-
-
 def issue_token(kube: Kube, cluster: str, namespace: str, user: str, lifetime: int, now: int) -> Dict[str, Any]:
     """The module's result: the token, when it expires, and the key that signed it."""
     check_request(user, lifetime)
-    rest = rest_spec(kube, cluster, namespace)
+    rest = cluster_rest(kube, cluster, namespace)
     if lifetime > rest.token_max_lifetime_seconds:
         raise TokenError("lifetime: at most spec.rest.tokenMaxLifetimeSeconds (%d) on SlurmCluster %s/%s, got %d"
                          % (rest.token_max_lifetime_seconds, namespace, cluster, lifetime))

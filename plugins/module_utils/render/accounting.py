@@ -10,7 +10,7 @@ The database schema belongs to slurmdbd (it creates and upgrades it); nothing he
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -131,8 +131,10 @@ def _statefulset(cluster: SlurmCluster, name: str, component: str, pod_spec: Dic
             "metadata": common.metadata(cluster, name, component), "spec": spec}
 
 
-def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manifest]:
-    """slurmdbd: munged, the cluster's users (the jail's /etc, read-only), slurmdbd.conf."""
+def render_slurmdbd_statefulset(cluster: SlurmCluster, jwt_key_ids: Sequence[str] = ()) -> Optional[common.Manifest]:
+    """slurmdbd: munged, the cluster's users (the jail's /etc, read-only), slurmdbd.conf. It reads
+    both, and the REST API's key set, only at start: it is replaced when slurmdbd.conf changes or
+    the keys it must hold do (`jwt_key_ids`: jwt.loaded_at_start)."""
     if not runs_slurmdbd(cluster):
         return None
     accounting = cluster.spec.accounting
@@ -161,8 +163,7 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     ]
     with_jwks(cluster, container["volumeMounts"], volumes)
     pod_spec = {"containers": [container], "volumes": volumes}
-    # slurmdbd reads its config only at start.
-    annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster)])}
+    annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster), *jwt_key_ids])}
     return _statefulset(cluster, names.slurmdbd(cluster.name), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])
 
 
@@ -206,13 +207,14 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
     return _statefulset(cluster, names.database(cluster.name), C.COMPONENT_DATABASE, pod_spec, {}, [claim])
 
 
-def render_accounting(cluster: SlurmCluster) -> List[common.Manifest]:
-    """The accounting objects this cluster deploys, in apply order."""
+def render_accounting(cluster: SlurmCluster, jwt_key_ids: Sequence[str] = ()) -> List[common.Manifest]:
+    """The accounting objects this cluster deploys, in apply order (`jwt_key_ids`: see
+    render_slurmdbd_statefulset)."""
     maybe = [
         render_database_service(cluster),
         render_database_statefulset(cluster),
         render_slurmdbd_config_map(cluster),
         render_slurmdbd_service(cluster),
-        render_slurmdbd_statefulset(cluster),
+        render_slurmdbd_statefulset(cluster, jwt_key_ids),
     ]
     return [m for m in maybe if m is not None]

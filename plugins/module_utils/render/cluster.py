@@ -37,12 +37,14 @@ class RenderedCluster(NamedTuple):
 
 def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
                    placement: Optional[Mapping[str, str]] = None,
-                   replicas: Optional[Mapping[str, int]] = None) -> RenderedCluster:
+                   replicas: Optional[Mapping[str, int]] = None,
+                   jwt_key_ids: Sequence[str] = ()) -> RenderedCluster:
     """All manifests of a cluster and its node sets (the munge, host-key and database Secrets
     excluded: they hold generated secrets, made by the munge_key module and the operator).
     `placement`, each worker's switch label value, feeds topology.conf (spec.slurm.switchLabel);
     `replicas`, by node set name, the pods each worker StatefulSet keeps (the operator's scale
-    plan: a node leaves only once Slurm let it go); a node set not named gets its spec's count.
+    plan: a node leaves only once Slurm let it go); a node set not named gets its spec's count;
+    `jwt_key_ids`, the REST API's keys slurmdbd must have loaded (jwt.loaded_at_start).
     The Slurm settings are merged once, and the restart hashes are taken from that result."""
     check_references(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
@@ -56,7 +58,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         login.render_sshd_config_map(cluster),
         jail.render_jail_claim(cluster),
         jail.render_jail_populate_job(cluster),
-        *accounting.render_accounting(cluster),
+        *accounting.render_accounting(cluster, jwt_key_ids),
         controller.render_controller_service(cluster),
         controller.render_controller_statefulset(cluster, controller_hash),
     ]

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import KeySet, key_set_from_text, new_key_set, rotated
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconfigure import controller_has_config
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import condition, phase_of, ready_condition
+from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import JWKS_PATH
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import render_jwt_keys_secret
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 
 
@@ -188,3 +193,63 @@ def test_no_rest_ready_condition_without_the_rest_api(world):
 
 def condition_of(status, kind):
     return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def keys_in(kube):
+    secret = kube.objects[("Secret", "research", "cpu-jwt-keys")]
+    return key_set_from_text(base64.b64decode(secret["data"][C.JWT_SIGNING_SECRET_KEY]).decode())
+
+
+def slurmdbd_hash(kube):
+    sts = kube.objects[("StatefulSet", "research", "cpu-slurmdbd")]
+    return sts["spec"]["template"]["metadata"]["annotations"][C.ANNOTATION_CONFIG_HASH]
+
+
+def at(epoch):
+    return lambda: datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)
+
+
+def test_a_rotated_key_leaves_the_set_when_its_tokens_have_expired_and_only_then_slurmdbd_is_replaced(world):
+    kube, cluster = world
+    cluster["spec"]["rest"] = {"enabled": True, "tokenMaxLifetimeSeconds": 600}
+    cluster["spec"]["accounting"] = {"enabled": True}
+    R.Reconciler(kube, clock=at(1000)).reconcile(cluster)
+    first, loaded = keys_in(kube), slurmdbd_hash(kube)
+    # What the rest_keys module writes.
+    kube.apply(owned_by(render_jwt_keys_secret(parse_cluster(cluster), rotated(first, 1000, 600)), cluster))
+    outcome = R.Reconciler(kube, clock=at(1599)).reconcile(cluster)
+    assert keys_in(kube).signing == first.next and first.signing in keys_in(kube).private
+    assert outcome.status["restKeys"]["retiring"] == {first.signing: "1970-01-01T00:26:40Z"}
+    assert slurmdbd_hash(kube) == loaded  # it loaded the new signing key as the next one
+    outcome = R.Reconciler(kube, clock=at(1600)).reconcile(cluster)
+    assert first.signing not in keys_in(kube).private and outcome.status["restKeys"]["retiring"] == {}
+    assert [e for e in outcome.events if e.reason == "JwtKeyRetired" and first.signing in e.message]
+    assert slurmdbd_hash(kube) != loaded  # now it must load the new next key
+    assert "PRIVATE" not in str(outcome.status)
+
+
+def test_a_key_set_without_a_next_key_gets_one_published(world):
+    kube, cluster = world
+    cluster["spec"]["rest"] = {"enabled": True}
+    fresh = new_key_set()
+    only = KeySet(fresh.signing, {fresh.signing: fresh.private[fresh.signing]})
+    kube.apply(owned_by(render_jwt_keys_secret(parse_cluster(cluster), only), cluster))
+    outcome = R.Reconciler(kube).reconcile(cluster)
+    completed = keys_in(kube)
+    assert completed.signing == fresh.signing and completed.next and completed.next != fresh.signing
+    assert [e for e in outcome.events if e.reason == "JwtKeyPublished"]
+
+
+def test_the_key_set_is_read_on_reconfigure_with_the_files_and_counts_in_effect_once_the_pod_holds_it():
+    cluster_model = parse_cluster({"metadata": {"name": "c1", "namespace": "hpc"}, "spec": {"rest": {"enabled": True}}})
+    files = {"slurm.conf": "AuthAltTypes=auth/jwt\n", JWKS_PATH: '{"keys": []}'}
+    mounted = {"/etc/slurm/slurm.conf": files["slurm.conf"], JWKS_PATH: '{"keys": ["old"]}'}
+
+    def run(argv):
+        assert argv[0] == "cat"
+        return 0, "".join(mounted[path] for path in argv[1:]), ""
+
+    slurm = SlurmControl(run)
+    assert not controller_has_config(cluster_model, slurm, files)
+    mounted[JWKS_PATH] = files[JWKS_PATH]
+    assert controller_has_config(cluster_model, slurm, files)

@@ -10,6 +10,7 @@ import pytest
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import new_key_set
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_token import TokenError, issue_token
@@ -53,13 +54,13 @@ def test_a_token_for_the_user_signed_by_the_signing_key_and_nothing_written():
 def test_bad_options_are_refused_naming_the_option(kwargs, message):
     kube, _keys = world()
     args = dict({"cluster": "demo", "user": "alice", "lifetime": 60}, **kwargs)
-    with pytest.raises(TokenError, match=message):
+    with pytest.raises(SlurmkubeError, match=message):
         issue_token(kube, args["cluster"], "hpc", args["user"], args["lifetime"], NOW)
 
 
 def test_a_cluster_without_the_rest_api_or_its_keys_gets_no_token():
     kube, _keys = world(rest={"enabled": False}, secret=False)
-    with pytest.raises(TokenError, match=r"spec.rest.enabled is false"):
+    with pytest.raises(SlurmkubeError, match=r"spec.rest.enabled is false"):
         issue_token(kube, "demo", "hpc", "alice", 60, NOW)
     kube, _keys = world(secret=False)
     with pytest.raises(TokenError, match=r"Secret hpc/demo-jwt-keys does not exist yet"):

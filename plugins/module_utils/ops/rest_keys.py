@@ -1,0 +1,102 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the rest_keys module does: show the REST API's key set, or rotate it (jwt.rotated) in its
+Secret and wait until slurmctld checks tokens with the new set (the operator reconfigures it;
+status.restKeys.inEffect). No key is ever returned."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Dict, Mapping, NamedTuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import (
+    KeySet,
+    jwks_text,
+    key_set_digest,
+    key_set_from_text,
+    key_set_summary,
+    rotated,
+    signing_text,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_rest
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
+
+
+class RestKeysError(SlurmkubeError):
+    """The key set cannot be read or rotated now; the message names the option or object at fault."""
+
+
+class Keys(NamedTuple):
+    """The key set as its Secret holds it, and the digest of its public half."""
+
+    keys: KeySet
+    digest: str
+
+
+def read_keys(kube: Kube, cluster: str, namespace: str) -> Keys:
+    secret_name = names.jwt_keys_secret(cluster)
+    secret: Mapping[str, Any] = kube.get("v1", "Secret", secret_name, namespace) or {}
+    if not secret:
+        raise RestKeysError("cluster: Secret %s/%s does not exist yet (the operator makes it once spec.rest is "
+                            "on)" % (namespace, secret_name))
+    keys = key_set_from_text(secret_value(secret, C.JWT_SIGNING_SECRET_KEY).decode("ascii"))
+    return Keys(keys, key_set_digest(secret_value(secret, C.JWKS_SECRET_KEY).decode("ascii")))
+
+
+def in_effect(kube: Kube, cluster: str, namespace: str) -> str:
+    """The digest of the key set slurmctld checks tokens with, as the operator reports it."""
+    obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace) or {}
+    return ((obj.get("status") or {}).get("restKeys") or {}).get("inEffect", "")
+
+
+def check_rotation(current: Keys, effective: str) -> None:
+    """A rotation needs the last one carried out: the set in effect on slurmctld, and no key
+    retiring (slurmdbd loads the new next key when the retiring one leaves; until then a second
+    rotation would sign with a key slurmdbd does not hold)."""
+    if effective != current.digest:
+        raise RestKeysError("rotate: the key set in the Secret is not in effect on slurmctld yet (the operator "
+                            "reconfigures it within a pass); try again once status.restKeys.inEffect is %s"
+                            % current.digest)
+    if current.keys.retire:
+        kid, when = sorted(key_set_summary(current.keys)["retiring"].items())[0]
+        raise RestKeysError("rotate: key %s retires at %s, when the tokens it signed have expired; rotate again "
+                            "after that" % (kid, when))
+
+
+def rotate(kube: Kube, cluster: str, namespace: str, now: int, check_mode: bool) -> Dict[str, Any]:
+    """Rotate the key set in its Secret; the result without waiting."""
+    rest = cluster_rest(kube, cluster, namespace)
+    current = read_keys(kube, cluster, namespace)
+    check_rotation(current, in_effect(kube, cluster, namespace))
+    after = rotated(current.keys, now, rest.token_max_lifetime_seconds)
+    if not check_mode:
+        texts = {C.JWKS_SECRET_KEY: jwks_text(after), C.JWT_SIGNING_SECRET_KEY: signing_text(after)}
+        kube.merge_patch("v1", "Secret", names.jwt_keys_secret(cluster), namespace, {"data": {
+            key: base64.b64encode(text.encode("ascii")).decode("ascii") for key, text in texts.items()}})
+    return dict(key_set_summary(after), changed=True, in_effect=False)
+
+
+def show(kube: Kube, cluster: str, namespace: str) -> Dict[str, Any]:
+    """The key set as it is, and whether slurmctld checks tokens with it."""
+    cluster_rest(kube, cluster, namespace)
+    current = read_keys(kube, cluster, namespace)
+    return dict(key_set_summary(current.keys), changed=False,
+                in_effect=in_effect(kube, cluster, namespace) == current.digest)
+
+
+def wait_in_effect(kube: Kube, cluster: str, namespace: str, timeout: int, timer: Timer = REAL_TIME) -> bool:
+    """Wait until slurmctld checks tokens with the Secret's key set."""
+    def probe() -> Poll:
+        digest = read_keys(kube, cluster, namespace).digest
+        return Poll(in_effect(kube, cluster, namespace) == digest, digest)
+
+    last = wait_until(probe, timeout, timer)
+    if not last.done:
+        raise RestKeysError("SlurmCluster %s/%s does not check tokens with key set %s after %ds (status.restKeys)"
+                            % (namespace, cluster, last.seen, timeout))
+    return True
