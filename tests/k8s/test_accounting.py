@@ -573,8 +573,12 @@ def test_a_key_rotation_keeps_old_tokens_until_they_retire_and_restarts_neither_
     slurmdbd = "%s-slurmdbd-0" % CLUSTER
     wait_for(lambda: pod_ready(kube, slurmdbd), 180, 2)
     newer = issue_token(slurm, tmp_path, REST_USER, lifetime=TOKEN_MAX_LIFETIME)["token"]
-    status, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(
-        rest_call(kube, portal, client, "GET", DB_API + "/jobs", newer)), 60, 3)
+
+    def slurmdbd_answers() -> Optional[dict]:
+        status, body = rest_call(kube, portal, client, "GET", DB_API + "/jobs", newer)
+        return body if status == 200 else None
+
+    body = wait_for(slurmdbd_answers, 60, 3)
     assert not body.get("errors"), body
     assert {component: started(kube, component) for component in (C.COMPONENT_CONTROLLER, C.COMPONENT_REST)} == before
 
