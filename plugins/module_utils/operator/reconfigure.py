@@ -60,7 +60,6 @@ def reconfigure_if_needed(p: Pass) -> None:
 def put_config_in_effect(p: Pass) -> None:
     """The reconfigure itself; p.config_hash: what is in effect after it."""
     p.config_hash = p.previous_status.get("configHash", "")
-    p.rest_keys_in_effect = (p.previous_status.get("restKeys") or {}).get("inEffect", "")
     slurm, slurm_nodes = p.slurm, p.slurm_nodes
     if slurm is None or slurm_nodes is None:
         return

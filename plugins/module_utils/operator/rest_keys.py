@@ -31,6 +31,8 @@ def keep_rest_keys(p: Pass) -> None:
     cluster = p.cluster
     if not cluster.spec.rest.enabled:
         return
+    # Until reconfigure.py puts another in effect (a pass that ends early keeps what was).
+    p.rest_keys_in_effect = (p.previous_status.get("restKeys") or {}).get("inEffect", "")
     name = names.jwt_keys_secret(cluster.name)
     secret = p.kube.get("v1", "Secret", name, cluster.namespace)
     if secret is None:

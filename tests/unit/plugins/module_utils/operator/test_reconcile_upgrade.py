@@ -480,3 +480,13 @@ def test_going_back_to_the_worker_image_in_effect_ends_the_canary(canary):
     outcome = next_pass(canary.kube, canary.cluster, worker=canary.old_worker, login=canary.old_login)[0]
     assert outcome.events == [] and "rollout" not in outcome.status["slurm"]
     assert worker_image(canary.kube) == canary.old_worker
+
+
+def test_a_pass_held_by_a_preflight_keeps_the_rest_keys_in_effect_as_they_were(world):
+    """The pass ends before the reconfigure step: what slurmctld checks tokens with is unchanged."""
+    kube, cluster = world
+    cluster = dict(cluster, spec=dict(cluster["spec"], rest={"enabled": True}))
+    first, cluster = next_pass(kube, cluster)
+    cluster = dict(cluster, status=dict(first.status, restKeys=dict(first.status["restKeys"], inEffect="sha256:seen")))
+    held = next_pass(kube, cluster, controller=NEW_IMAGE)[0]
+    assert held.status["slurm"]["preflight"] and held.status["restKeys"]["inEffect"] == "sha256:seen"
