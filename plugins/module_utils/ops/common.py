@@ -14,7 +14,9 @@ from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import KeySet, key_set_from_text
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
     HAS_KUBERNETES,
     KUBERNETES_IMPORT_ERROR,
@@ -24,6 +26,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Rest
+from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_sacctmgr
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import Outcome, Sacctmgr, SacctmgrError
 
@@ -48,6 +51,16 @@ def cluster_rest(kube: Kube, cluster: str, namespace: str) -> Rest:
         raise ClusterError("cluster: SlurmCluster %s/%s has no REST API (spec.rest.enabled is false)"
                            % (namespace, cluster))
     return rest
+
+
+def cluster_key_set(kube: Kube, cluster: str, namespace: str) -> KeySet:
+    """The REST API's key set, as the cluster's JWT key Secret holds it."""
+    secret_name = names.jwt_keys_secret(cluster)
+    secret = kube.get("v1", "Secret", secret_name, namespace)
+    if not secret:
+        raise ClusterError("cluster: Secret %s/%s does not exist yet (the operator makes it once spec.rest is "
+                           "on)" % (namespace, secret_name))
+    return key_set_from_text(secret_value(secret, C.JWT_SIGNING_SECRET_KEY).decode("ascii"))
 
 
 # The accounting modules' target (twin of doc fragment slurmkube.core.slurm_accounting).

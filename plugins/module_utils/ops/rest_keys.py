@@ -7,7 +7,7 @@ status.restKeys.inEffect). No key is ever returned."""
 from __future__ import annotations
 
 import base64
-from typing import Any, Dict, Mapping, NamedTuple
+from typing import Any, Dict, NamedTuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -16,15 +16,13 @@ from ansible_collections.slurmkube.core.plugins.module_utils.jwt import (
     KeySet,
     jwks_text,
     key_set_digest,
-    key_set_from_text,
     key_set_summary,
     rotated,
     signing_text,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_rest
-from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_key_set, cluster_rest
 
 
 class RestKeysError(SlurmkubeError):
@@ -39,13 +37,9 @@ class Keys(NamedTuple):
 
 
 def read_keys(kube: Kube, cluster: str, namespace: str) -> Keys:
-    secret_name = names.jwt_keys_secret(cluster)
-    secret: Mapping[str, Any] = kube.get("v1", "Secret", secret_name, namespace) or {}
-    if not secret:
-        raise RestKeysError("cluster: Secret %s/%s does not exist yet (the operator makes it once spec.rest is "
-                            "on)" % (namespace, secret_name))
-    keys = key_set_from_text(secret_value(secret, C.JWT_SIGNING_SECRET_KEY).decode("ascii"))
-    return Keys(keys, key_set_digest(secret_value(secret, C.JWKS_SECRET_KEY).decode("ascii")))
+    """The Secret's key set; its public half is jwks_text's, as the operator digests it too."""
+    keys = cluster_key_set(kube, cluster, namespace)
+    return Keys(keys, key_set_digest(jwks_text(keys)))
 
 
 def in_effect(kube: Kube, cluster: str, namespace: str) -> str:

@@ -6,15 +6,12 @@ signing key, read from its JWT key Secret. Nothing is written."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Mapping
+from typing import Any, Dict
 
-from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.jwt import key_set_from_text, sign_token
+from ansible_collections.slurmkube.core.plugins.module_utils.jwt import sign_token
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_rest
-from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_key_set, cluster_rest
 
 # A user name as the name services give it (Slurm looks the token's user up by name): local
 # accounts and directory ones (mixed case, '@' of a realm) alike; no space or control character.
@@ -41,10 +38,5 @@ def issue_token(kube: Kube, cluster: str, namespace: str, user: str, lifetime: i
     if lifetime > rest.token_max_lifetime_seconds:
         raise TokenError("lifetime: at most spec.rest.tokenMaxLifetimeSeconds (%d) on SlurmCluster %s/%s, got %d"
                          % (rest.token_max_lifetime_seconds, namespace, cluster, lifetime))
-    secret_name = names.jwt_keys_secret(cluster)
-    secret: Mapping[str, Any] = kube.get("v1", "Secret", secret_name, namespace) or {}
-    if not secret:
-        raise TokenError("cluster: Secret %s/%s does not exist yet (the operator makes it once spec.rest is "
-                         "on)" % (namespace, secret_name))
-    keys = key_set_from_text(secret_value(secret, C.JWT_SIGNING_SECRET_KEY).decode("ascii"))
+    keys = cluster_key_set(kube, cluster, namespace)
     return {"token": sign_token(keys, user, now, lifetime), "expires": now + lifetime, "key_id": keys.signing}

@@ -13,7 +13,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import new_key_set
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_token import TokenError, issue_token
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import ClusterError
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_token import issue_token
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import render_jwt_keys_secret
 
 NOW = 1_800_000_000
@@ -63,5 +64,5 @@ def test_a_cluster_without_the_rest_api_or_its_keys_gets_no_token():
     with pytest.raises(SlurmkubeError, match=r"spec.rest.enabled is false"):
         issue_token(kube, "demo", "hpc", "alice", 60, NOW)
     kube, _keys = world(secret=False)
-    with pytest.raises(TokenError, match=r"Secret hpc/demo-jwt-keys does not exist yet"):
+    with pytest.raises(ClusterError, match=r"Secret hpc/demo-jwt-keys does not exist yet"):
         issue_token(kube, "demo", "hpc", "alice", 60, NOW)
