@@ -59,6 +59,19 @@ def login_hosts_dns(cluster: SlurmCluster) -> Dict[str, Any]:
     return {"dnsConfig": {"searches": [domain]}}
 
 
+def one_up_budget(cluster: SlurmCluster, name: str, component: str, replicas: int) -> Optional[Manifest]:
+    """A PodDisruptionBudget that keeps one pod of a component up through node drains; None with
+    fewer than two pods (a budget would then block every drain)."""
+    if replicas < 2:
+        return None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(cluster, name, component),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": names.selector_labels(cluster.name, component)}},
+    }
+
+
 def pod_identity(cluster: SlurmCluster) -> Dict[str, Any]:
     """What every pod of the cluster runs as: the tokenless ServiceAccount, no service env vars."""
     return {

@@ -41,18 +41,8 @@ def render_worker_pdb(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifes
 
 
 def render_login_pdb(cluster: SlurmCluster) -> Optional[common.Manifest]:
-    """Keep one login pod up during node drains; None with fewer than two (a budget would block drains)."""
-    if cluster.spec.login.replicas < 2:
-        return None
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": common.metadata(cluster, names.login(cluster.name), C.COMPONENT_LOGIN),
-        "spec": {
-            "minAvailable": 1,
-            "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},
-        },
-    }
+    """Keep one login pod up during node drains."""
+    return common.one_up_budget(cluster, names.login(cluster.name), C.COMPONENT_LOGIN, cluster.spec.login.replicas)
 
 
 def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[dict]) -> common.Manifest:

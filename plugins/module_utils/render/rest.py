@@ -82,15 +82,8 @@ def render_rest_service(cluster: SlurmCluster) -> common.Manifest:
 
 
 def render_rest_pdb(cluster: SlurmCluster) -> Optional[common.Manifest]:
-    """Keep one slurmrestd up during node drains; None with one replica (a budget would block drains)."""
-    if cluster.spec.rest.replicas < 2:
-        return None
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": common.metadata(cluster, names.rest(cluster.name), C.COMPONENT_REST),
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": rest_selector(cluster)}},
-    }
+    """Keep one slurmrestd up during node drains."""
+    return common.one_up_budget(cluster, names.rest(cluster.name), C.COMPONENT_REST, cluster.spec.rest.replicas)
 
 
 def render_rest_policy(cluster: SlurmCluster) -> common.Manifest:
