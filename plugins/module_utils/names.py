@@ -68,18 +68,36 @@ def operator_labels() -> Dict[str, str]:
 
 
 def controller(cluster: str) -> str:
-    """slurmctld's StatefulSet and its Service."""
+    """slurmctld's StatefulSet and its Service (which reaches the controller that serves)."""
     return _of(cluster, C.COMPONENT_CONTROLLER)
 
 
-def controller_pod(cluster: str) -> str:
-    """slurmctld's pod: its hostname is the SlurmctldHost name."""
-    return pod(controller(cluster), 0)
+def controller_pod(cluster: str, ordinal: int = 0) -> str:
+    """A slurmctld pod; its hostname is its SlurmctldHost name (ordinal 0: the primary)."""
+    return pod(controller(cluster), ordinal)
 
 
 def controller_address(cluster: str, namespace: str) -> str:
-    """The controller Service's DNS name: the address that survives pod IP changes."""
+    """The controller Service's DNS name (SlurmctldAddr): whichever controller serves."""
     return service_domain(controller(cluster), namespace)
+
+
+def controller_hosts(cluster: str) -> str:
+    """The headless Service of the slurmctld pods (the StatefulSet's serviceName)."""
+    return _of(cluster, C.COMPONENT_CONTROLLER + "-hosts")
+
+
+def controller_host_address(cluster: str, namespace: str, ordinal: int) -> str:
+    """One slurmctld pod's own DNS name, served or not: its SlurmctldHost address, where the
+    controllers reach each other."""
+    return "%s.%s" % (controller_pod(cluster, ordinal), service_domain(controller_hosts(cluster), namespace))
+
+
+def controller_state_claim(cluster: str) -> str:
+    """The claim of StateSaveLocation, which every controller mounts. The name is the one the
+    StatefulSet's volume template gave it up to 0.3 (one controller), so a cluster made then
+    keeps its state where it is."""
+    return "state-%s" % controller_pod(cluster)
 
 
 # --------------------------------------------------------------------------- workers

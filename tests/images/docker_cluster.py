@@ -276,6 +276,8 @@ class Cluster:
             *self.common_args(self.controller_pod),
             "--network-alias",
             names.controller_address(self.model.name, self.model.namespace),
+            "--network-alias",
+            names.controller_host_address(self.model.name, self.model.namespace, 0),
             "-v",
             "%s:%s" % (self.root / "state", C.SLURMCTLD_STATE_DIR),
             "-v",

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 
@@ -23,6 +23,22 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
         return False
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def ready_since(pod: Mapping[str, Any]) -> str:
+    """When the pod last became Ready (RFC 3339, so it sorts as text); "" when never."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return str(cond.get("lastTransitionTime") or "")
+    return ""
+
+
+def last_ready_pod(pods: Sequence[Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
+    """Of the ready pods, the one that became Ready last; None when none is. Of two slurmctld pods
+    both Ready, that is the backup which took over: a pod of a Kubernetes node that stopped
+    keeps its Ready condition until the node is found gone (some 40 s)."""
+    ready = sorted((ready_since(pod), pod["metadata"]["name"], i) for i, pod in enumerate(pods) if pod_ready(pod))
+    return pods[ready[-1][2]] if ready else None
 
 
 def pod_running(pod: Mapping[str, Any]) -> bool:

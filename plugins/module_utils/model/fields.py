@@ -71,7 +71,11 @@ MANAGED_SLURM_KEYS = frozenset(
     for key in (
         "ClusterName",
         "SlurmctldHost",
+        "SlurmctldAddr",
         "ControlMachine",
+        "ControlAddr",
+        "BackupController",
+        "BackupAddr",
         "SlurmctldPort",
         "SlurmdPort",
         "AuthType",

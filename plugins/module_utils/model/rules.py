@@ -198,8 +198,8 @@ def _positive_resources(where: str, res: Resources) -> List[Tuple[str, str]]:
 def nodeset_names_taken() -> List[str]:
     """What follows '<cluster>-' in the names of the cluster's own StatefulSets, Services and
     disruption budgets: the kinds a node set's objects, '<cluster>-<node set>', are too."""
-    own = (names.controller, names.login, names.login_hosts, names.slurmdbd, names.database, names.exporter,
-           names.rest)
+    own = (names.controller, names.controller_hosts, names.login, names.login_hosts, names.slurmdbd,
+           names.database, names.exporter, names.rest)
     return sorted(derived("")[1:] for derived in own)
 
 

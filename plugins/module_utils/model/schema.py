@@ -147,7 +147,11 @@ def _status_schema(**extra: Dict[str, Any]) -> Dict[str, Any]:
 def cluster_status_schema() -> Dict[str, Any]:
     """status of a SlurmCluster, written by the operator."""
     return _status_schema(
-        controller=_counts_schema(),
+        controller={"type": "object", "description": "Controllers up (serving or standing by) of those wanted, "
+                    "the pod that serves and those standing by.",
+                    "properties": {"ready": {"type": "integer"}, "desired": {"type": "integer"},
+                                   "serving": {"type": "string"},
+                                   "standby": {"type": "array", "items": {"type": "string"}}}},
         login=_counts_schema(),
         nodes=_counts_schema(),
         configHash={"type": "string", "description": "Digest of the Slurm configuration in effect."},

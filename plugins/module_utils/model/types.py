@@ -113,17 +113,19 @@ class Spread:
     when_unsatisfiable: str = spec_field(
         "ScheduleAnyway: spread when possible, still run every pod when not (one Kubernetes node then runs "
         "several Slurm nodes). DoNotSchedule: a pod that would break the spread stays Pending.",
-        "ScheduleAnyway",
-        enum=("ScheduleAnyway", "DoNotSchedule"),
-    )
+        "ScheduleAnyway", enum=("ScheduleAnyway", "DoNotSchedule"))
 
 
 @dataclass(frozen=True)
 class Controller:
-    """slurmctld: one pod, state kept on a persistent volume."""
+    """slurmctld: a primary and backups that take over when it fails, sharing one state volume."""
 
+    replicas: int = spec_field("slurmctld pods: 1, or 2-3 for a primary and backups (SlurmctldHost in order) on "
+                               "different Kubernetes nodes; a backup takes over about SlurmctldTimeout seconds "
+                               "after the primary fails.", 1, minimum=1, maximum=3)
     resources: Resources = spec_field("Resources of the slurmctld pod.", factory=Resources)
-    state_volume: VolumeClaim = spec_field("Volume for StateSaveLocation.", factory=VolumeClaim)
+    state_volume: VolumeClaim = spec_field("Volume for StateSaveLocation, made ReadWriteMany (every controller "
+                                           "mounts it; the class must offer it, like the jail's).", factory=VolumeClaim)
     placement: Placement = spec_field("Where the controller runs.", factory=Placement)
 
 

@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The pass's render and apply: every object of the cluster rendered once (with the scale plan's
 replicas and the workers' placement), then applied where it differs from what is live. The
-cluster owns what it applies, but the jail claim: deleting a cluster never deletes users' data."""
+cluster owns what it applies, but the claims: deleting a cluster never deletes users' data or
+the controllers' state."""
 
 from __future__ import annotations
 
@@ -30,15 +31,25 @@ def render_objects(p: Pass) -> None:
 
 def apply_objects(p: Pass) -> None:
     """Apply every object that differs (a new populate Job only once the old one is gone)."""
-    desired = after_stale_populate_jobs(p, p.rendered.objects)
+    desired = without_made_state_claim(p, after_stale_populate_jobs(p, p.rendered.objects))
     owned = [obj if is_kept_on_delete(obj) else owned_by(obj, p.cluster_obj) for obj in desired]
     p.applied = ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
                  for a in apply_changed(p.kube, owned, seen=p.seen)]
 
 
 def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:
-    """The jail claim has no owner: deleting the cluster never deletes users' data."""
+    """The claims have no owner: deleting the cluster never deletes users' data or slurmctld's state."""
     return obj["kind"] == "PersistentVolumeClaim"
+
+
+def without_made_state_claim(p: Pass, desired: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The controllers' state claim is made once and left as it is: its access modes are fixed
+    then, and one made by slurmkube 0.3 (ReadWriteOnce, by the StatefulSet) keeps the state of a
+    cluster of that time where it is."""
+    claim = names.controller_state_claim(p.cluster.name)
+    if p.kube.get("v1", "PersistentVolumeClaim", claim, p.cluster.namespace) is None:
+        return list(desired)
+    return [obj for obj in desired if not (obj["kind"] == "PersistentVolumeClaim" and obj["metadata"]["name"] == claim)]
 
 
 def after_stale_populate_jobs(p: Pass, desired: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:

@@ -9,7 +9,7 @@ left here and adds its own part. Nothing else is handed from step to step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import KeySet
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
@@ -50,6 +50,24 @@ class SlurmState(NamedTuple):
     def pending(self) -> Optional[str]:
         """Why the new image may not replace the running one yet; None when nothing holds it."""
         return self.refusal or self.waiting
+
+
+class Controllers(NamedTuple):
+    """The controller pods as one pass found them (operator/controller.py). `serving`: the Ready
+    one ("" when none is); `standing_by`: running, not serving; `down`: wanted but not running
+    (absent, pending, being deleted); `outdated`: running a template older than the
+    StatefulSet's (None while the StatefulSet has not yet taken in its latest spec)."""
+
+    desired: int
+    serving: str
+    standing_by: Tuple[str, ...]
+    down: Tuple[str, ...]
+    outdated: Optional[Tuple[str, ...]]
+
+    def summary(self) -> Dict[str, Any]:
+        """status.controller: controllers up (serving or standing by) of those wanted, which serves."""
+        return {"ready": (1 if self.serving else 0) + len(self.standing_by), "desired": self.desired,
+                "serving": self.serving, "standby": list(self.standing_by)}
 
 
 class JobNotRequeued(NamedTuple):
@@ -98,6 +116,8 @@ class Pass:
     rest_keys: Optional[KeySet] = None
     # The digest of the key set slurmctld checks tokens with (status.restKeys.inEffect).
     rest_keys_in_effect: str = ""
+    # The controller pods as the pass read them (controller.py); None before that step.
+    controllers: Optional[Controllers] = None
 
     @property
     def previous_status(self) -> Mapping[str, Any]:

@@ -6,15 +6,16 @@ A pass is named steps over one Pass (pass_state.py), in this order:
     read       the spec and node sets (read.py): an invalid spec ends the pass here
     apply      the cluster's secrets once (secrets.py), the REST API's key set completed and
                pruned (rest_keys.py), the munge key rolled to the Secret's (munge_key.py)
-    read       Slurm's nodes through the controller, the workers' switches (read.py)
+    read       the controller pods: which serves (controller.py); Slurm's nodes through the
+               controller, the workers' switches (read.py)
     plan       each worker StatefulSet's replicas and scale-down steps (scale.py)
     check      a new controller image against its pre-flight Job (upgrade.py): while it waits or
                was refused, the pass ends here and applies nothing; once it passed, which images
                this stage of the rollout (Slurm's order) renders
     render     every object and config file, once (apply.py → render/cluster.py)
     apply      what differs (apply.py)
-    act        on Slurm's nodes (nodes.py), reconfigure once slurmctld reads the new files
-               (reconfigure.py)
+    act        replace an outdated controller pod (controller.py), on Slurm's nodes (nodes.py),
+               reconfigure once slurmctld reads the new files (reconfigure.py)
     report     the statuses (report.py)
 The operator runs a pass on every event and on a timer. It writes only what differs, so a
 no-op pass makes no API writes.
@@ -30,6 +31,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import Se
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.apply import apply_objects, render_objects
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.controller import (
+    read_controllers,
+    replace_outdated_controller,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_key import roll_munge_key
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import act_on_nodes, retire_removed_nodesets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
@@ -47,12 +52,14 @@ STEPS: Tuple[Callable[[Pass], None], ...] = (
     ensure_secrets,
     keep_rest_keys,
     roll_munge_key,
+    read_controllers,
     read_slurm,
     read_placement,
     plan_scaling,
     check_upgrade,
     render_objects,
     apply_objects,
+    replace_outdated_controller,
     act_on_nodes,
     retire_removed_nodesets,
     reconfigure_if_needed,

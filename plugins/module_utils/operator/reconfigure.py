@@ -74,6 +74,19 @@ def put_config_in_effect(p: Pass) -> None:
         p.config_hash = wanted
     if JWKS_PATH in files:
         p.rest_keys_in_effect = key_set_digest(files[JWKS_PATH])
+        before = (p.previous_status.get("restKeys") or {}).get("inEffect")
+        if before and before != p.rest_keys_in_effect:
+            replace_standbys(p)
+
+
+def replace_standbys(p: Pass) -> None:
+    """A standby slurmctld loads the REST API's keys only when it starts (a reconfigure reaches
+    only the serving one, and taking over does not load them again): replace each, so the one
+    that takes over checks tokens with the keys in effect."""
+    for pod in p.controllers.standing_by if p.controllers else ():
+        p.kube.delete("v1", "Pod", pod, p.cluster.namespace)
+        p.events.append(Event("Normal", "ControllerReplaced", "replacing %s, a standby controller, to load the "
+                              "REST API's new key set" % pod))
 
 
 def topology_in_effect(p: Pass) -> Optional[bool]:

@@ -19,6 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import (
+    Controllers,
     JobNotRequeued,
     Pass,
     SlurmState,
@@ -96,9 +97,7 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     nodes_message += "".join("; job %d on %s was sent with --no-requeue: its node leaves when it ends"
                              % held for held in not_requeued)
     conditions = [
-        condition("ControllerReady", statefulset_ready(controller) and slurm_nodes is not None,
-                  "Slurmctld", "slurmctld answers" if slurm_nodes is not None else "waiting for slurmctld",
-                  generation, previous, now),
+        controller_condition(p.controllers, slurm_nodes is not None, generation, previous, now),
         condition("JailReady", job_complete(job) or bool(cluster.spec.jail.existing_claim and job is None),
                   "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
         condition("LoginReady", statefulset_ready(login), "Sshd",
@@ -122,7 +121,7 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         "message": "; ".join(c["message"] for c in conditions[:-1] if c["status"] != "True"),
         "observedGeneration": generation,
         "conditions": conditions,
-        "controller": statefulset_counts(controller),
+        "controller": p.controllers.summary() if p.controllers else statefulset_counts(controller),
         "login": statefulset_counts(login),
         "nodes": {"ready": ready_nodes, "desired": desired_nodes},
         "nodesByState": nodes_by_state(list((slurm_nodes or {}).values())),
@@ -133,6 +132,25 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         # Key ids and times only, never a key.
         status["restKeys"] = dict(key_set_summary(p.rest_keys), inEffect=p.rest_keys_in_effect)
     return status, per_nodeset
+
+
+def controller_condition(controllers: Optional[Controllers], answers: bool, generation: int,
+                         previous: Sequence[Mapping[str, Any]], now: datetime.datetime) -> Dict[str, Any]:
+    """ControllerReady: a controller serves and answers, and every backup stands by; the message
+    names which serves and which are down."""
+    c = controllers or Controllers(0, "", (), (), None)
+    if not c.serving:
+        message = "no slurmctld serves"
+    elif not answers:
+        message = "slurmctld on %s does not answer" % c.serving
+    else:
+        message = "slurmctld serves on %s" % c.serving
+    if c.standing_by:
+        message += "; %s standing by" % ", ".join(c.standing_by)
+    if c.down:
+        message += "; %s not running" % ", ".join(c.down)
+    return condition("ControllerReady", bool(c.serving) and answers and not c.down, "Slurmctld", message,
+                     generation, previous, now)
 
 
 def rest_condition(p: Pass, generation: int, previous: Sequence[Mapping[str, Any]],

@@ -106,7 +106,7 @@ def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str,
         p.events.append(Event("Normal", "UpgradeStage", "slurmdbd serves from %s; slurmctld next"
                               % target["slurmdbd"]))
     if rollout["stage"] == STAGE_CONTROLLER and p.slurm_nodes is not None \
-            and serves(p, names.controller(p.cluster.name), target["controller"]):
+            and controllers_serve(p, target["controller"]):
         in_effect["controller"], version = target["controller"], rollout["version"]
         if in_effect.get("worker") == target["worker"]:
             p.events.append(Event("Normal", "Upgraded", "slurmctld runs Slurm %s from %s; login, jail and "
@@ -161,6 +161,16 @@ def serves(p: Pass, statefulset: str, image: str) -> bool:
     return statefulset_ready(sts) and bool(containers) and containers[0].get("image") == image
 
 
+def controllers_serve(p: Pass, image: str) -> bool:
+    """The controllers' template runs IMAGE, every controller pod was made from it and is up, and
+    one serves (a standby is never Ready: the StatefulSet's own counts cannot say this)."""
+    sts = p.kube.get("apps/v1", "StatefulSet", names.controller(p.cluster.name), p.cluster.namespace)
+    containers = ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    c = p.controllers
+    return bool(containers) and containers[0].get("image") == image and c is not None and bool(c.serving) \
+        and not c.down and c.outdated == ()
+
+
 def release_of(p: Pass, image: str) -> str:
     """The release slurmctld's pod reports once it answers and runs IMAGE; "" before (a pod of an
     earlier image, about to be replaced, would report another)."""
@@ -174,8 +184,9 @@ def release_of(p: Pass, image: str) -> str:
 
 
 def controller_image(p: Pass) -> str:
-    """The image slurmctld's pod runs; "" when there is no such pod."""
-    pod = p.kube.get("v1", "Pod", names.controller_pod(p.cluster.name), p.cluster.namespace) or {}
+    """The image the serving slurmctld pod runs; "" when none serves."""
+    serving = p.controllers.serving if p.controllers else ""
+    pod = (p.kube.get("v1", "Pod", serving, p.cluster.namespace) if serving else None) or {}
     containers = (pod.get("spec") or {}).get("containers") or [{}]
     return containers[0].get("image") or ""
 

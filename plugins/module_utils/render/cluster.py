@@ -59,7 +59,9 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         jail.render_jail_claim(cluster),
         jail.render_jail_populate_job(cluster),
         *accounting.render_accounting(cluster, jwt_key_ids),
+        controller.render_controller_state_claim(cluster),
         controller.render_controller_service(cluster),
+        controller.render_controller_hosts_service(cluster),
         controller.render_controller_statefulset(cluster, controller_hash),
     ]
     for ns in ordered:

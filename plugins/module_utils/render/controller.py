@@ -1,6 +1,15 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""slurmctld: a one-pod StatefulSet with its state on a volume, and the Service in front."""
+"""slurmctld: a StatefulSet of a primary and its backups (SlurmctldHost in ordinal order) on one
+shared state volume, the Service that reaches the one that serves, and the headless Service that
+names each pod.
+
+Only the controller that serves is Ready: Slurm's /readyz answers 2xx on the primary, or on the
+backup that took over, and 5xx on a standby. So the Service (SlurmctldAddr, where every client
+goes) follows the serving controller by itself, without the operator, which may be down with the
+node that failed. The StatefulSet therefore cannot roll its pods (it waits for each to be Ready):
+its update strategy is OnDelete and the operator replaces them (operator/controller.py).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +26,8 @@ STATE_VOLUME = "state"
 
 
 def serving_labels(cluster: SlurmCluster) -> Dict[str, str]:
-    """The Service's selector: slurmctld's pod until the operator marks it stopping."""
+    """The Service's selector: the slurmctld pods (of which only the serving one is Ready) until
+    the operator marks one stopping."""
     return {**names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER), C.LABEL_SERVING: "true"}
 
 
@@ -40,7 +50,7 @@ def wait_for_slurmdbd(cluster: SlurmCluster) -> Optional[Dict[str, Any]]:
 
 
 def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
-    """ClusterIP Service on 6817: the stable address in SlurmctldHost."""
+    """ClusterIP Service on 6817 (SlurmctldAddr): the Ready controller, the one that serves."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -52,6 +62,51 @@ def render_controller_service(cluster: SlurmCluster) -> common.Manifest:
                        "protocol": "TCP"}],
         },
     }
+
+
+def render_controller_hosts_service(cluster: SlurmCluster) -> common.Manifest:
+    """Headless Service that names every slurmctld pod, Ready or not (SlurmctldHost addresses):
+    a backup pings the primary there, and a primary that starts asks the backups to give control
+    back there."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(cluster, names.controller_hosts(cluster.name), C.COMPONENT_CONTROLLER),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER),
+            "ports": [{"name": "slurmctld", "port": C.SLURMCTLD_PORT, "targetPort": C.SLURMCTLD_PORT,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def render_controller_state_claim(cluster: SlurmCluster) -> common.Manifest:
+    """StateSaveLocation's claim, ReadWriteMany: every controller mounts it (a backup reads the
+    primary's heartbeat and state there). The operator makes it once and never changes it (a
+    claim's access modes are fixed when made)."""
+    volume = cluster.spec.controller.state_volume
+    spec: Dict[str, Any] = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": str(volume.size)}}}
+    if volume.storage_class_name:
+        spec["storageClassName"] = volume.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": common.metadata(cluster, names.controller_state_claim(cluster.name), C.COMPONENT_CONTROLLER),
+        "spec": spec,
+    }
+
+
+def one_per_host(cluster: SlurmCluster) -> Dict[str, Any]:
+    """Controllers on different Kubernetes nodes (required: a backup beside its primary fails with
+    it); none for a single controller."""
+    if cluster.spec.controller.replicas < 2:
+        return {}
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER)},
+        "topologyKey": C.HOSTNAME_LABEL,
+    }]}}}
 
 
 # The preStop hook's MIN, QUIET and MAX seconds. The operator takes a stopping pod out of the
@@ -75,7 +130,9 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "imagePullPolicy": images.pull_policy,
         "env": common.env(cluster, C.ROLE_CONTROLLER),
         "ports": [{"name": "slurmctld", "containerPort": C.SLURMCTLD_PORT, "protocol": "TCP"}],
-        "readinessProbe": common.slurm_ready_probe(C.SLURMCTLD_PORT, period=5),
+        # A backup that took over is in the Service within 4 s (see the module's header). Not 3:
+        # the stop hook waits for 3 s without a connection, and the probe's count as ones.
+        "readinessProbe": common.slurm_ready_probe(C.SLURMCTLD_PORT, period=4),
         # Signalled once the Service has dropped the pod (see the hook's header).
         "lifecycle": {"preStop": {"exec": {"command": [C.CONTROLLER_STOP_PROGRAM, *map(str, CONTROLLER_STOP_WAIT)]}}},
         "resources": common.resources(cluster.spec.controller.resources),
@@ -85,18 +142,13 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
 
 
 def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> common.Manifest:
-    """The slurmctld StatefulSet; it restarts only for settings `scontrol reconfigure` cannot apply
-    (`config_hash`: slurm_config.controller_config_hash)."""
+    """The slurmctld StatefulSet; its pods are replaced only for settings `scontrol reconfigure`
+    cannot apply (`config_hash`: slurm_config.controller_config_hash), by the operator (OnDelete)."""
     spec = cluster.spec.controller
     selector = names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER)
-    claim: Dict[str, Any] = {
-        "metadata": {"name": STATE_VOLUME, "labels": names.object_labels(cluster.name, C.COMPONENT_CONTROLLER)},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(spec.state_volume.size)}}},
-    }
-    if spec.state_volume.storage_class_name:
-        claim["spec"]["storageClassName"] = spec.state_volume.storage_class_name
     container = _controller_container(cluster)
-    volumes = [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster)]
+    state = {"name": STATE_VOLUME, "persistentVolumeClaim": {"claimName": names.controller_state_claim(cluster.name)}}
+    volumes = [common.config_volume(cluster), common.munge_volume(cluster), common.jail_volume(cluster), state]
     with_jwks(cluster, container["volumeMounts"], volumes)
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
@@ -110,17 +162,18 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
         pod_spec["initContainers"] = [waiting]
     pod_spec.update(common.login_hosts_dns(cluster))
     pod_spec.update(common.placement(spec.placement))
+    pod_spec.update(one_per_host(cluster))
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": common.metadata(cluster, names.controller(cluster.name), C.COMPONENT_CONTROLLER),
         "spec": {
-            "replicas": 1,
-            "serviceName": names.controller(cluster.name),
+            "replicas": spec.replicas,
+            "serviceName": names.controller_hosts(cluster.name),
             "selector": {"matchLabels": selector},
-            "podManagementPolicy": "OrderedReady",
-            "updateStrategy": {"type": "RollingUpdate"},
-            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            # A standby is never Ready: with OrderedReady, the pods after it would never be made.
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
             "template": {
                 "metadata": {
                     "labels": {**names.object_labels(cluster.name, C.COMPONENT_CONTROLLER), **serving_labels(cluster)},
@@ -130,6 +183,5 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
                 },
                 "spec": pod_spec,
             },
-            "volumeClaimTemplates": [claim],
         },
     }

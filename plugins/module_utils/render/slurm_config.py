@@ -89,6 +89,10 @@ def header(cluster: SlurmCluster, what: str) -> str:
         what, cluster.namespace, cluster.name)
 
 
+class Repeated(tuple):
+    """A key written once per value, in order (SlurmctldHost: the primary first)."""
+
+
 def format_value(value: Any) -> str:
     """A Slurm value as text: YES/NO for booleans, comma lists for lists."""
     if isinstance(value, bool):
@@ -120,8 +124,22 @@ def merge_settings(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) ->
 
 
 def key_value_lines(settings: Mapping[str, Any]) -> List[str]:
-    """Key=Value lines, sorted by key (case-insensitive) so diffs stay small."""
-    return ["%s=%s" % (k, format_value(settings[k])) for k in sorted(settings, key=str.lower)]
+    """Key=Value lines, sorted by key (case-insensitive) so diffs stay small; a Repeated value
+    gives one line per item."""
+    lines = []
+    for key in sorted(settings, key=str.lower):
+        value = settings[key]
+        items = value if isinstance(value, Repeated) else (value,)
+        lines += ["%s=%s" % (key, format_value(item)) for item in items]
+    return lines
+
+
+def controller_hosts(cluster: SlurmCluster) -> Repeated:
+    """SlurmctldHost, one per controller pod: its hostname (how slurmctld finds its own place in
+    the list), and its own address, where the controllers reach each other."""
+    return Repeated("%s(%s)" % (names.controller_pod(cluster.name, i),
+                                names.controller_host_address(cluster.name, cluster.namespace, i))
+                    for i in range(cluster.spec.controller.replicas))
 
 
 def gres_types(nodesets: Sequence[NodeSet]) -> List[str]:
@@ -139,8 +157,11 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
     spec = cluster.spec
     settings: Dict[str, Any] = {
         "ClusterName": cluster.name,
-        "SlurmctldHost": "%s(%s)" % (
-            names.controller_pod(cluster.name), names.controller_address(cluster.name, cluster.namespace)),
+        "SlurmctldHost": controller_hosts(cluster),
+        # Clients (commands, slurmd, slurmrestd) go only here: the Service, which reaches the Ready
+        # controller, the one that serves. Without it they would try each SlurmctldHost in turn
+        # and wait on a dead primary's address before every request.
+        "SlurmctldAddr": names.controller_address(cluster.name, cluster.namespace),
         "SlurmctldPort": C.SLURMCTLD_PORT,
         "SlurmdPort": C.SLURMD_PORT,
         "AuthType": "auth/munge",
@@ -180,7 +201,13 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         "TreeWidth": 65533,
         "SrunPortRange": "%d-%d" % C.SRUN_PORT_RANGE,
         "SlurmdTimeout": 120,
-        "SlurmctldTimeout": 60,
+        # How long a backup waits for an unresponsive primary before it takes over (it asks every
+        # third of it). Slurm's 120 s would leave the cluster without a controller for two
+        # minutes; 10 s is safe because a backup also reads the primary's heartbeat file in the
+        # shared StateSaveLocation (written every quarter of it) and does not take over while
+        # that is still being written: a primary that is only slow to answer keeps control.
+        # Without a backup nothing reads it.
+        "SlurmctldTimeout": 10,
         # Clients retry a refused connection to slurmctld once a second for MessageTimeout
         # seconds (measured on 24.11). While a controller pod is replaced its Service has no
         # endpoint: the default 10 s barely covers stop, start and readiness on a busy node.
@@ -507,10 +534,10 @@ def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
     return files
 
 
-def restart_settings(settings: Mapping[str, Any]) -> str:
+def restart_settings(settings: Mapping[str, Any], keys: Sequence[str] = RESTART_KEYS) -> str:
     """The slurm.conf values whose change needs daemons restarted, as text to hash."""
     spelled = {k.lower(): k for k in settings}
-    wanted = [spelled[k.lower()] for k in RESTART_KEYS if k.lower() in spelled]
+    wanted = [spelled[k.lower()] for k in keys if k.lower() in spelled]
     return "\n".join(key_value_lines({k: settings[k] for k in wanted}))
 
 
@@ -520,8 +547,12 @@ def controller_config_hash(config: SlurmConfig) -> str:
 
 
 def worker_config_hash(config: SlurmConfig) -> str:
-    """Digest of what slurmd reads only at start; other changes go by `scontrol reconfigure`."""
-    return content_hash([restart_settings(config.settings), config.files[CGROUP_CONF], config.files[GRES_CONF]])
+    """Digest of what slurmd reads only at start; other changes go by `scontrol reconfigure`.
+    Not the controllers' list: slurmd reaches slurmctld at SlurmctldAddr, the Service, which stays
+    as it is when controllers are added or removed, and reads the list on reconfigure (which
+    starts slurmd anew since Slurm 23.11, its jobs kept)."""
+    keys = [k for k in RESTART_KEYS if k != "SlurmctldHost"]
+    return content_hash([restart_settings(config.settings, keys), config.files[CGROUP_CONF], config.files[GRES_CONF]])
 
 
 def render_config_map(cluster: SlurmCluster, files: Mapping[str, str]) -> Manifest:

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Tuple
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import ready_pods
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import last_ready_pod, pods_by_name
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import Runner, SlurmControl
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.sacctmgr import Sacctmgr
 
@@ -22,9 +22,10 @@ NODE_REPORT_TIMEOUT_SECONDS = 180
 
 
 def controller_pod(kube: Kube, cluster: str, namespace: str) -> Optional[str]:
-    """A ready controller pod of the cluster, or None while there is none."""
-    pods = ready_pods(kube, namespace, names.selector_labels(cluster, C.COMPONENT_CONTROLLER))
-    return pods[0]["metadata"]["name"] if pods else None
+    """The serving controller pod of the cluster (the Ready one; of two, the one Ready last), or
+    None while there is none."""
+    pod = last_ready_pod(pods_by_name(kube, namespace, names.selector_labels(cluster, C.COMPONENT_CONTROLLER)))
+    return pod["metadata"]["name"] if pod else None
 
 
 def exec_runner(kube: Kube, namespace: str, pod: str, container: str) -> Runner:

@@ -28,7 +28,8 @@ def test_served_names_are_the_declared_ones():
     OPERATOR.PASS_SECONDS.labels("hpc", "a").observe(0.2)
     OPERATOR.WRITES.labels("hpc", "a", "status").inc()
     OPERATOR.EVENTS.labels("hpc", "a", "NodeDrain").inc()
-    OPERATOR.record_state("hpc", "a", {"nodes": {"desired": 1, "ready": 1}, "conditions": [READY]},
+    OPERATOR.record_state("hpc", "a", {"nodes": {"desired": 1, "ready": 1}, "conditions": [READY],
+                                       "controller": {"serving": "a-controller-0", "standby": []}},
                           {"cpu": {"readyReplicas": 1, "conditions": [READY]}}, {"cpu": 1})
     names = {key.split("{")[0] for key in samples()}
     assert names == set(telemetry.served_names())

@@ -13,6 +13,7 @@ from memory_kube import MemoryKube
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Controllers
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
     canary_verdict,
     first_stage,
@@ -248,7 +249,8 @@ def pass_with_controller_pod(image: str) -> SimpleNamespace:
                 "spec": {"containers": [{"name": "slurmctld", "image": image}]}})
     slurm = SlurmControl(lambda argv: (0, "slurm-wlm 26.05.5\n", "") if argv == ["scontrol", "version"]
                          else (1, "", "unexpected"))
-    return SimpleNamespace(kube=kube, slurm=slurm, cluster=SimpleNamespace(name="cpu", namespace="research"))
+    return SimpleNamespace(kube=kube, slurm=slurm, cluster=SimpleNamespace(name="cpu", namespace="research"),
+                           controllers=Controllers(1, "cpu-controller-0", (), (), ()))
 
 
 def test_the_release_is_read_from_a_controller_pod_of_the_image_recorded():
@@ -290,13 +292,19 @@ def statefulset(name: str, image: str, ready: bool = True) -> dict:
 
 
 def rollout_pass(*statefulsets: dict, slurm_answers: bool = True) -> SimpleNamespace:
-    """What advance reads of a pass: the live StatefulSets, whether slurmctld answered."""
+    """What advance reads of a pass: the live StatefulSets, whether slurmctld answered, the
+    controller pods (one serving, of the StatefulSet's latest template when it is "ready")."""
     kube = MemoryKube()
+    controllers = None
     for sts in statefulsets:
         kube.apply(sts)
+        if sts["metadata"]["name"] == "hpc-controller":
+            rolled = sts["status"]["currentRevision"] == sts["status"]["updateRevision"]
+            controllers = Controllers(1, "hpc-controller-0", (), (), () if rolled else ("hpc-controller-0",))
     accounting = SimpleNamespace(enabled=True, host=None)
     cluster = SimpleNamespace(name="hpc", namespace="prod", spec=SimpleNamespace(accounting=accounting))
     return SimpleNamespace(kube=kube, cluster=cluster, events=[], slurm_nodes={} if slurm_answers else None,
+                           controllers=controllers,
                            clock=lambda: NOW, nodesets=[SimpleNamespace(spec=SimpleNamespace(replicas=1))])
 
 

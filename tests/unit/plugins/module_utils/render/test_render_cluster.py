@@ -43,6 +43,7 @@ def test_cpu_cluster_objects():
     assert set(objects) == {
         ("ServiceAccount", "cpu-slurm"), ("ConfigMap", "cpu-slurm-config"), ("ConfigMap", "cpu-sshd-config"),
         ("PersistentVolumeClaim", "cpu-jail"), ("Service", "cpu-controller"), ("StatefulSet", "cpu-controller"),
+        ("PersistentVolumeClaim", "state-cpu-controller-0"), ("Service", "cpu-controller-hosts"),
         ("Service", "cpu-compute"), ("StatefulSet", "cpu-compute"), ("PodDisruptionBudget", "cpu-compute"),
         ("Service", "cpu-login"), ("Service", "cpu-login-hosts"), ("StatefulSet", "cpu-login"),
         ("NetworkPolicy", "cpu-internal"), ("NetworkPolicy", "cpu-login-ssh"), ("NetworkPolicy", "cpu-egress"),
@@ -190,7 +191,8 @@ def test_jail_claim_kept_out_when_nfs_is_used():
     raw = example_resources("cpu-only")
     raw["cluster"]["spec"] = {"jail": {"nfs": {"server": "10.0.0.5", "path": "/export/jail"}}}
     objects = render_raw(raw)
-    assert not [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    claims = [o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    assert claims == ["state-cpu-controller-0"]
     controller = by_kind_and_name(objects)[("StatefulSet", "cpu-controller")]
     volumes = {v["name"]: v for v in controller["spec"]["template"]["spec"]["volumes"]}
     assert volumes["jail"] == {"name": "jail", "nfs": {"server": "10.0.0.5", "path": "/export/jail"}}
