@@ -136,8 +136,8 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
 
 def controller_condition(controllers: Optional[Controllers], answers: bool, generation: int,
                          previous: Sequence[Mapping[str, Any]], now: datetime.datetime) -> Dict[str, Any]:
-    """ControllerReady: a controller serves and answers, and every backup stands by; the message
-    names which serves and which are down."""
+    """ControllerReady: a controller serves and answers, every backup stands by, and none waits to
+    be replaced for a new template; the message names which serves and which are down."""
     c = controllers or Controllers(0, "", (), (), None)
     if not c.serving:
         message = "no slurmctld serves"
@@ -149,8 +149,12 @@ def controller_condition(controllers: Optional[Controllers], answers: bool, gene
         message += "; %s standing by" % ", ".join(c.standing_by)
     if c.down:
         message += "; %s not running" % ", ".join(c.down)
-    return condition("ControllerReady", bool(c.serving) and answers and not c.down, "Slurmctld", message,
-                     generation, previous, now)
+    if c.outdated:
+        message += "; %s to be replaced for the new template" % ", ".join(c.outdated)
+    elif c.outdated is None:
+        message += "; waiting for the StatefulSet to take in its new spec"
+    return condition("ControllerReady", bool(c.serving) and answers and not c.down and c.outdated == (),
+                     "Slurmctld", message, generation, previous, now)
 
 
 def rest_condition(p: Pass, generation: int, previous: Sequence[Mapping[str, Any]],

@@ -116,15 +116,26 @@ def test_a_pass_replaces_an_outdated_standby_and_reports_who_serves(monkeypatch)
     assert outcome.status["controller"] == {"ready": 2, "desired": 2, "serving": "cpu-controller-0",
                                             "standby": ["cpu-controller-1"]}
     ready = next(c for c in outcome.status["conditions"] if c["type"] == "ControllerReady")
-    assert (ready["status"], ready["message"]) == ("True", "slurmctld serves on cpu-controller-0; cpu-controller-1 "
-                                                   "standing by")
+    assert (ready["status"], ready["message"]) == ("False", "slurmctld serves on cpu-controller-0; cpu-controller-1 "
+                                                   "standing by; cpu-controller-0, cpu-controller-1 to be replaced "
+                                                   "for the new template")
     # The replaced standby is down until its new pod runs: nothing else is replaced meanwhile.
     outcome = reconcile_at(kube, dict(cluster, status=outcome.status), T0)
     assert ("Pod", "research", "cpu-controller-0") in kube.objects
     ready = next(c for c in outcome.status["conditions"] if c["type"] == "ControllerReady")
     assert (ready["status"], ready["message"]) == ("False", "slurmctld serves on cpu-controller-0; cpu-controller-1 "
-                                                   "not running")
+                                                   "not running; cpu-controller-0 to be replaced for the new "
+                                                   "template")
     assert "cpu-controller-1 not running" in outcome.status["message"]
+
+
+def test_controllers_of_the_latest_template_one_serving_the_other_standing_by_are_ready(monkeypatch):
+    kube, cluster = two_controllers(monkeypatch)
+    kube.apply(pod(0, ready=True))
+    kube.apply(pod(1))
+    ready = next(c for c in reconcile_at(kube, cluster, T0).status["conditions"] if c["type"] == "ControllerReady")
+    assert (ready["status"], ready["message"]) == ("True", "slurmctld serves on cpu-controller-0; cpu-controller-1 "
+                                                   "standing by")
 
 
 def test_a_backup_taking_over_is_a_failover_event_and_the_status_follows(monkeypatch):
