@@ -31,6 +31,8 @@ LABEL_CLUSTER = API_GROUP + "/cluster"
 LABEL_NODESET = API_GROUP + "/nodeset"
 # Kubernetes' own label of a node's name: what "another Kubernetes node" means to a spread.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The StatefulSet controller's label of the template revision a pod was made from.
+REVISION_LABEL = "controller-revision-hash"
 # On a worker pod whose Slurm node runs no job: the node set's PodDisruptionBudget covers only
 # pods without it, so an eviction (kubectl drain, an autoscaler) takes idle workers at once and
 # is refused for busy ones. The operator sets and removes it.

@@ -47,8 +47,10 @@ def without_made_state_claim(p: Pass, desired: Sequence[Dict[str, Any]]) -> List
     then, and one made by slurmkube 0.3 (ReadWriteOnce, by the StatefulSet) keeps the state of a
     cluster of that time where it is."""
     claim = names.controller_state_claim(p.cluster.name)
-    if p.kube.get("v1", "PersistentVolumeClaim", claim, p.cluster.namespace) is None:
+    live = p.kube.get("v1", "PersistentVolumeClaim", claim, p.cluster.namespace)
+    if live is None:
         return list(desired)
+    p.state_claim_shared = "ReadWriteMany" in ((live.get("spec") or {}).get("accessModes") or [])
     return [obj for obj in desired if not (obj["kind"] == "PersistentVolumeClaim" and obj["metadata"]["name"] == claim)]
 
 

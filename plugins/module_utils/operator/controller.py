@@ -24,8 +24,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Controllers, Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 
-REVISION_LABEL = "controller-revision-hash"
-
 
 def serving_pod(pods: Sequence[Mapping[str, Any]]) -> str:
     """The serving controller's name: the Ready one, of two the one Ready last (k8s/pods.py)."""
@@ -42,7 +40,7 @@ def outdated_pods(sts: Optional[Mapping[str, Any]], pods: Sequence[Mapping[str, 
     if status.get("observedGeneration") != sts["metadata"].get("generation") or not status.get("updateRevision"):
         return None
     return tuple(pod["metadata"]["name"] for pod in pods
-                 if (pod["metadata"].get("labels") or {}).get(REVISION_LABEL) != status["updateRevision"])
+                 if (pod["metadata"].get("labels") or {}).get(C.REVISION_LABEL) != status["updateRevision"])
 
 
 def controllers_of(sts: Optional[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], cluster: str,

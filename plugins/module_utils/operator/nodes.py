@@ -48,7 +48,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 
 # A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
 RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
-REVISION_LABEL = "controller-revision-hash"
 # NoSchedule taints that announce a node's removal (cluster-autoscaler, Karpenter) before
 # its pods are evicted; `kubectl drain` cordons instead (spec.unschedulable).
 REMOVAL_TAINTS = frozenset(("ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption"))
@@ -159,7 +158,7 @@ def worker_pods(p: Pass, nodeset: NodeSet, leaving_hosts: FrozenSet[str],
     for pod in pods:
         labels = pod["metadata"].get("labels") or {}
         host = (pod.get("spec") or {}).get("nodeName") or ""
-        views.append(PodView(pod["metadata"]["name"], labels.get(REVISION_LABEL, ""), pod_ready(pod),
+        views.append(PodView(pod["metadata"]["name"], labels.get(C.REVISION_LABEL, ""), pod_ready(pod),
                              pod_terminating(pod), parse_time(pod["metadata"].get("creationTimestamp")),
                              leaving_host=host in leaving_hosts, evictable=labels.get(C.LABEL_EVICTABLE) == "true",
                              host=host, host_lost_since=lost_hosts.get(host)))

@@ -118,6 +118,8 @@ class Pass:
     rest_keys_in_effect: str = ""
     # The controller pods as the pass read them (controller.py); None before that step.
     controllers: Optional[Controllers] = None
+    # Whether the controllers' state claim can be mounted by several (a 0.3 claim cannot).
+    state_claim_shared: bool = True
 
     @property
     def previous_status(self) -> Mapping[str, Any]:

@@ -97,7 +97,7 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     nodes_message += "".join("; job %d on %s was sent with --no-requeue: its node leaves when it ends"
                              % held for held in not_requeued)
     conditions = [
-        controller_condition(p.controllers, slurm_nodes is not None, generation, previous, now),
+        controller_condition(p, slurm_nodes is not None, generation, previous, now),
         condition("JailReady", job_complete(job) or bool(cluster.spec.jail.existing_claim and job is None),
                   "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),
         condition("LoginReady", statefulset_ready(login), "Sshd",
@@ -134,11 +134,12 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     return status, per_nodeset
 
 
-def controller_condition(controllers: Optional[Controllers], answers: bool, generation: int,
-                         previous: Sequence[Mapping[str, Any]], now: datetime.datetime) -> Dict[str, Any]:
+def controller_condition(p: Pass, answers: bool, generation: int, previous: Sequence[Mapping[str, Any]],
+                         now: datetime.datetime) -> Dict[str, Any]:
     """ControllerReady: a controller serves and answers, every backup stands by, and none waits to
-    be replaced for a new template; the message names which serves and which are down."""
-    c = controllers or Controllers(0, "", (), (), None)
+    be replaced for a new template; the message names which serves and which are down, and a
+    state claim backups cannot mount."""
+    c = p.controllers or Controllers(0, "", (), (), None)
     if not c.serving:
         message = "no slurmctld serves"
     elif not answers:
@@ -153,6 +154,9 @@ def controller_condition(controllers: Optional[Controllers], answers: bool, gene
         message += "; %s to be replaced for the new template" % ", ".join(c.outdated)
     elif c.outdated is None:
         message += "; waiting for the StatefulSet to take in its new spec"
+    if p.cluster.spec.controller.replicas > 1 and not p.state_claim_shared:
+        message += ("; spec.controller.replicas: the state claim %s is not ReadWriteMany (made by an earlier "
+                    "release): a backup cannot mount it" % names.controller_state_claim(p.cluster.name))
     return condition("ControllerReady", bool(c.serving) and answers and not c.down and c.outdated == (),
                      "Slurmctld", message, generation, previous, now)
 

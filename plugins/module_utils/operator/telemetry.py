@@ -51,6 +51,7 @@ STATE = {m.name[len("slurmkube_"):]: m for m in (
            "stands by.", ()),
     Metric("slurmkube_controller_serving", "gauge", "Per slurmctld pod that is up: 1 for the one that serves, 0 "
            "for one standing by.", ("pod",)),
+    Metric("slurmkube_rest_ready", "gauge", "1 when a slurmrestd pod takes requests (only with spec.rest on).", ()),
     Metric("slurmkube_munge_key_rotation_pending", "gauge", "1 while a munge key rotation is not finished "
            "everywhere.", ()),
     Metric("slurmkube_nodeset_replicas", "gauge", "A node set's replicas (kind=desired) and worker pods ready "
@@ -88,8 +89,8 @@ def cluster_gauges(status: Mapping[str, Any], nodeset_status: Mapping[str, Mappi
                    wanted: Mapping[str, int]) -> List[Gauge]:
     """Where the cluster stands after a pass: its nodes wanted and in service, each node set's
     replicas (`wanted`: its spec) and pods ready and whether it is Ready (every node in service),
-    whether slurmctld answers and which controller serves, whether a munge key rotation is
-    unfinished."""
+    whether slurmctld answers and which controller serves, whether slurmrestd takes requests,
+    whether a munge key rotation is unfinished."""
     nodes = status.get("nodes") or {}
     gauges = [
         Gauge("cluster_nodes", (("kind", "desired"),), float(nodes.get("desired", 0))),
@@ -98,6 +99,8 @@ def cluster_gauges(status: Mapping[str, Any], nodeset_status: Mapping[str, Mappi
         Gauge("controller_ready", (), 1.0 if condition_true(status, "ControllerReady") else 0.0),
         Gauge("munge_key_rotation_pending", (), 0.0 if condition_true(status, "MungeKeyInUse") else 1.0),
     ]
+    if any(c.get("type") == "RestReady" for c in status.get("conditions") or []):
+        gauges.append(Gauge("rest_ready", (), 1.0 if condition_true(status, "RestReady") else 0.0))
     controller = status.get("controller") or {}
     up = ([controller["serving"]] if controller.get("serving") else []) + list(controller.get("standby") or [])
     gauges += [Gauge("controller_serving", (("pod", pod),), 1.0 if pod == controller.get("serving") else 0.0)

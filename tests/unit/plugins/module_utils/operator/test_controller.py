@@ -182,3 +182,14 @@ def test_standbys_are_replaced_to_load_a_new_key_set_and_the_serving_controller_
     replace_standbys(p)
     assert [key[2] for key in kube.objects if key[0] == "Pod"] == ["cpu-controller-0"]
     assert [e.reason for e in p.events] == ["ControllerReplaced", "ControllerReplaced"]
+
+
+def test_a_backup_wanted_on_a_state_claim_it_cannot_mount_is_named_in_the_status(monkeypatch):
+    kube, cluster = two_controllers(monkeypatch)
+    kube.objects[("PersistentVolumeClaim", "research", "state-cpu-controller-0")]["spec"]["accessModes"] = [
+        "ReadWriteOnce"]
+    kube.apply(pod(0, ready=True))
+    ready = next(c for c in reconcile_at(kube, cluster, T0).status["conditions"] if c["type"] == "ControllerReady")
+    assert ready["status"] == "False"
+    assert ready["message"].endswith("; spec.controller.replicas: the state claim state-cpu-controller-0 is not "
+                                     "ReadWriteMany (made by an earlier release): a backup cannot mount it")
