@@ -95,6 +95,9 @@ def demo_jobs_on_two_kubernetes_workers_share_the_jail(kube: Cluster) -> None:
     assert {hosts[first], hosts[second]} == workers, hosts
     claim = kube.get_json("pvc", "demo-jail-data")["spec"]
     assert claim["storageClassName"] == "slurmkube-shared", claim
+    # slurmctld's state too: a backup controller mounts it from another node.
+    state = kube.get_json("pvc", "state-demo-controller-0")["spec"]
+    assert (state["storageClassName"], state["accessModes"]) == ("slurmkube-shared", ["ReadWriteMany"]), state
 
     def as_demo(node: str, script: str) -> None:
         in_controller(kube, "runuser", "-u", "demo", "--", "sbatch", "--wait", "-w", node, "-o", "/dev/null",

@@ -125,7 +125,7 @@ class Controller:
                                "after the primary fails.", 1, minimum=1, maximum=3)
     resources: Resources = spec_field("Resources of the slurmctld pod.", factory=Resources)
     state_volume: VolumeClaim = spec_field("Volume for StateSaveLocation, made ReadWriteMany (every controller "
-                                           "mounts it; the class must offer it, like the jail's).", factory=VolumeClaim)
+                                           "mounts it); the jail's class when none is named.", factory=VolumeClaim)
     placement: Placement = spec_field("Where the controller runs.", factory=Placement)
 
 

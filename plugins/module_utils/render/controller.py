@@ -85,11 +85,13 @@ def render_controller_hosts_service(cluster: SlurmCluster) -> common.Manifest:
 def render_controller_state_claim(cluster: SlurmCluster) -> common.Manifest:
     """StateSaveLocation's claim, ReadWriteMany: every controller mounts it (a backup reads the
     primary's heartbeat and state there). The operator makes it once and never changes it (a
-    claim's access modes are fixed when made)."""
+    claim's access modes are fixed when made). Its class: the one named for it, else the jail's
+    (which offers ReadWriteMany already), else the cluster's default."""
     volume = cluster.spec.controller.state_volume
     spec: Dict[str, Any] = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": str(volume.size)}}}
-    if volume.storage_class_name:
-        spec["storageClassName"] = volume.storage_class_name
+    storage_class = volume.storage_class_name or cluster.spec.jail.storage_class_name
+    if storage_class:
+        spec["storageClassName"] = storage_class
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",

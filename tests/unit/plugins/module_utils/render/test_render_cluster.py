@@ -361,3 +361,13 @@ def test_the_admins_rules_come_last_and_must_look_like_egress_rules():
     assert egress_of({"egress": {"to": [slurmdbd]}})["spec"]["egress"][-1] == slurmdbd
     with pytest.raises(SpecError, match=r"spec\.egress\.to\[0\]: must be a NetworkPolicy egress rule"):
         parse_cluster({"metadata": {"name": "demo"}, "spec": {"egress": {"to": [{"cidr": "0.0.0.0/0"}]}}})
+
+
+def test_the_controllers_state_claim_is_shared_and_in_the_jails_class_unless_named():
+    raw = example_resources("cpu-only")
+    raw["cluster"]["spec"] = {"jail": {"storageClassName": "nfs"}}
+    claim = by_kind_and_name(render_raw(raw))[("PersistentVolumeClaim", "state-cpu-controller-0")]["spec"]
+    assert (claim["accessModes"], claim["storageClassName"]) == (["ReadWriteMany"], "nfs")
+    raw["cluster"]["spec"]["controller"] = {"stateVolume": {"storageClassName": "cephfs"}}
+    claim = by_kind_and_name(render_raw(raw))[("PersistentVolumeClaim", "state-cpu-controller-0")]["spec"]
+    assert claim["storageClassName"] == "cephfs"
