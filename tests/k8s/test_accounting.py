@@ -216,6 +216,46 @@ def test_no_record_is_lost_when_the_database_and_slurmdbd_pods_go_while_jobs_end
     assert queue and queue.group(1) == "0"
 
 
+def accounting_ready(kube: Cluster) -> Optional[dict]:
+    status = kube.get_json("slurmcluster", CLUSTER).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == "AccountingReady"), None)
+
+
+def test_a_stopped_database_is_in_the_status_within_a_minute_and_no_record_is_lost(slurm: SlurmView):
+    """The database's server stopped (SIGSTOP: it holds its connections and answers nothing, as a
+    hung or unreachable one does, for as long as the test wants): AccountingReady says so within
+    a minute, with a Warning; jobs run and end meanwhile; once it runs again the condition comes
+    back and every job is in sacct."""
+    kube = slurm.kube
+    database = "%s-mariadb-0" % CLUSTER
+    signal = ("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = mariadbd ] && kill -%s ${p#/proc/};"
+              " done; true")
+    wait_for(lambda: (accounting_ready(kube) or {}).get("status") == "True", 120, 3)
+    kube.exec(database, "bash", "-c", signal % "STOP")
+    stopped = time.monotonic()
+    try:
+        down = wait_for(lambda: (accounting_ready(kube) or {}).get("status") == "False" and accounting_ready(kube),
+                        90, 2, what="AccountingReady False")
+        noticed = time.monotonic() - stopped
+        assert noticed <= 60, noticed
+        assert down["message"].startswith("accounting unavailable"), down
+        jobs = [slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 2").split()[0]
+                for attempt in range(3)]
+        wait_for(lambda: all(slurm.job_state(j) == "COMPLETED" for j in jobs), 120, 2, explain=slurm.explain)
+    finally:
+        kube.exec(database, "bash", "-c", signal % "CONT")
+    events = kube.get_json("events", "--field-selector", "reason=AccountingUnavailable")["items"]
+    assert events, "no AccountingUnavailable Event"
+    wait_for(lambda: (accounting_ready(kube) or {}).get("status") == "True", 180, 3)
+
+    def all_recorded() -> dict:
+        rows = sacct_rows(slurm, jobs)
+        return rows if all(rows.get(j, [""])[0] == "COMPLETED" for j in jobs) else {}
+
+    wait_for(all_recorded, 180, 3, explain=lambda: slurm.run("sdiag"))
+    print("accounting unavailable in the status %.1f s after the database stopped" % noticed)
+
+
 def test_a_munge_key_rotation_reaches_slurmdbd_and_accounting_keeps_working(slurm: SlurmView, tmp_path: Path):
     """slurmdbd's munged is restarted with the others (issue 32: it kept the old key and sacct
     failed with "Protocol authentication error" until its pod was deleted), and the key in use

@@ -120,6 +120,9 @@ class Pass:
     controllers: Optional[Controllers] = None
     # Whether the controllers' state claim can be mounted by several (a 0.3 claim cannot).
     state_claim_shared: bool = True
+    # slurmdbd as the serving controller sees it (slurm/facts.accounting_facts); None without
+    # accounting or while Slurm cannot be asked.
+    accounting: Optional[Dict[str, Any]] = None
 
     @property
     def previous_status(self) -> Mapping[str, Any]:

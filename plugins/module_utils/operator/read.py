@@ -19,6 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.topology import read_switch_placement
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError, nodes_by_name
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import accounting_facts
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control
 
 ANNOTATION_LAST_VALID = C.API_GROUP + "/last-valid-spec"
@@ -74,6 +75,18 @@ def read_slurm(p: Pass) -> None:
     except (SlurmError, KubeError):
         return
     p.slurm = control
+
+
+def read_accounting(p: Pass) -> None:
+    """With accounting on, whether slurmdbd answers from its database (and slurmctld's queue of
+    records it has not taken), asked from the serving controller; left None while Slurm cannot
+    be asked."""
+    if p.slurm is None or not p.cluster.spec.accounting.enabled:
+        return
+    try:
+        p.accounting = accounting_facts(p.slurm)
+    except (SlurmError, KubeError, ValueError) as exc:
+        p.accounting = {"slurmdbd_reachable": False, "slurmdbd_error": str(exc), "dbd_agent_queue_size": None}
 
 
 def read_placement(p: Pass) -> None:

@@ -7,7 +7,7 @@ A pass is named steps over one Pass (pass_state.py), in this order:
     apply      the cluster's secrets once (secrets.py), the REST API's key set completed and
                pruned (rest_keys.py), the munge key rolled to the Secret's (munge_key.py)
     read       the controller pods: which serves (controller.py); Slurm's nodes through the
-               controller, the workers' switches (read.py)
+               controller, whether slurmdbd answers, the workers' switches (read.py)
     plan       each worker StatefulSet's replicas and scale-down steps (scale.py)
     check      a new controller image against its pre-flight Job (upgrade.py): while it waits or
                was refused, the pass ends here and applies nothing; once it passed, which images
@@ -38,7 +38,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.controller
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_key import roll_munge_key
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import act_on_nodes, retire_removed_nodesets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.read import read_placement, read_slurm, read_spec
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.read import (
+    read_accounting,
+    read_placement,
+    read_slurm,
+    read_spec,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconfigure import reconfigure_if_needed
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import report
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.rest_keys import keep_rest_keys
@@ -54,6 +59,7 @@ STEPS: Tuple[Callable[[Pass], None], ...] = (
     roll_munge_key,
     read_controllers,
     read_slurm,
+    read_accounting,
     read_placement,
     plan_scaling,
     check_upgrade,

@@ -113,6 +113,10 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         conditions.append(condition("TopologyReady", topology_ready, "TopologyConf",
                                     "slurmctld's topology holds every node" if topology_ready
                                     else "waiting for slurmctld to read topology.conf", generation, previous, now))
+    if cluster.spec.accounting.enabled:
+        accounting = accounting_condition(p.accounting, generation, previous, now)
+        conditions.append(accounting)
+        p.events.extend(accounting_events(previous, accounting))
     if cluster.spec.rest.enabled:
         conditions.append(rest_condition(p, generation, previous, now))
     conditions.append(ready_condition(conditions, generation, previous, now))
@@ -159,6 +163,37 @@ def controller_condition(p: Pass, answers: bool, generation: int, previous: Sequ
                     "release): a backup cannot mount it" % names.controller_state_claim(p.cluster.name))
     return condition("ControllerReady", bool(c.serving) and answers and not c.down and c.outdated == (),
                      "Slurmctld", message, generation, previous, now)
+
+
+def accounting_condition(facts: Optional[Mapping[str, Any]], generation: int, previous: Sequence[Mapping[str, Any]],
+                         now: datetime.datetime) -> Dict[str, Any]:
+    """AccountingReady: slurmdbd answers from its database, and how many records slurmctld holds
+    for it (they are sent once it answers again)."""
+    if facts is None:
+        return condition("AccountingReady", False, "SlurmctldDown", "waiting for slurmctld to ask slurmdbd",
+                         generation, previous, now)
+    queue = facts.get("dbd_agent_queue_size")
+    queued = "" if queue is None else "; %d records queued at slurmctld" % queue
+    if facts.get("slurmdbd_reachable"):
+        message = "slurmdbd answers" + queued
+    else:
+        error = (str(facts.get("slurmdbd_error") or "").splitlines() or [""])[0][:200]
+        message = "accounting unavailable: %s%s, sent once slurmdbd answers" % (error, queued)
+    return condition("AccountingReady", bool(facts.get("slurmdbd_reachable")), "Slurmdbd", message, generation,
+                     previous, now)
+
+
+def accounting_events(previous: Sequence[Mapping[str, Any]], now: Mapping[str, Any]) -> List[Event]:
+    """A Warning when accounting stops answering, a Normal Event when it answers again (nothing
+    while slurmctld cannot be asked: that is ControllerReady's to say)."""
+    before = next((c.get("status") for c in previous if c.get("type") == "AccountingReady"), None)
+    if now["reason"] != "Slurmdbd":
+        return []
+    if before == "True" and now["status"] == "False":
+        return [Event("Warning", "AccountingUnavailable", now["message"])]
+    if before == "False" and now["status"] == "True":
+        return [Event("Normal", "AccountingAvailable", now["message"])]
+    return []
 
 
 def rest_condition(p: Pass, generation: int, previous: Sequence[Mapping[str, Any]],

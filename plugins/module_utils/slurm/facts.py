@@ -19,8 +19,12 @@ PARTITIONS_COMMAND = ("scontrol", "show", "partitions", "--json")
 PARTITION_LINES_COMMAND = ("scontrol", "--oneliner", "show", "partitions")
 JOBS_COMMAND = ("squeue", "--json")
 SDIAG_COMMAND = ("sdiag", "--json")
-# -i: a query sacctmgr doubts would otherwise wait for an answer (slurm/sacctmgr.py).
-CLUSTERS_COMMAND = ("sacctmgr", "-i", "-n", "-P", "show", "cluster", "format=Cluster")
+# -i: a query sacctmgr doubts would otherwise wait for an answer (slurm/sacctmgr.py). A query
+# slurmdbd takes from its database: it fails while slurmdbd or the database is away. At most
+# ACCOUNTING_ANSWER_SECONDS: the operator asks every pass, and a hung database must not hold it.
+ACCOUNTING_ANSWER_SECONDS = 10
+CLUSTERS_COMMAND = ("timeout", str(ACCOUNTING_ANSWER_SECONDS), "sacctmgr", "-i", "-n", "-P", "show", "cluster",
+                    "format=Cluster")
 
 
 def number(value: Any) -> Optional[int]:
@@ -127,7 +131,8 @@ def accounting_facts(slurm: SlurmControl) -> Dict[str, Any]:
     code, out, err = slurm.run(list(CLUSTERS_COMMAND))
     facts: Dict[str, Any] = {"slurmdbd_reachable": code == 0, "clusters": out.split() if code == 0 else []}
     if code != 0:
-        facts["slurmdbd_error"] = (err or out).strip()
+        facts["slurmdbd_error"] = (err or out).strip() or (
+            "no answer in %d s" % ACCOUNTING_ANSWER_SECONDS if code == 124 else "sacctmgr exited %d" % code)
     statistics = json.loads(slurm.output(SDIAG_COMMAND)).get("statistics") or {}
     facts["dbd_agent_queue_size"] = number(statistics.get("dbd_agent_queue_size"))
     return facts
