@@ -574,11 +574,12 @@ def test_slurm_token_refuses_a_lifetime_beyond_the_clusters_longest_and_leaks_no
 
 
 def started(kube: Cluster, component: str) -> dict:
-    """Each pod of a component of the cluster: its uid, its container's start and restarts."""
+    """Each pod of a component of the cluster: its uid, its container's start and restarts (none
+    yet for a pod just made: it has no container status until the kubelet reports one)."""
     pods = kube.get_json("pods", "-l", "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER, C.LABEL_COMPONENT, component))
     return {pod["metadata"]["name"]: (pod["metadata"]["uid"], [
         (c["state"].get("running", {}).get("startedAt"), c["restartCount"])
-        for c in pod["status"]["containerStatuses"]]) for pod in pods["items"]}
+        for c in (pod.get("status") or {}).get("containerStatuses") or []]) for pod in pods["items"]}
 
 
 def jwks_in_controller(slurm: SlurmView) -> list:
