@@ -29,6 +29,8 @@ DASHBOARDS: Dict[str, Tuple[str, Sequence[Panel]]] = {
         ("Jobs by state", "sum by (state) (slurm_jobs{%s})" % CLUSTER, "{{state}}", "timeseries"),
         ("GPUs allocated", "sum by (node_set) (slurm_gpus{%s,kind=\"allocated\"})" % CLUSTER, "{{node_set}}",
          "timeseries"),
+        ("Control plane parts up", "slurmkube_control_plane_up{%s}" % CLUSTER, "{{slurmkube_cluster}} {{part}}",
+         "stat"),
     )),
     "slurmkube-nodes": ("Slurm nodes and health", (
         ("Unavailable nodes by reason", "sum by (node_set, state, reason) (slurm_nodes_unavailable{%s})" % CLUSTER,

@@ -78,14 +78,25 @@ class LoginSlurm(SlurmView):
         return self.kube.exec(LOGIN, *argv).stdout
 
 
+# Made in the login pod to end submit_while's loop before its COUNT.
+STOP_SUBMITTING = "/tmp/slurmkube-test-stop-submitting"
+
+
 def submit_while(kube: Cluster, count: int, every: float) -> subprocess.Popen:
-    """COUNT `sbatch --wrap true` from the login pod, EVERY seconds; one refused is sent again (a
-    client retry counts as not lost), five times at most. Each line: start end tries result."""
-    loop = ("for i in $(seq 1 %d); do t0=$(date +%%s.%%N); for try in 1 2 3 4 5; do"
+    """COUNT `sbatch --wrap true` from the login pod, EVERY seconds, or until stop_submitting;
+    one refused is sent again (a client retry counts as not lost), five times at most. Each line:
+    start end tries result."""
+    loop = ("rm -f %s; for i in $(seq 1 %d); do [[ -e %s ]] && break; t0=$(date +%%s.%%N); for try in 1 2 3 4 5; do"
             " r=$(sbatch --parsable -o /dev/null --wrap true 2>&1) && break; r=\"FAILED $r\"; done;"
-            " echo \"$t0 $(date +%%s.%%N) $try $r\"; sleep %s; done") % (count, every)  # fmt: skip
+            " echo \"$t0 $(date +%%s.%%N) $try $r\"; sleep %s; done"
+            ) % (STOP_SUBMITTING, count, STOP_SUBMITTING, every)  # fmt: skip
     return subprocess.Popen(["kubectl", "-n", kube.namespace, "exec", LOGIN, "--", "bash", "-c", loop],
                             env=kube.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop_submitting(kube: Cluster, proc: subprocess.Popen) -> List[Tuple[float, float, int, str]]:
+    kube.exec(LOGIN, "touch", STOP_SUBMITTING)
+    return submissions(proc)
 
 
 def submissions(proc: subprocess.Popen) -> List[Tuple[float, float, int, str]]:
@@ -195,19 +206,38 @@ def test_with_one_controller_a_stopped_node_leaves_the_cluster_without_one(ha: L
 
 
 def test_a_backup_is_added_to_a_live_cluster_and_loses_no_job(ha: LoginSlurm):
+    """The backup starts; then the primary, whose slurm.conf named no backup, is replaced: its stop
+    hook hands control to the backup (`scontrol takeover`), and the new primary takes it back.
+    Submissions go on all along."""
     kube = ha.kube
     running = ha.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 120").strip()
     held = ha.run("sbatch", "--parsable", "-o", "/dev/null", "--hold", "--wrap", "true").strip()
     ha.wait_running(running)
     workers_before = {p: kube.pod_uid(p) for p in (names.pod(names.nodeset(CLUSTER, NODESET), i) for i in (0, 1))}
+    primary_before = kube.pod_uid(PRIMARY)
+    submitting = submit_while(kube, 1000, 0.5)
     patch_cluster(kube, {"controller": {"replicas": 2}})
     settled(kube, PRIMARY, [BACKUP])
+    rows = stop_submitting(kube, submitting)
+    assert kube.pod_uid(PRIMARY) != primary_before
     assert node_of(kube, BACKUP) == ha.host_b
+    failed = [row for row in rows if row[3].startswith("FAILED")]
+    assert rows and not failed, failed
+    # The backup took control when asked, not after SlurmctldTimeout without the primary.
+    backup_log = kube.kubectl("-n", kube.namespace, "logs", BACKUP, "-c", "slurmctld").stdout
+    assert "REQUEST_TAKEOVER" in backup_log, backup_log[-3000:]
     jobs = known_jobs(ha)
     assert jobs.get(running) == "RUNNING" and jobs.get(held) == "PENDING", jobs
+    assert {row[3].strip() for row in rows} <= set(jobs), "a submission the old primary accepted is gone"
     # slurmd reaches the controllers at SlurmctldAddr, which did not change: no worker restarted.
     assert {p: kube.pod_uid(p) for p in workers_before} == workers_before
     ha.run("scontrol", "release", held)
+    record("primary replaced beside a backup", {
+        "submissions": len(rows),
+        "submissions_failed": len(failed),
+        "submissions_retried": sum(1 for row in rows if row[2] > 1),
+        "longest_submission_s": round(max(end - start for start, end, _t, _r in rows), 1),
+    })
 
 
 def test_the_backup_serves_within_seconds_when_the_primary_node_stops(ha: LoginSlurm):

@@ -398,11 +398,7 @@ def exporter_families() -> set:
 
 
 # Families that cannot have samples on this machine, and why (the test reports them by name).
-NO_SAMPLES_HERE = {
-    "slurm_node_gpu_bus_bandwidth_bytes_per_second": "no GPUs: the NCCL long check never runs",
-    # Its value is asked in the operator's unit tests (test_telemetry, test_reconcile).
-    "slurmkube_rest_ready": "no spec.rest on this cluster: the gauge is served only with the REST API",
-}
+NO_SAMPLES_HERE = {"slurm_node_gpu_bus_bandwidth_bytes_per_second": "no GPUs: the NCCL long check never runs"}
 
 
 def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_alert(

@@ -152,6 +152,11 @@ def cluster_status_schema() -> Dict[str, Any]:
                     "properties": {"ready": {"type": "integer"}, "desired": {"type": "integer"},
                                    "serving": {"type": "string"},
                                    "standby": {"type": "array", "items": {"type": "string"}}}},
+        controlPlane={"type": "object", "description": "Each part of the control plane the spec asks for "
+                      "(controller, accounting, rest, login), up or not: whether users get what they need of "
+                      "it now; its condition says why not, and an Event when it changes.",
+                      "properties": {part: {"type": "boolean"} for part in ("controller", "accounting", "rest",
+                                                                             "login")}},
         login=_counts_schema(),
         nodes=_counts_schema(),
         configHash={"type": "string", "description": "Digest of the Slurm configuration in effect."},

@@ -56,14 +56,16 @@ def controllers_of(sts: Optional[Mapping[str, Any]], pods: Sequence[Mapping[str,
         standing_by=tuple(name for name in wanted if name in running and name != serving),
         down=tuple(name for name in wanted if name not in running),
         outdated=outdated_pods(sts, pods),
+        leaving=tuple(pod["metadata"]["name"] for pod in pods if pod["metadata"]["name"] not in wanted),
     )
 
 
 def next_replacement(c: Optional[Controllers]) -> Optional[str]:
-    """The controller pod to replace now: none while one is down or none serves (a replacement
-    would leave the cluster without a controller, or without the one that is coming up); a
-    standing-by one first, the serving one last."""
-    if c is None or not c.outdated or c.down or not c.serving:
+    """The controller pod to replace now: none while one is down, none serves or one is leaving
+    (a replacement would leave the cluster without a controller, or without the one that is
+    coming up; and a serving controller hands control to a backup that answers as it stops, which
+    must not be one on its way out); a standing-by one first, the serving one last."""
+    if c is None or not c.outdated or c.down or not c.serving or c.leaving:
         return None
     standing = [name for name in c.standing_by if name in c.outdated]
     if standing:

@@ -56,13 +56,15 @@ class Controllers(NamedTuple):
     """The controller pods as one pass found them (operator/controller.py). `serving`: the Ready
     one ("" when none is); `standing_by`: running, not serving; `down`: wanted but not running
     (absent, pending, being deleted); `outdated`: running a template older than the
-    StatefulSet's (None while the StatefulSet has not yet taken in its latest spec)."""
+    StatefulSet's (None while the StatefulSet has not yet taken in its latest spec); `leaving`:
+    pods of ordinals beyond `desired`, which the StatefulSet is removing."""
 
     desired: int
     serving: str
     standing_by: Tuple[str, ...]
     down: Tuple[str, ...]
     outdated: Optional[Tuple[str, ...]]
+    leaving: Tuple[str, ...] = ()
 
     def summary(self) -> Dict[str, Any]:
         """status.controller: controllers up (serving or standing by) of those wanted, which serves."""

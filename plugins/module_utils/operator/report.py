@@ -114,17 +114,20 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
                                     "slurmctld's topology holds every node" if topology_ready
                                     else "waiting for slurmctld to read topology.conf", generation, previous, now))
     if cluster.spec.accounting.enabled:
-        accounting = accounting_condition(p.accounting, generation, previous, now)
-        conditions.append(accounting)
-        p.events.extend(accounting_events(previous, accounting))
+        conditions.append(accounting_condition(p.accounting, generation, previous, now))
+    rest_ready = rest_ready_pods(p)
     if cluster.spec.rest.enabled:
-        conditions.append(rest_condition(p, generation, previous, now))
+        conditions.append(condition("RestReady", rest_ready > 0, "Slurmrestd", "%d/%d slurmrestd pods ready"
+                                    % (rest_ready, cluster.spec.rest.replicas), generation, previous, now))
+    parts = control_plane(p, slurm_nodes is not None, statefulset_counts(login)["ready"], rest_ready)
+    p.events.extend(control_plane_events(p.previous_status.get("controlPlane") or {}, parts, conditions))
     conditions.append(ready_condition(conditions, generation, previous, now))
     status = {
         "phase": phase_of(conditions),
         "message": "; ".join(c["message"] for c in conditions[:-1] if c["status"] != "True"),
         "observedGeneration": generation,
         "conditions": conditions,
+        "controlPlane": parts,
         "controller": p.controllers.summary() if p.controllers else statefulset_counts(controller),
         "login": statefulset_counts(login),
         "nodes": {"ready": ready_nodes, "desired": desired_nodes},
@@ -183,26 +186,49 @@ def accounting_condition(facts: Optional[Mapping[str, Any]], generation: int, pr
                      previous, now)
 
 
-def accounting_events(previous: Sequence[Mapping[str, Any]], now: Mapping[str, Any]) -> List[Event]:
-    """A Warning when accounting stops answering, a Normal Event when it answers again (nothing
-    while slurmctld cannot be asked: that is ControllerReady's to say)."""
-    before = next((c.get("status") for c in previous if c.get("type") == "AccountingReady"), None)
-    if now["reason"] != "Slurmdbd":
-        return []
-    if before == "True" and now["status"] == "False":
-        return [Event("Warning", "AccountingUnavailable", now["message"])]
-    if before == "False" and now["status"] == "True":
-        return [Event("Normal", "AccountingAvailable", now["message"])]
-    return []
+# The parts of the control plane a user reaches (status.controlPlane), each up or not, and the
+# condition whose message says why. Up is what users need of a part; its condition may ask more
+# (ControllerReady: every backup standing by; LoginReady: every login pod ready).
+PART_CONDITIONS = {"controller": "ControllerReady", "accounting": "AccountingReady", "rest": "RestReady",
+                   "login": "LoginReady"}
 
 
-def rest_condition(p: Pass, generation: int, previous: Sequence[Mapping[str, Any]],
-                   now: datetime.datetime) -> Dict[str, Any]:
-    """RestReady: at least one slurmrestd pod takes requests (the Service needs no more to serve)."""
+def control_plane(p: Pass, answers: bool, login_ready: int, rest_ready: int) -> Dict[str, bool]:
+    """Each part the spec asks for, up or not: a slurmctld serves and answers; slurmdbd answers
+    from its database (as last known while slurmctld cannot ask it); a login pod, a slurmrestd
+    pod takes connections."""
+    spec, c = p.cluster.spec, p.controllers
+    parts = {"controller": bool(c and c.serving) and answers}
+    if spec.accounting.enabled:
+        known = (p.previous_status.get("controlPlane") or {}).get("accounting")
+        parts["accounting"] = bool(p.accounting.get("slurmdbd_reachable")) if p.accounting is not None else known
+    if spec.rest.enabled:
+        parts["rest"] = rest_ready > 0
+    if spec.login.replicas > 0:
+        parts["login"] = login_ready > 0
+    return {part: up for part, up in parts.items() if up is not None}
+
+
+def control_plane_events(before: Mapping[str, Any], now: Mapping[str, bool],
+                         conditions: Sequence[Mapping[str, Any]]) -> List[Event]:
+    """A Warning when a part goes down (<Part>Unavailable), a Normal Event when it is back
+    (<Part>Available), with its condition's message."""
+    messages = {c["type"]: c["message"] for c in conditions}
+    events = []
+    for part, up in now.items():
+        if before.get(part) is None or before[part] == up:
+            continue
+        reason = "%s%s" % (part.capitalize(), "Available" if up else "Unavailable")
+        events.append(Event("Normal" if up else "Warning", reason, messages.get(PART_CONDITIONS[part], "")))
+    return events
+
+
+def rest_ready_pods(p: Pass) -> int:
+    """slurmrestd pods that take requests (the Service needs one to serve)."""
+    if not p.cluster.spec.rest.enabled:
+        return 0
     rest = p.kube.get("apps/v1", "Deployment", names.rest(p.cluster.name), p.cluster.namespace) or {}
-    ready = int((rest.get("status") or {}).get("readyReplicas") or 0)
-    return condition("RestReady", ready > 0, "Slurmrestd", "%d/%d slurmrestd pods ready"
-                     % (ready, p.cluster.spec.rest.replicas), generation, previous, now)
+    return int((rest.get("status") or {}).get("readyReplicas") or 0)
 
 
 def slurm_status(state: SlurmState) -> Dict[str, Any]:

@@ -51,7 +51,8 @@ STATE = {m.name[len("slurmkube_"):]: m for m in (
            "stands by.", ()),
     Metric("slurmkube_controller_serving", "gauge", "Per slurmctld pod that is up: 1 for the one that serves, 0 "
            "for one standing by.", ("pod",)),
-    Metric("slurmkube_rest_ready", "gauge", "1 when a slurmrestd pod takes requests (only with spec.rest on).", ()),
+    Metric("slurmkube_control_plane_up", "gauge", "Per part of the control plane the spec asks for (controller, "
+           "accounting, rest, login): 1 while users get what they need of it (status.controlPlane).", ("part",)),
     Metric("slurmkube_munge_key_rotation_pending", "gauge", "1 while a munge key rotation is not finished "
            "everywhere.", ()),
     Metric("slurmkube_nodeset_replicas", "gauge", "A node set's replicas (kind=desired) and worker pods ready "
@@ -89,7 +90,7 @@ def cluster_gauges(status: Mapping[str, Any], nodeset_status: Mapping[str, Mappi
                    wanted: Mapping[str, int]) -> List[Gauge]:
     """Where the cluster stands after a pass: its nodes wanted and in service, each node set's
     replicas (`wanted`: its spec) and pods ready and whether it is Ready (every node in service),
-    whether slurmctld answers and which controller serves, whether slurmrestd takes requests,
+    whether slurmctld answers and which controller serves, which part of the control plane is up,
     whether a munge key rotation is unfinished."""
     nodes = status.get("nodes") or {}
     gauges = [
@@ -99,8 +100,8 @@ def cluster_gauges(status: Mapping[str, Any], nodeset_status: Mapping[str, Mappi
         Gauge("controller_ready", (), 1.0 if condition_true(status, "ControllerReady") else 0.0),
         Gauge("munge_key_rotation_pending", (), 0.0 if condition_true(status, "MungeKeyInUse") else 1.0),
     ]
-    if any(c.get("type") == "RestReady" for c in status.get("conditions") or []):
-        gauges.append(Gauge("rest_ready", (), 1.0 if condition_true(status, "RestReady") else 0.0))
+    gauges += [Gauge("control_plane_up", (("part", part),), 1.0 if up else 0.0)
+               for part, up in sorted((status.get("controlPlane") or {}).items())]
     controller = status.get("controller") or {}
     up = ([controller["serving"]] if controller.get("serving") else []) + list(controller.get("standby") or [])
     gauges += [Gauge("controller_serving", (("pod", pod),), 1.0 if pod == controller.get("serving") else 0.0)

@@ -114,7 +114,8 @@ def one_per_host(cluster: SlurmCluster) -> Dict[str, Any]:
 # The preStop hook's MIN, QUIET and MAX seconds. The operator takes a stopping pod out of the
 # Service (C.LABEL_SERVING); the hook lets slurmctld serve at least MIN seconds, then until no
 # connection came in for QUIET (the Service has dropped the pod), at most MAX: slurmctld then has
-# the rest of the grace period to save its state.
+# the rest of the grace period to save its state. A serving controller with a backup up hands
+# control to it after MIN seconds instead (the hook's header says why).
 CONTROLLER_STOP_WAIT = (4, 3, 40)
 CONTROLLER_GRACE_SECONDS = 60
 
@@ -136,7 +137,8 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
         # the stop hook waits for 3 s without a connection, and the probe's count as ones.
         "readinessProbe": common.slurm_ready_probe(C.SLURMCTLD_PORT, period=4),
         # Signalled once the Service has dropped the pod (see the hook's header).
-        "lifecycle": {"preStop": {"exec": {"command": [C.CONTROLLER_STOP_PROGRAM, *map(str, CONTROLLER_STOP_WAIT)]}}},
+        "lifecycle": {"preStop": {"exec": {"command": [
+            C.CONTROLLER_STOP_PROGRAM, *map(str, CONTROLLER_STOP_WAIT), str(C.SLURMCTLD_PORT)]}}},
         "resources": common.resources(cluster.spec.controller.resources),
         "securityContext": common.confined_security_context(),
         "volumeMounts": mounts,

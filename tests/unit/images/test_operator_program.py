@@ -29,7 +29,7 @@ def test_served_names_are_the_declared_ones():
     OPERATOR.WRITES.labels("hpc", "a", "status").inc()
     OPERATOR.EVENTS.labels("hpc", "a", "NodeDrain").inc()
     cluster = {"nodes": {"desired": 1, "ready": 1}, "controller": {"serving": "a-controller-0", "standby": []},
-               "conditions": [READY, {"type": "RestReady", "status": "True"}]}
+               "conditions": [READY], "controlPlane": {"controller": True, "rest": True}}
     OPERATOR.record_state("hpc", "a", cluster, {"cpu": {"readyReplicas": 1, "conditions": [READY]}}, {"cpu": 1})
     names = {key.split("{")[0] for key in samples()}
     assert names == set(telemetry.served_names())

@@ -84,6 +84,16 @@ def test_nothing_is_replaced_while_a_controller_is_down_or_none_serves():
     assert next_replacement(None) is None
 
 
+def test_the_serving_controller_is_not_replaced_while_a_controller_beyond_the_wanted_ones_leaves():
+    """2 -> 1: the StatefulSet removes ordinal 1 (a backup that answers until it stops, which the
+    serving one would hand control to); ordinal 0, outdated, waits for it to go."""
+    shrinking = controllers_of(sts(), [pod(0, ready=True, revision=OLD), pod(1, revision=OLD)], "cpu", 1)
+    assert shrinking.leaving == ("cpu-controller-1",) and shrinking.standing_by == ()
+    assert next_replacement(shrinking) is None
+    gone = controllers_of(sts(), [pod(0, ready=True, revision=OLD)], "cpu", 1)
+    assert gone.leaving == () and next_replacement(gone) == "cpu-controller-0"
+
+
 def test_a_failover_is_a_warning_naming_both_controllers_once():
     now = Controllers(2, "cpu-controller-1", (), ("cpu-controller-0",), ())
     (event,) = failover_events({"controller": {"serving": "cpu-controller-0"}}, now)

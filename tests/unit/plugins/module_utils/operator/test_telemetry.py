@@ -37,13 +37,14 @@ def test_gauges_say_where_the_cluster_and_each_node_set_stand():
     assert not any(dict(labels).get("node_set") == "retired" for _name, labels in gauges)
 
 
-def test_gauges_say_which_controller_serves_and_whether_rest_takes_requests():
+def test_gauges_say_which_controller_serves_and_which_part_of_the_control_plane_is_up():
     status = {"controller": {"serving": "c-controller-1", "standby": ["c-controller-0"]},
-              "conditions": [condition("RestReady", True)]}
+              "controlPlane": {"controller": True, "rest": False}}
     gauges = {(g.name, g.labels): g.value for g in cluster_gauges(status, {}, {})}
     assert gauges[("controller_serving", (("pod", "c-controller-1"),))] == 1
     assert gauges[("controller_serving", (("pod", "c-controller-0"),))] == 0
-    assert gauges[("rest_ready", ())] == 1
-    # Without the REST API, no REST gauge; with no controller up, no serving gauge.
+    assert gauges[("control_plane_up", (("part", "controller"),))] == 1
+    assert gauges[("control_plane_up", (("part", "rest"),))] == 0
+    # A part the spec does not ask for has no gauge; with no controller up, no serving gauge.
     bare = {(g.name, g.labels) for g in cluster_gauges({"controller": {"serving": ""}}, {}, {})}
-    assert not [name for name, _labels in bare if name in ("rest_ready", "controller_serving")]
+    assert not [name for name, _labels in bare if name in ("control_plane_up", "controller_serving")]
