@@ -21,6 +21,10 @@ description:
     which reads keys only when it starts, already holds the new signing key (it was the next) and
     is replaced when the old key leaves.
   - A rotation is refused while the last one is not in effect or its old key still retires.
+  - With O(revoke=true) (a key that leaked) the rotation drops the old signing key and any key
+    still retiring from the set at once, instead of after their tokens' lifetime, whatever the
+    last rotation's state: every token they signed stops working once slurmctld reads the new
+    set (within the operator's next pass). slurmdbd is replaced to load the set anew.
   - No key is returned, only key ids.
 author:
   - slurmkube maintainers (@slurmkube)
@@ -34,7 +38,13 @@ options:
     type: str
     default: default
   rotate:
-    description: Rotate the keys; false only reports them.
+    description: Rotate the keys; false only reports them (unless O(revoke=true)).
+    type: bool
+    default: false
+  revoke:
+    description:
+      - Rotate the keys and drop the old ones from the set at once; the tokens they signed stop
+        working. Implies O(rotate=true).
     type: bool
     default: false
 extends_documentation_fragment:
@@ -61,6 +71,12 @@ EXAMPLES = r"""
     namespace: slurm
     rotate: true
 
+- name: A signing key leaked - its tokens must stop working now
+  slurmkube.core.rest_keys:
+    cluster: demo
+    namespace: slurm
+    revoke: true
+
 - name: Which key signs
   slurmkube.core.rest_keys:
     cluster: demo
@@ -86,6 +102,12 @@ in_effect:
   description: slurmctld checks tokens with this key set.
   returned: always
   type: bool
+revoked:
+  description: Ids of the keys O(revoke=true) dropped from the set.
+  returned: when rotated
+  type: list
+  elements: str
+  sample: ["3q2-7wAAAAAAAAAA"]
 """
 
 import time
@@ -104,6 +126,7 @@ def main() -> None:
             "cluster": {"type": "str", "required": True},
             "namespace": {"type": "str", "default": "default"},
             "rotate": {"type": "bool", "default": False},
+            "revoke": {"type": "bool", "default": False},
         }, wait=True),
         supports_check_mode=True,
     )
@@ -112,10 +135,10 @@ def main() -> None:
     p = module.params
     try:
         kube = kube_for(module)
-        if not p["rotate"]:
+        if not (p["rotate"] or p["revoke"]):
             result = show(kube, p["cluster"], p["namespace"])
         else:
-            result = rotate(kube, p["cluster"], p["namespace"], int(time.time()), module.check_mode)
+            result = rotate(kube, p["cluster"], p["namespace"], int(time.time()), module.check_mode, p["revoke"])
             if p["wait"] and not module.check_mode:
                 result["in_effect"] = wait_in_effect(kube, p["cluster"], p["namespace"], p["wait_timeout"])
     except SlurmkubeError as exc:

@@ -1,8 +1,8 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the rest_keys module does: show the REST API's key set, or rotate it (jwt.rotated) in its
-Secret and wait until slurmctld checks tokens with the new set (the operator reconfigures it;
-status.restKeys.inEffect). No key is ever returned."""
+Secret, revoking the old keys at once if asked, and wait until slurmctld checks tokens with the
+new set (the operator reconfigures it; status.restKeys.inEffect). No key is ever returned."""
 
 from __future__ import annotations
 
@@ -62,17 +62,31 @@ def check_rotation(current: Keys, effective: str) -> None:
                             "after that" % (kid, when))
 
 
-def rotate(kube: Kube, cluster: str, namespace: str, now: int, check_mode: bool) -> Dict[str, Any]:
-    """Rotate the key set in its Secret; the result without waiting."""
+def revoked(keys: KeySet) -> KeySet:
+    """The set without the keys a rotation retired: the tokens they signed stop working as soon
+    as slurmctld reads it."""
+    gone = set(keys.retire)
+    return KeySet(keys.signing, {kid: pem for kid, pem in keys.private.items() if kid not in gone}, keys.next, {})
+
+
+def rotate(kube: Kube, cluster: str, namespace: str, now: int, check_mode: bool,
+           revoke: bool = False) -> Dict[str, Any]:
+    """Rotate the key set in its Secret, with REVOKE dropping the old keys at once instead of
+    after their tokens' lifetime (a key that leaked: not held back by the last rotation's being
+    unfinished either); the result without waiting."""
     rest = cluster_rest(kube, cluster, namespace)
     current = read_keys(kube, cluster, namespace)
-    check_rotation(current, in_effect(kube, cluster, namespace))
+    if not revoke:
+        check_rotation(current, in_effect(kube, cluster, namespace))
     after = rotated(current.keys, now, rest.token_max_lifetime_seconds)
+    gone = sorted(after.retire) if revoke else []
+    if revoke:
+        after = revoked(after)
     if not check_mode:
         texts = {C.JWKS_SECRET_KEY: jwks_text(after), C.JWT_SIGNING_SECRET_KEY: signing_text(after)}
         kube.merge_patch("v1", "Secret", names.jwt_keys_secret(cluster), namespace, {"data": {
             key: base64.b64encode(text.encode("ascii")).decode("ascii") for key, text in texts.items()}})
-    return dict(key_set_summary(after), changed=True, in_effect=False)
+    return dict(key_set_summary(after), changed=True, in_effect=False, revoked=gone)
 
 
 def show(kube: Kube, cluster: str, namespace: str) -> Dict[str, Any]:

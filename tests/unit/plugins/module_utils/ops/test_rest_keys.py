@@ -103,3 +103,22 @@ def test_the_wait_ends_when_the_operator_reports_the_new_set_in_effect_and_times
         wait_in_effect(kube, "demo", "hpc", 30, Timer(clock.sleep, clock))
     set_in_effect(kube)
     assert wait_in_effect(kube, "demo", "hpc", 30, Timer(clock.sleep, clock))
+
+
+def test_a_revocation_drops_the_old_keys_at_once_even_while_the_last_rotation_is_unfinished():
+    kube, keys = world()
+    first = key_set_from_text(secret_text(kube, C.JWT_SIGNING_SECRET_KEY))
+    rotate(kube, "demo", "hpc", NOW, check_mode=False)  # not in effect yet, and keys.signing retiring
+    result = rotate(kube, "demo", "hpc", NOW + 60, check_mode=False, revoke=True)
+    after = key_set_from_text(secret_text(kube, C.JWT_SIGNING_SECRET_KEY))
+    assert result["revoked"] == sorted({keys.signing, keys.next}) and result["retiring"] == {}
+    assert after.retire == {} and set(after.private) == {after.signing, after.next}
+    published = secret_text(kube, C.JWKS_SECRET_KEY)
+    assert keys.signing not in published and keys.next not in published and first.signing == keys.signing
+    assert "PRIVATE" not in str(result)
+
+
+def test_a_revocation_in_check_mode_names_the_keys_and_writes_nothing():
+    kube, keys = world()
+    result = rotate(kube, "demo", "hpc", NOW, check_mode=True, revoke=True)
+    assert result["changed"] and result["revoked"] == [keys.signing] and kube.writes == 0
