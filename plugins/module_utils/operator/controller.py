@@ -90,12 +90,28 @@ def read_controllers(p: Pass) -> None:
     p.events.extend(failover_events(p.previous_status, p.controllers))
 
 
+def sees_a_backup(p: Pass, pod: str) -> bool:
+    """Whether the serving controller POD would hand control to a backup as it stops: its stop
+    hook's own answer (its slurm.conf names the backup, which answers a ping)."""
+    rc, _out, _err = p.kube.exec(p.cluster.namespace, pod, C.CONTAINER_CONTROLLER,
+                                 [C.CONTROLLER_STOP_PROGRAM, "--hand-over-to", str(C.SLURMCTLD_PORT)])
+    return rc == 0
+
+
 def replace_outdated_controller(p: Pass) -> None:
     """Delete one controller pod whose template is outdated, when next_replacement allows it (as
-    the pass read them: a template this pass applied is taken up by the next one)."""
-    pod = next_replacement(p.controllers)
-    if pod is None:
+    the pass read them: a template this pass applied is taken up by the next one). The serving
+    one, with backups standing by, only once it sees one to hand control to: a primary made
+    before its first backup learns of it when the kubelet refreshes its slurm.conf (a minute or
+    so); replaced before, it would leave the cluster without a controller for SlurmctldTimeout
+    and more (the stop hook's header)."""
+    c = p.controllers
+    pod = next_replacement(c)
+    if pod is None or c is None:
+        return
+    if pod == c.serving and c.standing_by and not sees_a_backup(p, pod):
+        p.controllers = c._replace(hand_over_unseen=True)
         return
     p.kube.delete("v1", "Pod", pod, p.cluster.namespace)
-    role = "the serving controller" if pod == p.controllers.serving else "a standby controller"
+    role = "the serving controller" if pod == c.serving else "a standby controller"
     p.events.append(Event("Normal", "ControllerReplaced", "replacing %s, %s, for its new template" % (pod, role)))

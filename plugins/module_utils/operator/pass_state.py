@@ -57,7 +57,8 @@ class Controllers(NamedTuple):
     one ("" when none is); `standing_by`: running, not serving; `down`: wanted but not running
     (absent, pending, being deleted); `outdated`: running a template older than the
     StatefulSet's (None while the StatefulSet has not yet taken in its latest spec); `leaving`:
-    pods of ordinals beyond `desired`, which the StatefulSet is removing."""
+    pods of ordinals beyond `desired`, which the StatefulSet is removing; `hand_over_unseen`: the
+    serving one, outdated, does not see a backup to hand control to yet (operator/controller.py)."""
 
     desired: int
     serving: str
@@ -65,6 +66,7 @@ class Controllers(NamedTuple):
     down: Tuple[str, ...]
     outdated: Optional[Tuple[str, ...]]
     leaving: Tuple[str, ...] = ()
+    hand_over_unseen: bool = False
 
     def summary(self) -> Dict[str, Any]:
         """status.controller: controllers up (serving or standing by) of those wanted, which serves."""

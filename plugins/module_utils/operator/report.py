@@ -159,6 +159,8 @@ def controller_condition(p: Pass, answers: bool, generation: int, previous: Sequ
         message += "; %s not running" % ", ".join(c.down)
     if c.outdated:
         message += "; %s to be replaced for the new template" % ", ".join(c.outdated)
+        if c.hand_over_unseen:
+            message += " (%s once its slurm.conf names a backup that answers, to hand control to)" % c.serving
     elif c.outdated is None:
         message += "; waiting for the StatefulSet to take in its new spec"
     if p.cluster.spec.controller.replicas > 1 and not p.state_claim_shared:

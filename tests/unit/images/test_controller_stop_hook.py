@@ -24,6 +24,7 @@ import socket
 import subprocess
 import threading
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from collection_path import REPO
@@ -136,26 +137,50 @@ def test_no_hand_over_from_a_standby_without_a_backup_up_or_when_refused(tmp_pat
     assert (rc, printed, asked) == (1, "", "1")
 
 
-def serves_behind(answer: bytes) -> bool:
-    """Whether `serves` says a slurmctld serves when its port answers ANSWER (b"": it closes)."""
+def behind(answer: bytes, argv: list, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """Runs ARGV (its last word: the port) while a local port answers one request with ANSWER
+    (b"": it closes the connection)."""
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
 
         def answer_once() -> None:
             conn, _ = server.accept()
             with conn:
-                conn.recv(4096)
+                request = b""
+                while b"\r\n\r\n" not in request:  # bash writes the request line by line
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    request += chunk
                 conn.sendall(answer)
 
         thread = threading.Thread(target=answer_once)
         thread.start()
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", hook_function("serves") + "serves %d" % port],
-                              capture_output=True, timeout=30, check=False)
+        done = subprocess.run(argv + [str(port)], capture_output=True, text=True, timeout=30, check=False, env=env)
         thread.join(timeout=10)
-    return done.returncode == 0
+    return done
+
+
+def serves_behind(answer: bytes) -> bool:
+    """Whether `serves` says a slurmctld serves when its port answers ANSWER."""
+    return behind(answer, ["bash", "-euo", "pipefail", "-c", hook_function("serves") + 'serves "$0"']).returncode == 0
 
 
 def test_only_a_controller_answering_readyz_2xx_serves():
     assert serves_behind(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
     assert not serves_behind(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
     assert not serves_behind(b"")
+
+
+def test_the_operator_is_told_which_backup_a_serving_controller_would_hand_over_to(tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"hostname": "echo hpc-controller-0",
+                       "scontrol": 'printf "%s" ' + shlex.quote(pings("UP", "UP"))}.items():
+        (bin_dir / name).write_text("#!/bin/bash\n%s\n" % body)
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+    ok, standby = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", b"HTTP/1.1 503 x\r\nContent-Length: 0\r\n\r\n"
+    serving = behind(ok, [str(HOOK), "--hand-over-to"], env)
+    assert (serving.returncode, serving.stdout) == (0, "1\n"), serving.stderr
+    assert behind(standby, [str(HOOK), "--hand-over-to"], env).returncode == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from memory_kube import MemoryKube
-from test_reconcile_health import T0, make_world, reconcile_at
+from test_reconcile_health import T0, SlurmKube, make_world, reconcile_at
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -104,9 +104,25 @@ def test_a_failover_is_a_warning_naming_both_controllers_once():
     assert failover_events({"controller": {"serving": "cpu-controller-0"}}, now._replace(serving="")) == []
 
 
+class HandOverKube(SlurmKube):
+    """The health tests' controller; its stop hook sees a backup to hand control to, or not."""
+
+    HAND_OVER = (C.CONTROLLER_STOP_PROGRAM, "--hand-over-to", str(C.SLURMCTLD_PORT))
+
+    def __init__(self):
+        super().__init__()
+        self.sees_backup = True
+
+    def exec(self, namespace, pod, container, command, timeout=60):
+        if tuple(command) == self.HAND_OVER:
+            self.execs.append((pod, container, tuple(command)))
+            return (0, "1\n", "") if self.sees_backup else (1, "", "")
+        return super().exec(namespace, pod, container, command, timeout)
+
+
 def two_controllers(monkeypatch):
     """The health tests' world (a controller that answers) with a primary and a backup."""
-    kube, cluster = make_world(monkeypatch, spec={"controller": {"replicas": 2}})
+    kube, cluster = make_world(monkeypatch, HandOverKube(), spec={"controller": {"replicas": 2}})
     del kube.objects[("Pod", "research", "cpu-controller-0")]
     controllers = kube.objects[("StatefulSet", "research", "cpu-controller")]
     controllers["metadata"]["generation"] = 2
@@ -203,3 +219,33 @@ def test_a_backup_wanted_on_a_state_claim_it_cannot_mount_is_named_in_the_status
     assert ready["status"] == "False"
     assert ready["message"].endswith("; spec.controller.replicas: the state claim state-cpu-controller-0 is not "
                                      "ReadWriteMany (made by an earlier release): a backup cannot mount it")
+
+
+def test_the_serving_controller_is_replaced_once_it_sees_a_backup_to_hand_control_to(monkeypatch):
+    """1 -> 2: the primary's slurm.conf names the new backup only once the kubelet refreshed it."""
+    kube, cluster = two_controllers(monkeypatch)
+    kube.apply(pod(0, ready=True, revision=OLD))
+    kube.apply(pod(1))
+    kube.sees_backup = False
+    outcome = reconcile_at(kube, cluster, T0)
+    assert ("Pod", "research", "cpu-controller-0") in kube.objects
+    assert (("cpu-controller-0", C.CONTAINER_CONTROLLER, HandOverKube.HAND_OVER)) in kube.execs
+    ready = next(c for c in outcome.status["conditions"] if c["type"] == "ControllerReady")
+    assert ready["message"].endswith("; cpu-controller-0 to be replaced for the new template (cpu-controller-0 once "
+                                     "its slurm.conf names a backup that answers, to hand control to)")
+    kube.sees_backup = True
+    outcome = reconcile_at(kube, dict(cluster, status=outcome.status), T0)
+    assert ("Pod", "research", "cpu-controller-0") not in kube.objects
+    assert [e.message for e in outcome.events if e.reason == "ControllerReplaced"] == [
+        "replacing cpu-controller-0, the serving controller, for its new template"]
+
+
+def test_a_lone_controller_is_replaced_without_asking_for_a_backup(monkeypatch):
+    kube, cluster = make_world(monkeypatch, HandOverKube(), spec={})
+    kube.objects[("StatefulSet", "research", "cpu-controller")].update(
+        {"metadata": dict(kube.objects[("StatefulSet", "research", "cpu-controller")]["metadata"], generation=2),
+         "status": sts()["status"]})
+    kube.apply(pod(0, ready=True, revision=OLD))
+    reconcile_at(kube, cluster, T0)
+    assert ("Pod", "research", "cpu-controller-0") not in kube.objects
+    assert not [e for e in kube.execs if e[2] == HandOverKube.HAND_OVER]
