@@ -224,7 +224,7 @@ def test_a_backup_is_added_to_a_live_cluster_and_loses_no_job(ha: LoginSlurm):
     failed = [row for row in rows if row[3].startswith("FAILED")]
     assert rows and not failed, failed
     # The backup took control when asked, not after SlurmctldTimeout without the primary.
-    backup_log = kube.kubectl("-n", kube.namespace, "logs", BACKUP, "-c", "slurmctld").stdout
+    backup_log = kube.kubectl("-n", kube.namespace, "logs", BACKUP, "-c", C.CONTAINER_CONTROLLER).stdout
     assert "REQUEST_TAKEOVER" in backup_log, backup_log[-3000:]
     jobs = known_jobs(ha)
     assert jobs.get(running) == "RUNNING" and jobs.get(held) == "PENDING", jobs
