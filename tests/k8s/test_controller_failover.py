@@ -138,13 +138,17 @@ def controllers_status(kube: Cluster) -> Dict:
 
 def settled(kube: Cluster, serving: str, standby: List[str]) -> None:
     """Until the status says SERVING serves, STANDBY stand by, and ControllerReady (no controller
-    left to replace for a new template)."""
+    left to replace for a new template), and slurmctld answers the login pod: a pod whose node
+    was stopped for less than the node controller's grace period (40 s) keeps its Ready condition
+    while its containers start again, so the status alone may be ahead of slurmctld."""
     def now() -> bool:
         status = cluster_status(kube, CLUSTER)
         ready = any(c["type"] == "ControllerReady" and c["status"] == "True" for c in status.get("conditions") or [])
         found = status.get("controller") or {}
         return ready and found.get("serving") == serving and found.get("standby") == standby
     wait_for(now, 300, 3, explain=lambda: json.dumps(cluster_status(kube, CLUSTER)))
+    wait_for(lambda: kube.exec(LOGIN, "scontrol", "ping", check=False).returncode == 0, 180, 3,
+             explain=lambda: kube.exec(LOGIN, "scontrol", "ping", check=False).stdout)
 
 
 def known_jobs(slurm: SlurmView) -> Dict[str, str]:
