@@ -85,10 +85,10 @@ STOP_SUBMITTING = "/tmp/slurmkube-test-stop-submitting"
 def submit_while(kube: Cluster, count: int, every: float) -> subprocess.Popen:
     """COUNT `sbatch --wrap true` from the login pod, EVERY seconds, or until stop_submitting;
     one refused is sent again (a client retry counts as not lost), five times at most. Each line:
-    start end tries result."""
+    start end tries result (sbatch's words on one line; the job id last, when one was given)."""
     loop = ("rm -f %s; for i in $(seq 1 %d); do [[ -e %s ]] && break; t0=$(date +%%s.%%N); for try in 1 2 3 4 5; do"
             " r=$(sbatch --parsable -o /dev/null --wrap true 2>&1) && break; r=\"FAILED $r\"; done;"
-            " echo \"$t0 $(date +%%s.%%N) $try $r\"; sleep %s; done"
+            " echo \"$t0 $(date +%%s.%%N) $try ${r//$'\\n'/ }\"; sleep %s; done"
             ) % (STOP_SUBMITTING, count, STOP_SUBMITTING, every)  # fmt: skip
     return subprocess.Popen(["kubectl", "-n", kube.namespace, "exec", LOGIN, "--", "bash", "-c", loop],
                             env=kube.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -104,6 +104,11 @@ def submissions(proc: subprocess.Popen) -> List[Tuple[float, float, int, str]]:
     rows = [line.split(None, 3) for line in out.splitlines() if line.strip()]
     assert rows, err
     return [(float(start), float(end), int(tries), result) for start, end, tries, result in rows]
+
+
+def job_id(row: Tuple[float, float, int, str]) -> str:
+    """The id an accepted submission was given (sbatch may have said it retried first)."""
+    return row[3].split()[-1]
 
 
 def first_accepted_after(rows: List[Tuple[float, float, int, str]], moment: float) -> Optional[float]:
@@ -232,7 +237,7 @@ def test_a_backup_is_added_to_a_live_cluster_and_loses_no_job(ha: LoginSlurm):
     assert "REQUEST_TAKEOVER" in backup_log, backup_log[-3000:]
     jobs = known_jobs(ha)
     assert jobs.get(running) == "RUNNING" and jobs.get(held) == "PENDING", jobs
-    assert {row[3].strip() for row in rows} <= set(jobs), "a submission the old primary accepted is gone"
+    assert {job_id(row) for row in rows} <= set(jobs), "a submission the old primary accepted is gone"
     # slurmd reaches the controllers at SlurmctldAddr, which did not change: no worker restarted.
     assert {p: kube.pod_uid(p) for p in workers_before} == workers_before
     ha.run("scontrol", "release", held)
@@ -259,7 +264,7 @@ def test_the_backup_serves_within_seconds_when_the_primary_node_stops(ha: LoginS
     assert len(rows) == SUBMISSIONS and not failed, failed
     waited = first_accepted_after(rows, stopped)
     assert waited is not None and waited <= TARGET_FAILOVER_S, waited
-    jobs = [row[3].strip() for row in rows]
+    jobs = [job_id(row) for row in rows]
     assert len(set(jobs)) == SUBMISSIONS, "a job id was given twice"
     # Every submission the old primary accepted is in the state the backup took over.
     wait_for(lambda: set(jobs) <= set(known_jobs(ha)), 120, 3, explain=lambda: str(known_jobs(ha)))
