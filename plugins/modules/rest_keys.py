@@ -23,7 +23,7 @@ description:
   - A rotation is refused while the last one is not in effect or its old key still retires.
   - With O(revoke=true) (a key that leaked) the rotation drops the old signing key and any key
     still retiring from the set at once, instead of after their tokens' lifetime, whatever the
-    last rotation's state: every token they signed stops working once slurmctld reads the new
+    last rotation's state; every token they signed stops working once slurmctld reads the new
     set (within the operator's next pass). slurmdbd is replaced to load the set anew.
   - No key is returned, only key ids.
 author:

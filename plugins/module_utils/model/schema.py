@@ -144,6 +144,10 @@ def _status_schema(**extra: Dict[str, Any]) -> Dict[str, Any]:
     return {"type": "object", "properties": properties}
 
 
+# status.controlPlane's parts (operator/report.py names each one the spec asks for).
+CONTROL_PLANE_PARTS = ("controller", "accounting", "rest", "login")
+
+
 def cluster_status_schema() -> Dict[str, Any]:
     """status of a SlurmCluster, written by the operator."""
     return _status_schema(
@@ -155,8 +159,7 @@ def cluster_status_schema() -> Dict[str, Any]:
         controlPlane={"type": "object", "description": "Each part of the control plane the spec asks for "
                       "(controller, accounting, rest, login), up or not: whether users get what they need of "
                       "it now; its condition says why not, and an Event when it changes.",
-                      "properties": {part: {"type": "boolean"} for part in ("controller", "accounting", "rest",
-                                                                             "login")}},
+                      "properties": {part: {"type": "boolean"} for part in CONTROL_PLANE_PARTS}},
         login=_counts_schema(),
         nodes=_counts_schema(),
         configHash={"type": "string", "description": "Digest of the Slurm configuration in effect."},

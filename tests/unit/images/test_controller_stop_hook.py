@@ -144,7 +144,7 @@ def behind(answer: bytes, argv: list, env: Optional[dict] = None) -> subprocess.
         port = server.getsockname()[1]
 
         def answer_once() -> None:
-            conn, _ = server.accept()
+            conn, _address = server.accept()
             with conn:
                 request = b""
                 while b"\r\n\r\n" not in request:  # bash writes the request line by line

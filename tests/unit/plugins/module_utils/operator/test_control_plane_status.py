@@ -6,6 +6,9 @@ from __future__ import annotations
 from test_accounting_status import AccountingKube
 from test_reconcile_health import T0, make_world, reconcile_at
 
+from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import CONTROL_PLANE_PARTS
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import PART_CONDITIONS
+
 
 def set_ready(kube, kind, name, ready):
     obj = kube.objects[(kind, "research", name)]
@@ -63,3 +66,7 @@ def test_no_serving_controller_is_a_warning_and_accounting_keeps_what_was_last_k
 def test_parts_the_spec_does_not_ask_for_are_not_named(monkeypatch):
     kube, cluster = make_world(monkeypatch, spec={"login": {"replicas": 0}})
     assert reconcile_at(kube, cluster, T0).status["controlPlane"] == {"controller": True}
+
+
+def test_the_crd_schema_declares_every_part_the_operator_names():
+    assert set(PART_CONDITIONS) == set(CONTROL_PLANE_PARTS)
