@@ -106,6 +106,12 @@ def without_retired(keys: KeySet, now: int) -> KeySet:
                   {kid: when for kid, when in keys.retire.items() if kid not in gone})
 
 
+def without_retiring(keys: KeySet) -> KeySet:
+    """The set without every key a rotation retired, whenever it was to leave (a revocation: the
+    tokens they signed stop working as soon as slurmctld reads the set)."""
+    return without_retired(keys, max(keys.retire.values(), default=0))
+
+
 def loaded_at_start(keys: KeySet) -> List[str]:
     """The key ids a daemon that reads the set only at start (slurmdbd) must have loaded: all but
     the next key while an old one retires, so that a rotation does not ask for a restart (the key

@@ -19,6 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.jwt import (
     key_set_summary,
     rotated,
     signing_text,
+    without_retiring,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Poll, Timer, wait_until
@@ -62,13 +63,6 @@ def check_rotation(current: Keys, effective: str) -> None:
                             "after that" % (kid, when))
 
 
-def revoked(keys: KeySet) -> KeySet:
-    """The set without the keys a rotation retired: the tokens they signed stop working as soon
-    as slurmctld reads it."""
-    gone = set(keys.retire)
-    return KeySet(keys.signing, {kid: pem for kid, pem in keys.private.items() if kid not in gone}, keys.next, {})
-
-
 def rotate(kube: Kube, cluster: str, namespace: str, now: int, check_mode: bool,
            revoke: bool = False) -> Dict[str, Any]:
     """Rotate the key set in its Secret, with REVOKE dropping the old keys at once instead of
@@ -80,8 +74,7 @@ def rotate(kube: Kube, cluster: str, namespace: str, now: int, check_mode: bool,
         check_rotation(current, in_effect(kube, cluster, namespace))
     after = rotated(current.keys, now, rest.token_max_lifetime_seconds)
     gone = sorted(after.retire) if revoke else []
-    if revoke:
-        after = revoked(after)
+    after = without_retiring(after) if revoke else after
     if not check_mode:
         texts = {C.JWKS_SECRET_KEY: jwks_text(after), C.JWT_SIGNING_SECRET_KEY: signing_text(after)}
         kube.merge_patch("v1", "Secret", names.jwt_keys_secret(cluster), namespace, {"data": {

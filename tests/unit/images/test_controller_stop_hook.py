@@ -100,7 +100,7 @@ def hand_over(tmp_path: Path, me: str, serving: bool, ping: str, takeover_rc: in
         (bin_dir / name).write_text("#!/bin/bash\n%s\n" % body)
         (bin_dir / name).chmod(0o755)
     serves = "serves() { [[ $1 == 6817 ]] && %s; }\n" % ("true" if serving else "false")
-    script = serves + hook_function("backup_up") + hook_function("hand_over") + (
+    script = serves + hook_function("backup_up") + hook_function("hand_over_target") + hook_function("hand_over") + (
         'rc=0; out=$(hand_over 4 6817) || rc=$?; printf "%s\\n%s\\n" "$rc" "$out"\n')
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=30,
                           check=False, env=dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"])))
