@@ -30,12 +30,16 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError, api_client
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import BridgeMemory, bridge_cycle
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.serving import stopping_pod_patch
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import status_unchanged, without_empty_maps
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
 
 RECONCILE_INTERVAL_SECONDS = 10
+# The bridge's cycle: how soon a pod's Slurm job is submitted, and a started job's pods bound.
+BRIDGE_INTERVAL_SECONDS = 2
 ELECTION_RETRY_SECONDS = 2
 
 _kube: Dict[str, Kube] = {}
@@ -145,6 +149,7 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
     start_http_server(C.OPERATOR_METRICS_PORT)
     start_election(logger)
     threading.Thread(target=resync_forever, args=(logger,), name="resync", daemon=True).start()
+    threading.Thread(target=bridge_forever, args=(logger,), name="bridge", daemon=True).start()
 
 
 @kopf.on.cleanup()
@@ -278,6 +283,39 @@ def resync_forever(logger: logging.Logger) -> None:
                 reconcile_cluster(cluster, logger)
             except Exception:  # one broken cluster must not stop the others' passes
                 logger.exception("resync of %s/%s failed", cluster["metadata"]["namespace"],
+                                 cluster["metadata"]["name"])
+
+
+_bridge_memory: Dict[str, BridgeMemory] = {}
+
+
+def bridge_cluster(cluster: Mapping[str, Any], logger: logging.Logger) -> None:
+    """One bridge cycle of a cluster, logged when it acted."""
+    report = bridge_cycle(kube(), cluster, _bridge_memory)
+    if report is not None and report.acted:
+        logger.info("bridge of %s/%s: %s", cluster["metadata"]["namespace"], cluster["metadata"]["name"],
+                    report.summary())
+
+
+def bridge_forever(logger: logging.Logger) -> None:
+    """The bridge's cycles, apart from the reconcile passes: a pod waits seconds, not a resync."""
+    while True:
+        time.sleep(BRIDGE_INTERVAL_SECONDS)
+        if not leading():
+            continue
+        try:
+            clusters = watched_clusters()
+        except KubeError as exc:
+            logger.warning("bridge: %s", exc)
+            continue
+        for cluster in clusters:
+            try:
+                bridge_cluster(cluster, logger)
+            except (KubeError, SlurmError) as exc:  # the next cycle tries again
+                logger.warning("bridge of %s/%s: %s", cluster["metadata"]["namespace"], cluster["metadata"]["name"],
+                               exc)
+            except Exception:  # one broken cluster must not stop the others' cycles
+                logger.exception("bridge of %s/%s failed", cluster["metadata"]["namespace"],
                                  cluster["metadata"]["name"])
 
 

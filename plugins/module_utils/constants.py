@@ -48,6 +48,19 @@ ANNOTATION_CONFIG_HASH = API_GROUP + "/config-hash"
 ANNOTATION_CONFIG_FILES = API_GROUP + "/config-files"
 ANNOTATION_MUNGE_KEY = API_GROUP + "/munge-key"
 
+# The bridge (Kubernetes pods scheduled by Slurm): the scheduler name its pods carry (set at
+# admission in the bridge's namespaces), the label with a pod's Slurm job id and the annotation
+# with its Slurm node (both set before the pod is bound), and what a pod may ask of its job.
+BRIDGE_SCHEDULER_NAME = "slurmkube-bridge"
+LABEL_SLURM_JOB = API_GROUP + "/slurm-job"
+ANNOTATION_SLURM_NODE = API_GROUP + "/slurm-node"
+ANNOTATION_BRIDGE_ACCOUNT = API_GROUP + "/account"
+ANNOTATION_BRIDGE_PARTITION = API_GROUP + "/partition"
+ANNOTATION_BRIDGE_QOS = API_GROUP + "/qos"
+ANNOTATION_BRIDGE_TIME_LIMIT = API_GROUP + "/time-limit"
+# The extended resource a bridged pod's GPUs are counted in (its limits).
+BRIDGE_GPU_RESOURCE = "nvidia.com/gpu"
+
 # Component names (the app.kubernetes.io/component label and object-name suffixes).
 COMPONENT_CONTROLLER = "controller"
 COMPONENT_WORKER = "worker"

@@ -250,6 +250,11 @@ def operator_cluster_wide(namespace: str) -> str:
     return _of(C.OPERATOR_NAME, namespace)
 
 
+def bridge_admission(namespace: str) -> str:
+    """The bridge's MutatingAdmissionPolicy and binding of the operator installed in NAMESPACE."""
+    return _of(C.BRIDGE_SCHEDULER_NAME, namespace)
+
+
 SPEC_RULES_POLICY = C.MANAGED_BY + "-spec-rules"
 """The ValidatingAdmissionPolicy (and its binding) that installs with the CRDs."""
 

@@ -66,6 +66,22 @@ options:
     type: bool
     default: false
     version_added: "0.3.0"
+  bridge_namespaces:
+    description:
+      - Namespaces whose pods Slurm schedules (the bridge). A MutatingAdmissionPolicy gives every
+        pod created there that names the default scheduler the scheduler C(slurmkube-bridge); the
+        operator submits one Slurm job per pod (a Job's parallel pods, one job for all) and binds
+        the pods where Slurm placed it. The SlurmCluster whose C(spec.bridge.namespaces) lists a
+        namespace schedules its pods.
+      - The operator gets a Role in each (read, label, bind and delete pods, read Jobs, post
+        Events); they must exist. A pod that names another scheduler keeps it.
+      - Needs MutatingAdmissionPolicy, GA in Kubernetes 1.36; on 1.34 and 1.35 the API server must
+        enable its feature gate and C(admissionregistration.k8s.io/v1beta1). Empty removes the
+        policy and the bridge's grants.
+    type: list
+    elements: str
+    default: []
+    version_added: "0.4.0"
   state:
     description:
       - V(present) installs or updates; V(absent) removes the operator.
@@ -155,6 +171,11 @@ EXAMPLES = r"""
     replicas: 2
     watch_namespaces: [hpc-prod, hpc-dev]
 
+- name: Slurm schedules the pods of namespace ml (the cluster's spec.bridge.namespaces names it too)
+  slurmkube.core.slurm_operator:
+    watch_namespaces: [hpc-prod]
+    bridge_namespaces: [ml]
+
 - name: Let spec authors use only the site's images and its NVMe directories
   slurmkube.core.slurm_operator:
     watch_namespaces: [hpc-prod]
@@ -193,6 +214,7 @@ def main() -> None:
             "replicas": {"type": "int", "default": 1},
             "watch_namespaces": {"type": "list", "elements": "str", "default": []},
             "cluster_scope": {"type": "bool", "default": False},
+            "bridge_namespaces": {"type": "list", "elements": "str", "default": []},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "remove_crds": {"type": "bool", "default": False},
             "admission_policy": {"type": "dict", "options": {
@@ -217,7 +239,7 @@ def main() -> None:
             admission, remove_admission = admission_settings(p["admission_policy"])
             settings = OperatorSettings(p["namespace"], p["image"], p["pull_policy"], p["replicas"],
                                         tuple(p["watch_namespaces"]), p["cluster_scope"], admission,
-                                        remove_admission)
+                                        remove_admission, tuple(p["bridge_namespaces"]))
             change = ensure_operator(kube, settings, module.check_mode)
             if p["wait"] and not module.check_mode:
                 wait_operator(kube, p["namespace"], p["replicas"], p["wait_timeout"])

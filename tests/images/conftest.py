@@ -46,8 +46,10 @@ def stop_cluster() -> None:
         c.destroy()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
-    """The last test of this folder done: the cluster goes now."""
+    """The last test of this folder done: the cluster goes now (after the test's own fixtures,
+    which may still use it)."""
     if nextitem is None or HERE not in Path(str(nextitem.path)).parents:
         stop_cluster()
 

@@ -18,6 +18,12 @@ def merge_into(target, patch):
             target[key] = copy.deepcopy(value)
 
 
+def field_value(obj, path):
+    for step in path.split("."):
+        obj = (obj or {}).get(step)
+    return obj
+
+
 class MemoryKube:
     """Stores what is applied, as an API server without defaulting would; counts writes."""
 
@@ -26,6 +32,8 @@ class MemoryKube:
         self.writes = 0
         self.version = 0
         self.forced = []  # (kind, name) deleted with a grace period of 0
+        self.unserved = set()  # (api version, kind) this API server does not serve
+        self.events = []  # (involved object's namespace/name, type, reason, message)
 
     def key(self, kind, name, namespace):
         return (kind, namespace, name)
@@ -34,13 +42,28 @@ class MemoryKube:
         obj = self.objects.get(self.key(kind, name, namespace))
         return copy.deepcopy(obj) if obj else None
 
-    def list(self, api_version, kind, namespace=None, labels=None):
+    def list(self, api_version, kind, namespace=None, labels=None, fields=None):
         """As the API server lists: namespace None means every namespace (and cluster-scoped kinds);
-        only the objects that carry every label asked for."""
+        only the objects that carry every label asked for, and every field (a dotted path) value."""
         wanted = (labels or {}).items()
         return [copy.deepcopy(o) for key, o in sorted(self.objects.items(), key=lambda item: str(item[0]))
                 if key[0] == kind and namespace in (None, key[1])
-                and wanted <= ((o.get("metadata") or {}).get("labels") or {}).items()]
+                and wanted <= ((o.get("metadata") or {}).get("labels") or {}).items()
+                and all(field_value(o, path) == value for path, value in (fields or {}).items())]
+
+    def serves(self, api_version, kind):
+        return (api_version, kind) not in self.unserved
+
+    def bind(self, namespace, pod, node):
+        self.writes += 1
+        obj = self.objects[self.key("Pod", pod, namespace)]
+        assert not obj["spec"].get("nodeName"), "%s is bound already" % pod
+        obj["spec"]["nodeName"] = node
+
+    def post_event(self, obj, kind, reason, message, source):
+        self.writes += 1
+        meta = obj["metadata"]
+        self.events.append(("%s/%s" % (meta.get("namespace"), meta["name"]), kind, reason, message))
 
     def apply(self, obj, dry_run=False):
         if dry_run:

@@ -36,11 +36,12 @@ GROUND_FILES = {"constants", "digest", "errors", "jwt", "keys", "names", "quanti
 LAYERS = ("model", "render", "k8s", "slurm", "operator", "ops")
 # What every module of a layer may import from its own layer.
 FLOORS: Dict[str, Set[str]] = {
-    "model": {"fields", "problems", "types"},
-    "render": {"common", "jwt_auth", "seccomp", "slurm_config"},
+    "model": {"fields", "network", "problems", "types"},
+    "render": {"bridge", "common", "jwt_auth", "seccomp", "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},
-    "operator": {"leader", "pass_state", "plan_munge_key", "plan_nodes", "plan_upgrade", "serving", "status",
+    "operator": {"leader", "pass_state", "plan_bridge", "plan_munge_key", "plan_nodes", "plan_upgrade", "serving",
+                 "status",
                  "telemetry", "topology", "volume_refresh"},
     "ops": {"common"},
 }

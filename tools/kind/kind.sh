@@ -123,6 +123,12 @@ networking:
   podSubnet: $KIND_POD_SUBNET
   serviceSubnet: $KIND_SERVICE_SUBNET
   kubeProxyMode: iptables
+# MutatingAdmissionPolicy (beta in Kubernetes 1.35, GA in 1.36): the bridge's namespaces get their
+# pods' scheduler from one (the slurm_operator module's bridge_namespaces).
+featureGates:
+  MutatingAdmissionPolicy: true
+runtimeConfig:
+  admissionregistration.k8s.io/v1beta1: "true"
 nodes:
 YAML
   for i in $(seq 0 "$workers"); do

@@ -100,11 +100,13 @@ class Kube:
             raise KubeError("cannot read %s %s/%s: %s" % (kind, namespace or "", name, error_cause(exc))) from exc
 
     def list(self, api_version: str, kind: str, namespace: Optional[str] = None,
-             labels: Optional[Mapping[str, str]] = None) -> List[Obj]:
-        """Objects of a kind, optionally filtered by labels."""
+             labels: Optional[Mapping[str, str]] = None, fields: Optional[Mapping[str, str]] = None) -> List[Obj]:
+        """Objects of a kind, optionally filtered by labels and by fields (spec.schedulerName)."""
         selector = ",".join("%s=%s" % kv for kv in sorted((labels or {}).items())) or None
+        field_selector = ",".join("%s=%s" % kv for kv in sorted((fields or {}).items())) or None
         try:
-            result = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector)
+            result = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector,
+                                                           field_selector=field_selector)
         except Exception as exc:
             raise KubeError("cannot list %s in %s: %s"
                             % (kind, namespace or "all namespaces", error_cause(exc))) from exc
@@ -207,6 +209,24 @@ class Kube:
         except Exception as exc:
             raise KubeError("cannot delete %s %s/%s: %s" % (kind, namespace or "", name, error_cause(exc))) from exc
         self.writes += 1
+        return True
+
+    def bind(self, namespace: str, pod: str, node: str) -> None:
+        """Assign a pod to a node, as a scheduler does (the pods/binding subresource)."""
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod, "namespace": namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            CoreV1Api(self.client).create_namespaced_pod_binding(pod, namespace, body, _preload_content=False)
+        except Exception as exc:
+            raise KubeError("cannot bind pod %s/%s to node %s: %s" % (namespace, pod, node, error_cause(exc))) from exc
+        self.writes += 1
+
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves this kind at this version (a beta API may be off)."""
+        try:
+            self._resource(api_version, kind)
+        except Exception:  # ResourceNotFoundError, or a group the server does not know at all
+            return False
         return True
 
     def exec(self, namespace: str, pod: str, container: str, command: Sequence[str],

@@ -11,7 +11,12 @@ from typing import List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import WORKER_DAEMON_RESERVE_MIB
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, Partition, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
+    DEFAULT_PARTITION_NAME,
+    NodeSet,
+    Partition,
+    SlurmCluster,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity, quantity_to_mebibytes
 
 # --------------------------------------------------------------------------- names with overrides
@@ -96,7 +101,7 @@ def slurm_job_memory_mib(nodeset: NodeSet) -> int:
 
 def partitions_of(cluster: SlurmCluster) -> List[Partition]:
     """The partitions to render: the spec's, or one default 'main' over every node set."""
-    return list(cluster.spec.partitions) or [Partition(name="main", default=True)]
+    return list(cluster.spec.partitions) or [Partition(name=DEFAULT_PARTITION_NAME, default=True)]
 
 
 def nodesets_in_partition(partition: Partition, nodesets: Sequence[NodeSet]) -> List[NodeSet]:

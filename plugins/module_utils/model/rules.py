@@ -20,10 +20,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
     WORKER_MEMORY_MIN_MIB,
     is_normalized_path,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.network import DnsServer
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError, describe, key_path
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
+    DEFAULT_PARTITION_NAME,
     Accounting,
-    DnsServer,
     NodeSet,
     NodeSetSpec,
     Partition,
@@ -74,6 +75,7 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
     problems.extend(_accounting_rules(spec.accounting))
     problems.extend(_peer_rules(spec.exporter.scrape_from, "spec.exporter.scrapeFrom"))
     problems.extend(_peer_rules(spec.rest.allow_from, "spec.rest.allowFrom"))
+    problems.extend(_bridge_rules(spec))
     for where, res in (("spec.controller.resources", spec.controller.resources),
                        ("spec.rest.resources", spec.rest.resources),
                        ("spec.login.resources", spec.login.resources),
@@ -81,6 +83,16 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
                        ("spec.accounting.database.resources", spec.accounting.database.resources)):
         problems.extend(_positive_resources(where, res))
     return problems
+
+
+def _bridge_rules(spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
+    """The bridge's partition is one the cluster has ('main' when the spec lists none)."""
+    partition = spec.bridge.partition
+    known = [p.name for p in spec.partitions] or [DEFAULT_PARTITION_NAME]
+    if partition is not None and partition not in known:
+        return [("spec.bridge.partition", "must name a partition of the cluster (%s), got %s"
+                 % (", ".join(known), describe(partition)))]
+    return []
 
 
 def _dns_server_rules(dns: DnsServer) -> List[Tuple[str, str]]:

@@ -34,6 +34,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
     SlurmValue,
     spec_field,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.network import Egress
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,10 @@ class Jail:
         "another uid (munged's, say) or raise a later job of a plain user through a planted file.",
         False,
     )
+
+
+# The one partition of a cluster whose spec lists none: over every node set, the default.
+DEFAULT_PARTITION_NAME = "main"
 
 
 @dataclass(frozen=True)
@@ -459,48 +464,25 @@ class Rest:
     resources: Resources = spec_field("Resources of each slurmrestd pod.", factory=Resources)
 
 
-# Where API servers, kubelets and cloud metadata live: never reached through egress.internet.
-PRIVATE_RANGES_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
-                     "127.0.0.0/8")
-PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
-
-
 @dataclass(frozen=True)
-class DnsServer:
-    """The Kubernetes cluster's DNS server pods: the only resolver the cluster's pods may ask."""
+class Bridge:
+    """Kubernetes pods scheduled by Slurm (the bridge): each pod, or each gang of pods (a Job's
+    parallel pods), becomes one Slurm job that holds the pods' CPUs and memory on the cluster's
+    worker nodes, beside native jobs; the pods are bound to the Kubernetes nodes of the Slurm
+    nodes the job got."""
 
-    namespace: str = spec_field("Namespace of the DNS server pods.", "kube-system", pattern=DNS1123_LABEL)
-    pod_labels: Dict[str, str] = spec_field(
-        "Labels that select the DNS server pods (kubeadm, kind, EKS, GKE and AKS label CoreDNS or "
-        "kube-dns k8s-app=kube-dns). A node-local DNS cache on a link-local address is not a pod: "
-        "list it in egress.to.",
-        factory=lambda: {"k8s-app": "kube-dns"},
-    )
-
-
-@dataclass(frozen=True)
-class Egress:
-    """Where the cluster's pods (jobs and ssh sessions included) may connect, with networkPolicy:
-    each other and the cluster's DNS always; the rest only as listed here."""
-
-    dns: DnsServer = spec_field(
-        "The cluster's DNS server: port 53 is open to these pods only, so a job cannot send DNS "
-        "queries (a way to carry data out) to any other address.",
-        factory=DnsServer,
-    )
-
-    internet: bool = spec_field(
-        "Allow public addresses: everything outside the private (RFC 1918, fc00::/7), shared "
-        "(100.64.0.0/10), link-local and loopback ranges, where API servers, kubelets and cloud "
-        "metadata (169.254.169.254) live. A public API server endpoint is a public address: "
-        "list it in no rule and keep this false, or block it at the site's firewall.",
-        False,
-    )
-    to: List[FreeForm] = spec_field(
-        "More NetworkPolicy egress rules, in Kubernetes' own form ({to: [...], ports: [...]}): an "
-        "external slurmdbd or database, license servers, storage.",
-        factory=list,
-    )
+    namespaces: List[str] = spec_field(
+        "Namespaces whose pods this cluster's Slurm schedules: the pods that name the scheduler "
+        "slurmkube-bridge, which the slurm_operator module's bridge_namespaces sets at admission on "
+        "every pod of those namespaces that names the default scheduler. None when empty.",
+        factory=list, pattern=DNS1123_LABEL, max_length=63, max_items=64, unique=True)
+    partition: Optional[str] = spec_field(
+        "Partition of the pods' jobs when a pod names none (annotation slurmkube.io/partition); "
+        "Slurm's default partition when unset.", None, pattern=SLURM_NAME, max_length=64)
+    exclusive: bool = spec_field(
+        "Whole nodes for each pod's job (sbatch --exclusive): no native job and no other pod beside "
+        "it. When false, pods and native jobs share a node core by core, Slurm allocating both.",
+        False)
 
 
 @dataclass(frozen=True)
@@ -545,6 +527,7 @@ class SlurmClusterSpec:
     accounting: Accounting = spec_field("Accounting.", factory=Accounting)
     exporter: Exporter = spec_field("Metrics exporter.", factory=Exporter)
     rest: Rest = spec_field("Slurm's REST API (slurmrestd).", factory=Rest)
+    bridge: Bridge = spec_field("Kubernetes pods scheduled by Slurm (the bridge).", factory=Bridge)
     network_policy: bool = spec_field(
         "Render NetworkPolicies: the cluster's pods admit only each other (and ssh to login) and "
         "connect only to each other, DNS and what egress allows.", True

@@ -30,13 +30,19 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.admission im
     AdmissionRules,
     render_admission_policy,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.bridge import (
+    ADMISSION_VERSIONS,
+    render_bridge_admission,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.operator import (
     OPERATOR_NAME,
+    granted_namespaces,
     render_operator,
 )
 
 RBAC = "rbac.authorization.k8s.io/v1"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 class InstallError(SlurmkubeError):
@@ -58,6 +64,8 @@ class OperatorSettings:
     # None leaves an admission policy as it is; remove_admission deletes it.
     admission: Optional[AdmissionRules] = None
     remove_admission: bool = False
+    # Namespaces whose pods the bridge schedules (their schedulerName set at admission).
+    bridge_namespaces: Sequence[str] = ()
 
 
 def check_admission_option(option: Mapping[str, Any]) -> None:
@@ -100,15 +108,35 @@ def watched_namespaces(settings: OperatorSettings) -> Tuple[str, ...]:
     return tuple(settings.watch_namespaces) or (settings.namespace,)
 
 
-def operator_objects(settings: OperatorSettings) -> List[Dict[str, Any]]:
+def check_bridge_namespaces(namespaces: Sequence[str]) -> None:
+    """InstallError naming the first entry of bridge_namespaces that is no namespace name."""
+    for namespace in namespaces:
+        if not re.match(DNS1123_LABEL, namespace) or len(namespace) > 63:
+            raise InstallError("bridge_namespaces: must be namespace names, got %r" % namespace)
+
+
+def bridge_admission_version(kube: Kube) -> str:
+    """The MutatingAdmissionPolicy version the API server serves; InstallError when none."""
+    for version in ADMISSION_VERSIONS:
+        if kube.serves(version, "MutatingAdmissionPolicy"):
+            return version
+    raise InstallError("bridge_namespaces: the API server serves no MutatingAdmissionPolicy, which sets the "
+                       "bridge's scheduler on their pods (Kubernetes 1.36 or later; on 1.34 and 1.35, enable the "
+                       "MutatingAdmissionPolicy feature gate and admissionregistration.k8s.io/v1beta1)")
+
+
+def operator_objects(settings: OperatorSettings, bridge_version: str = ADMISSION_VERSIONS[0]) -> List[Dict[str, Any]]:
     """Namespace, CRDs, then the operator's own objects, in apply order."""
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": settings.namespace}}
     watched = watched_namespaces(settings)
     policy = (render_admission_policy(settings.namespace, settings.admission, watched)
               if settings.admission is not None else [])
+    bridge = (render_bridge_admission(settings.namespace, settings.bridge_namespaces, bridge_version)
+              if settings.bridge_namespaces else [])
     return [ns, *render_crds(), *render_spec_rules_policy(),
-            *render_operator(settings.namespace, settings.image, settings.pull_policy, settings.replicas, watched),
-            *policy]
+            *render_operator(settings.namespace, settings.image, settings.pull_policy, settings.replicas, watched,
+                             settings.bridge_namespaces),
+            *policy, *bridge]
 
 
 def existing(kube: Kube, objects: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -121,9 +149,15 @@ def admission_objects(namespace: str) -> List[Dict[str, Any]]:
     return list(reversed(render_admission_policy(namespace, AdmissionRules())))
 
 
+def bridge_admission_objects(kube: Kube, namespace: str) -> List[Dict[str, Any]]:
+    """This install's bridge policy and binding, in whichever served version (binding first)."""
+    return [obj for version in ADMISSION_VERSIONS if kube.serves(version, "MutatingAdmissionPolicy")
+            for obj in reversed(render_bridge_admission(namespace, (), version))]
+
+
 def grants_outside(kube: Kube, namespace: str, watched: Sequence[str]) -> List[Dict[str, Any]]:
-    """The Roles and RoleBindings this install made in namespaces it does not watch (any longer):
-    a namespace dropped from watch_namespaces keeps no grant."""
+    """The Roles and RoleBindings this install made in namespaces it does not grant (any longer):
+    a namespace dropped from watch_namespaces or bridge_namespaces keeps no grant."""
     name = names.operator_cluster_wide(namespace)
     return [obj for kind in ("RoleBinding", "Role")
             for obj in kube.list(RBAC, kind, None, labels={C.LABEL_NAME: OPERATOR_NAME})
@@ -142,13 +176,19 @@ def delete_all(kube: Kube, objects: Sequence[Dict[str, Any]]) -> None:
 def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) -> Change:
     """Apply what differs and drop grants in namespaces no longer watched. In check mode,
     objects of a namespace not made yet count as changes."""
-    objects = operator_objects(settings)
+    check_bridge_namespaces(settings.bridge_namespaces)
+    version = bridge_admission_version(kube) if settings.bridge_namespaces else ADMISSION_VERSIONS[0]
+    objects = operator_objects(settings, version)
     if check_mode and kube.get("v1", "Namespace", settings.namespace) is None:
         return Change(True, [diff_of(Applied(o, None, o)) for o in objects])
     applied = apply_changed(kube, objects, dry_run=check_mode)
-    stale = grants_outside(kube, settings.namespace, watched_namespaces(settings))
+    watched = watched_namespaces(settings)
+    stale = grants_outside(kube, settings.namespace,
+                           granted_namespaces(watched, settings.bridge_namespaces) if watched else ())
     if settings.remove_admission:
         stale += existing(kube, admission_objects(settings.namespace))
+    if not settings.bridge_namespaces:
+        stale += existing(kube, bridge_admission_objects(kube, settings.namespace))
     if not check_mode:
         delete_all(kube, stale)
     return Change(bool(applied or stale), [diff_of(a) for a in applied] + [removal_diff(o) for o in stale])
@@ -162,7 +202,8 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
                    "metadata": {"name": OPERATOR_NAME, "namespace": namespace}})
     if remove_crds:
         doomed += list(reversed(render_spec_rules_policy())) + render_crds()
-    found = grants_outside(kube, namespace, ()) + existing(kube, admission_objects(namespace) + doomed)
+    found = grants_outside(kube, namespace, ()) + existing(
+        kube, admission_objects(namespace) + bridge_admission_objects(kube, namespace) + doomed)
     if not check_mode:
         delete_all(kube, found)
     return Change(bool(found), [removal_diff(o) for o in found])

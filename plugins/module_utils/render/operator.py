@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.render.bridge import bridge_rules
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import scrape_annotations
 
 OPERATOR_NAME = C.OPERATOR_NAME
@@ -72,12 +73,13 @@ def cluster_scoped_rules(every_namespace: bool) -> List[Dict[str, Any]]:
     return rules
 
 
-def operator_rules(watch_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
+def operator_rules(watch_namespaces: Sequence[str] = (), bridge: bool = False) -> List[Dict[str, Any]]:
     """The ClusterRole's rules: everything when the operator serves every namespace (no
-    watch_namespaces: only an explicit cluster scope gets here); only what is cluster-scoped when
-    it serves some (Roles in those namespaces hold the rest)."""
+    watch_namespaces: only an explicit cluster scope gets here), the bridge's too when it has
+    one; only what is cluster-scoped when it serves some (Roles in those namespaces hold the rest)."""
     every_namespace = not watch_namespaces
-    return (namespaced_rules() if every_namespace else []) + cluster_scoped_rules(every_namespace)
+    namespaced = (namespaced_rules() + (bridge_rules() if bridge else [])) if every_namespace else []
+    return namespaced + cluster_scoped_rules(every_namespace)
 
 
 def lease_rules() -> List[Dict[str, Any]]:
@@ -111,8 +113,22 @@ def _downward(name: str, field: str) -> Dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field}}}
 
 
+def granted_namespaces(watch_namespaces: Sequence[str], bridge_namespaces: Sequence[str]) -> List[str]:
+    """The namespaces with a Role of the operator: those it watches and those whose pods its bridge
+    schedules."""
+    return sorted(set(watch_namespaces) | set(bridge_namespaces))
+
+
+def namespace_rules(namespace: str, watch_namespaces: Sequence[str],
+                    bridge_namespaces: Sequence[str]) -> List[Dict[str, Any]]:
+    """The rules of the operator's Role in one namespace (one Role, whatever it is granted for)."""
+    return ((namespaced_rules() if namespace in watch_namespaces else [])
+            + (bridge_rules() if namespace in bridge_namespaces else []))
+
+
 def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent", replicas: int = 1,
-                    watch_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
+                    watch_namespaces: Sequence[str] = (),
+                    bridge_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
     """Everything that runs the operator in its namespace, in apply order.
 
     Replicas elect a leader through a Lease and only the leader acts, so a rolling update
@@ -122,10 +138,13 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(OPERATOR_NAME, namespace)}
     grants = names.operator_cluster_wide(namespace)
     cluster_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": _meta(grants), "rules": operator_rules(watch_namespaces)}
+                    "metadata": _meta(grants), "rules": operator_rules(watch_namespaces, bool(bridge_namespaces))}
+    # With no watch_namespaces (every namespace), the ClusterRole holds the bridge's rules too.
     watched_roles = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                      "metadata": _meta(grants, watched), "rules": namespaced_rules()}
-                     for watched in watch_namespaces]
+                      "metadata": _meta(grants, granted),
+                      "rules": namespace_rules(granted, watch_namespaces, bridge_namespaces)}
+                     for granted in (granted_namespaces(watch_namespaces, bridge_namespaces)
+                                     if watch_namespaces else [])]
     lease_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                   "metadata": _meta(OPERATOR_NAME, namespace), "rules": lease_rules()}
     container = {

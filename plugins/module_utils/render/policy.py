@@ -9,12 +9,8 @@ from typing import List, Optional
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, runs_database
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
-    PRIVATE_RANGES_V4,
-    PRIVATE_RANGES_V6,
-    NodeSet,
-    SlurmCluster,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.network import PRIVATE_RANGES_V4, PRIVATE_RANGES_V6
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 
 

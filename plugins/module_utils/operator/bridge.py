@@ -1,0 +1,229 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The bridge's cycle for one cluster: read the bridged pods, their Jobs, the worker pods and
+Slurm's bridge jobs (one squeue), plan (plan_bridge.py), then act: submit, label and bind, cancel,
+end pods, and say each action as an Event.
+
+State kept between cycles (in memory: a restarted operator rebuilds it from Kubernetes and
+Slurm) is only what keeps it quiet and cheap: the backoff of gangs Slurm refused, the holds
+already said, and whether the last cycle saw any bridged pod (without one now or then, Slurm is
+not asked at all).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
+    BridgePlan,
+    controller_owner,
+    is_gone,
+    job_label,
+    plan_bridge,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJobs
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control
+
+# A gang Slurm refused (no such account, larger than any node) is tried again after this long,
+# doubled on each refusal up to the cap.
+BACKOFF_FIRST_SECONDS = 15.0
+BACKOFF_MAX_SECONDS = 300.0
+SOURCE = C.OPERATOR_NAME
+
+
+@dataclass
+class BridgeMemory:
+    """What one cluster's cycles remember."""
+
+    backoff: Dict[str, Tuple[float, float]] = field(default_factory=dict)  # gang -> (retry at, delay)
+    said: Set[Tuple[str, str]] = field(default_factory=set)  # (pod uid, hold reason)
+    had_pods: bool = True  # the first cycle after a start always asks Slurm
+
+
+@dataclass
+class CycleReport:
+    """What a cycle did, for the operator's log and metrics."""
+
+    submitted: int = 0
+    bound: int = 0
+    cancelled: int = 0
+    ended: int = 0
+    slurm_calls: int = 0
+    api_calls: int = 0
+
+    @property
+    def acted(self) -> bool:
+        return bool(self.submitted or self.bound or self.cancelled or self.ended)
+
+    def summary(self) -> str:
+        return ("%d job(s) submitted, %d pod(s) bound, %d job(s) cancelled, %d pod(s) ended"
+                % (self.submitted, self.bound, self.cancelled, self.ended))
+
+
+def bridged_pods(kube: Kube, namespaces: Sequence[str]) -> List[Dict[str, Any]]:
+    """The pods of the bridge's namespaces that name its scheduler (one list per namespace)."""
+    return [dict(pod, apiVersion="v1", kind="Pod") for ns in namespaces
+            for pod in kube.list("v1", "Pod", ns, fields={"spec.schedulerName": C.BRIDGE_SCHEDULER_NAME})]
+
+
+def worker_hosts(kube: Kube, cluster: str, namespace: str) -> Dict[str, str]:
+    """The Kubernetes node of each worker pod, by its Slurm node name (the pod's name)."""
+    pods = kube.list("v1", "Pod", namespace, labels=names.selector_labels(cluster, C.COMPONENT_WORKER))
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+def wanted_now(job: Mapping[str, Any], running: int) -> int:
+    """How many of a Job's pods start together now: its parallelism, no more than the completions
+    it still needs, less its pods already placed."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    size = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
+    if spec.get("completions") is not None:
+        size = min(size, int(spec["completions"]) - int(status.get("succeeded") or 0))
+    return max(1, size - running)
+
+
+def gang_sizes(kube: Kube, pods: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
+    """wanted_now of the Jobs that own unplaced pods, by the Job's uid (one read per such Job)."""
+    placed: Dict[str, int] = {}
+    owners: Dict[str, Tuple[str, str]] = {}
+    for pod in pods:
+        owner = controller_owner(pod)
+        if owner is None or owner.get("kind") != "Job":
+            continue
+        if job_label(pod) is not None:
+            if not is_gone(pod):
+                placed[owner["uid"]] = placed.get(owner["uid"], 0) + 1
+        else:
+            owners[owner["uid"]] = (pod["metadata"]["namespace"], owner["name"])
+    sizes = {}
+    for uid, (namespace, name) in owners.items():
+        job = kube.get("batch/v1", "Job", name, namespace)
+        if job is not None and job["metadata"].get("uid") == uid:
+            sizes[uid] = wanted_now(job, placed.get(uid, 0))
+    return sizes
+
+
+class BridgeCycle:
+    """One cluster's cycle; the caller gives it the cluster's ExternalJobs when there is a
+    serving controller."""
+
+    def __init__(self, kube: Kube, memory: BridgeMemory, clock: Callable[[], float] = time.monotonic) -> None:
+        self.kube = kube
+        self.memory = memory
+        self.clock = clock
+        self.report = CycleReport()
+
+    def run(self, cluster: Mapping[str, Any], bridge: Bridge,
+            slurm: Callable[[], Optional[ExternalJobs]]) -> CycleReport:
+        meta = cluster["metadata"]
+        pods = bridged_pods(self.kube, bridge.namespaces)
+        self.report.api_calls += len(bridge.namespaces)
+        if not pods and not self.memory.had_pods:
+            return self.report
+        jobs_client = slurm()
+        if jobs_client is None:
+            return self.report  # no serving controller: nothing is decided without Slurm's word
+        jobs = jobs_client.listed()
+        self.report.slurm_calls += 1
+        hosts = worker_hosts(self.kube, meta["name"], meta["namespace"])
+        sizes = gang_sizes(self.kube, pods)
+        self.report.api_calls += 1 + len(sizes)
+        plan = plan_bridge(pods, sizes, jobs, hosts, bridge)
+        self.act(cluster, plan, {"%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods},
+                 jobs_client)
+        self.memory.had_pods = bool(pods)
+        return self.report
+
+    def act(self, cluster: Mapping[str, Any], plan: BridgePlan, pods: Mapping[str, Mapping[str, Any]],
+            jobs: ExternalJobs) -> None:
+        for hold in plan.holds:
+            pod = pods["%s/%s" % (hold.namespace, hold.pod)]
+            said = (pod["metadata"]["uid"], hold.reason)
+            if said not in self.memory.said:
+                self.event(pod, "Warning", hold.reason, hold.message)
+                self.memory.said.add(said)
+        for submit in plan.submits:
+            self.submit(submit.request, [pods[p] for p in submit.pods], jobs)
+        for bind in plan.binds:
+            self.bind(pods["%s/%s" % (bind.namespace, bind.pod)], bind.job_id, bind.slurm_node, bind.host)
+        if plan.cancels:
+            jobs.cancel([c.job_id for c in plan.cancels])
+            self.report.slurm_calls += 1
+            self.report.cancelled += len(plan.cancels)
+            for cancel in plan.cancels:
+                self.event(cluster, "Normal", "BridgeJobCancelled",
+                           "cancelled Slurm job %d: %s" % (cancel.job_id, cancel.why))
+        for end in plan.ends:
+            pod = pods["%s/%s" % (end.namespace, end.pod)]
+            if self.kube.delete("v1", "Pod", end.pod, end.namespace):
+                self.report.ended += 1
+                self.event(pod, "Normal", "SlurmJobEnded", "deleted: %s" % end.why)
+
+    def submit(self, request: Any, gang: List[Mapping[str, Any]], jobs: ExternalJobs) -> None:
+        now = self.clock()
+        retry_at, delay = self.memory.backoff.get(request.gang, (0.0, 0.0))
+        if now < retry_at:
+            return
+        try:
+            job_id = jobs.submit(request)
+        except SlurmError as exc:
+            delay = min(BACKOFF_MAX_SECONDS, delay * 2 if delay else BACKOFF_FIRST_SECONDS)
+            self.memory.backoff[request.gang] = (now + delay, delay)
+            for pod in gang:
+                self.event(pod, "Warning", "SlurmRefused", "%s (tried again in %d s)" % (exc, delay))
+            return
+        finally:
+            self.report.slurm_calls += 1
+        self.memory.backoff.pop(request.gang, None)
+        self.report.submitted += 1
+        for pod in gang:
+            self.event(pod, "Normal", "SlurmJobSubmitted",
+                       "Slurm job %d (%s: %d task(s) of %d CPU(s)) waits for Slurm to place it"
+                       % (job_id, request.name, request.tasks, request.cpus_per_task))
+
+    def bind(self, pod: Mapping[str, Any], job_id: int, slurm_node: str, host: str) -> None:
+        """Label first, then bind: a restart between the two finds the pod labelled and binds it."""
+        meta = pod["metadata"]
+        self.kube.merge_patch("v1", "Pod", meta["name"], meta["namespace"], {"metadata": {
+            "labels": {C.LABEL_SLURM_JOB: str(job_id)}, "annotations": {C.ANNOTATION_SLURM_NODE: slurm_node}}})
+        try:
+            self.kube.bind(meta["namespace"], meta["name"], host)
+        except KubeError as exc:
+            self.event(pod, "Warning", "FailedBinding", str(exc))
+            return
+        self.report.bound += 1
+        self.event(pod, "Normal", "Scheduled", "Slurm job %d placed it on Slurm node %s (Kubernetes node %s)"
+                   % (job_id, slurm_node, host))
+
+    def event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        self.kube.post_event(obj, kind, reason, message, SOURCE)
+
+
+def bridge_cycle(kube: Kube, cluster: Mapping[str, Any], memories: Dict[str, BridgeMemory]) -> Optional[CycleReport]:
+    """One cycle of a cluster whose spec names bridge namespaces; None for any other (and for a
+    spec the reconcile pass reports as invalid). MEMORIES: each cluster's, by namespace/name."""
+    meta = cluster["metadata"]
+    key = "%s/%s" % (meta["namespace"], meta["name"])
+    try:
+        bridge = parse_cluster(cluster).spec.bridge
+    except SpecError:
+        return None
+    if not bridge.namespaces:
+        memories.pop(key, None)
+        return None
+
+    def slurm() -> Optional[ExternalJobs]:
+        control = controller_control(kube, meta["name"], meta["namespace"])
+        return ExternalJobs(control) if control is not None else None
+
+    return BridgeCycle(kube, memories.setdefault(key, BridgeMemory())).run(cluster, bridge, slurm)

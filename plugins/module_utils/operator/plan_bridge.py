@@ -1,0 +1,272 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The bridge's decisions: which pods' Slurm jobs to submit, which pods to bind where, which jobs
+to cancel and which pods to end. Pure: pods, Jobs and Slurm's bridge jobs in, actions out.
+
+A gang is the pods that must start together: a Kubernetes Job's parallel pods (as many as it runs
+at once), or one pod alone. Each gang is one external Slurm job of one task per pod. Its key, in
+the job's comment, is a digest of its pods' uids, so an operator that restarts finds the job it
+submitted from Slurm itself and never submits a second one. A pod is labelled with its job's id
+and the Slurm node it got before it is bound, so a restart also finishes a binding it began.
+
+Fail-closed: a pod is ended only when Slurm reports its job ended (cancelled, preempted, timed
+out); a job is cancelled only when none of its pods is left, a terminating pod counting until
+its containers are gone, so Slurm never gives away what a pod still holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import SLURM_NAME
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJob, ExternalJobRequest
+
+MIB = 1024 * 1024
+# What the bridge cannot honour: Slurm alone chooses the node.
+UNSUPPORTED_FIELDS = (("nodeSelector", "nodeSelector"), ("affinity", "affinity"),
+                      ("topologySpreadConstraints", "topologySpreadConstraints"))
+TERMINAL_PHASES = ("Succeeded", "Failed")
+# Slurm's time formats (minutes, [days-]hours:minutes:seconds and their shorter forms).
+SLURM_TIME = r"^([0-9]+-)?[0-9]+(:[0-9]+){0,2}$|^(UNLIMITED|INFINITE)$"
+ANNOTATION_FORMS = ((C.ANNOTATION_BRIDGE_ACCOUNT, SLURM_NAME), (C.ANNOTATION_BRIDGE_PARTITION, SLURM_NAME),
+                    (C.ANNOTATION_BRIDGE_QOS, SLURM_NAME), (C.ANNOTATION_BRIDGE_TIME_LIMIT, SLURM_TIME))
+
+
+@dataclass(frozen=True)
+class Submit:
+    request: ExternalJobRequest
+    pods: Tuple[str, ...]  # namespace/name
+
+
+@dataclass(frozen=True)
+class Bind:
+    namespace: str
+    pod: str
+    job_id: int
+    slurm_node: str
+    host: str  # the Kubernetes node of that Slurm node's pod
+
+
+@dataclass(frozen=True)
+class Cancel:
+    job_id: int
+    why: str
+
+
+@dataclass(frozen=True)
+class EndPod:
+    namespace: str
+    pod: str
+    job_id: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A pod the bridge leaves Pending, and why (said once, as an Event)."""
+
+    namespace: str
+    pod: str
+    reason: str
+    message: str
+
+
+@dataclass
+class BridgePlan:
+    submits: List[Submit] = field(default_factory=list)
+    binds: List[Bind] = field(default_factory=list)
+    cancels: List[Cancel] = field(default_factory=list)
+    ends: List[EndPod] = field(default_factory=list)
+    holds: List[Hold] = field(default_factory=list)
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    return "%s/%s" % (pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+
+def is_gone(pod: Mapping[str, Any]) -> bool:
+    """Its containers have stopped: what it held may go to others."""
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def job_label(pod: Mapping[str, Any]) -> Optional[int]:
+    value = (pod["metadata"].get("labels") or {}).get(C.LABEL_SLURM_JOB)
+    return int(value) if value and value.isdigit() else None
+
+
+def controller_owner(pod: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    for ref in pod["metadata"].get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def unsupported(pod: Mapping[str, Any]) -> List[str]:
+    spec = pod.get("spec") or {}
+    return [name for key, name in UNSUPPORTED_FIELDS if spec.get(key)]
+
+
+def bad_annotations(pod: Mapping[str, Any]) -> List[str]:
+    """The bridge's annotations of the pod that Slurm could not read, each with its value."""
+    found = pod["metadata"].get("annotations") or {}
+    return ["%s=%r" % (key, found[key]) for key, form in ANNOTATION_FORMS
+            if key in found and not re.match(form, found[key])]
+
+
+def pod_request(pod: Mapping[str, Any]) -> Tuple[int, int, int]:
+    """(CPUs, MiB of memory, GPUs) the pod requests: its containers' sum, at least what its
+    largest init container asks; Slurm counts whole CPUs, at least one."""
+    def total(containers: Sequence[Mapping[str, Any]], resource: str, part: str = "requests") -> Any:
+        return sum((parse_quantity(((c.get("resources") or {}).get(part) or {}).get(resource, "0"))
+                    for c in containers), parse_quantity("0"))
+
+    spec = pod.get("spec") or {}
+    containers, inits = spec.get("containers") or [], spec.get("initContainers") or []
+    cpu = max([total(containers, "cpu")] + [total([c], "cpu") for c in inits])
+    memory = max([total(containers, "memory")] + [total([c], "memory") for c in inits])
+    gpus = total(containers, C.BRIDGE_GPU_RESOURCE, "limits")
+    return max(1, math.ceil(cpu)), math.ceil(memory / MIB), int(gpus)
+
+
+def gang_key(pods: Sequence[Mapping[str, Any]]) -> str:
+    uids = sorted(p["metadata"]["uid"] for p in pods)
+    return hashlib.sha256(",".join(uids).encode()).hexdigest()[:16]
+
+
+def annotation(pods: Sequence[Mapping[str, Any]], key: str) -> Optional[str]:
+    for pod in pods:
+        value = (pod["metadata"].get("annotations") or {}).get(key)
+        if value:
+            return value
+    return None
+
+
+def job_request(pods: Sequence[Mapping[str, Any]], name: str, bridge: Bridge) -> ExternalJobRequest:
+    """One task per pod, each as large as the gang's largest pod."""
+    cpus, memory, gpus = (max(values) for values in zip(*(pod_request(p) for p in pods)))
+    return ExternalJobRequest(
+        gang=gang_key(pods), name=name, tasks=len(pods), cpus_per_task=cpus,
+        mem_per_cpu_mib=math.ceil(memory / cpus) if memory else 0, gpus_per_task=gpus,
+        partition=annotation(pods, C.ANNOTATION_BRIDGE_PARTITION) or bridge.partition,
+        account=annotation(pods, C.ANNOTATION_BRIDGE_ACCOUNT), qos=annotation(pods, C.ANNOTATION_BRIDGE_QOS),
+        time_limit=annotation(pods, C.ANNOTATION_BRIDGE_TIME_LIMIT), exclusive=bridge.exclusive)
+
+
+def gangs_of(waiting: Sequence[Mapping[str, Any]],
+             sizes: Mapping[str, int]) -> List[Tuple[str, List[Mapping[str, Any]], int]]:
+    """(name, pods, wanted size) of each gang of the unbound pods: a Job's pods in creation order,
+    SIZES[its uid] at a time (its parallelism less its pods already bound); any other pod alone."""
+    by_owner: Dict[str, List[Mapping[str, Any]]] = {}
+    out: List[Tuple[str, List[Mapping[str, Any]], int]] = []
+    for pod in sorted(waiting, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])):
+        owner = controller_owner(pod)
+        if owner is not None and owner.get("kind") == "Job" and owner.get("uid") in sizes:
+            by_owner.setdefault(owner["uid"], []).append(pod)
+        else:
+            out.append((pod_key(pod), [pod], 1))
+    for uid, pods in by_owner.items():
+        owner = controller_owner(pods[0]) or {}
+        size = max(1, sizes[uid])
+        name = "%s/%s" % (pods[0]["metadata"]["namespace"], owner.get("name"))
+        for start in range(0, len(pods), size):
+            out.append((name, pods[start:start + size], size))
+    return out
+
+
+def slots(job: ExternalJob, cpus_per_task: int, hosts: Mapping[str, str]) -> List[Tuple[str, str]]:
+    """(Slurm node, Kubernetes node) for each task of a running job, in Slurm's node order."""
+    out = []
+    for node, cpus in job.allocation:
+        out.extend([(node, hosts.get(node, ""))] * max(1, cpus // max(1, cpus_per_task)))
+    return out
+
+
+def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], jobs: Sequence[ExternalJob],
+                hosts: Mapping[str, str], bridge: Bridge) -> BridgePlan:
+    """The next actions for one cluster's bridged pods.
+
+    PODS: the pods that name the bridge's scheduler in the cluster's bridge namespaces. SIZES: by a
+    Job's uid, how many of its pods start together now. JOBS: the bridge's Slurm jobs. HOSTS: the
+    Kubernetes node of each Slurm node's pod.
+    """
+    plan = BridgePlan()
+    by_id = {j.job_id: j for j in jobs}
+    latest_by_gang = {j.gang: j for j in sorted(jobs, key=lambda j: j.job_id)}
+    held_by: Dict[int, int] = {}  # job id -> its pods still holding resources
+    waiting = []
+    for pod in pods:
+        job_id = job_label(pod)
+        if job_id is None:
+            if not pod["metadata"].get("deletionTimestamp") and not is_gone(pod) and not pod["spec"].get("nodeName"):
+                waiting.append(pod)
+            continue
+        if not is_gone(pod):
+            held_by[job_id] = held_by.get(job_id, 0) + 1
+        plan_labelled(plan, pod, by_id.get(job_id), hosts)
+    claimed = set()
+    for name, gang, size in gangs_of(waiting, sizes):
+        claimed.add(plan_gang(plan, name, gang, size, latest_by_gang, hosts, bridge))
+    for job in jobs:
+        if not job.ended and job.gang not in claimed and not held_by.get(job.job_id):
+            plan.cancels.append(Cancel(job.job_id, "none of its pods is left"))
+    return plan
+
+
+def plan_labelled(plan: BridgePlan, pod: Mapping[str, Any], job: Optional[ExternalJob],
+                  hosts: Mapping[str, str]) -> None:
+    """A pod given a job: bound if its binding was cut short, ended when its job ended."""
+    meta = pod["metadata"]
+    if job is None or is_gone(pod) or meta.get("deletionTimestamp"):
+        return  # a job Slurm no longer lists is not proof that it ended: leave the pod be
+    if job.ended:
+        plan.ends.append(EndPod(meta["namespace"], meta["name"], job.job_id,
+                                "its Slurm job %d ended (%s)" % (job.job_id, job.state)))
+    elif not pod["spec"].get("nodeName"):
+        node = (meta.get("annotations") or {}).get(C.ANNOTATION_SLURM_NODE, "")
+        if hosts.get(node):
+            plan.binds.append(Bind(meta["namespace"], meta["name"], job.job_id, node, hosts[node]))
+
+
+def plan_gang(plan: BridgePlan, name: str, gang: List[Mapping[str, Any]], size: int,
+              latest_by_gang: Mapping[str, ExternalJob], hosts: Mapping[str, str], bridge: Bridge) -> str:
+    """Submit a complete gang's job, bind its pods once the job runs, end them when the job ended
+    before they started (scancel of a pending job); the gang's key."""
+    key = gang_key(gang)
+    problems = sorted({field for pod in gang for field in unsupported(pod)})
+    if problems:
+        for pod in gang:
+            plan.holds.append(Hold(pod["metadata"]["namespace"], pod["metadata"]["name"], "BridgeUnsupported",
+                                   "Slurm places this pod; it cannot honour %s: remove them, or run the pod "
+                                   "outside the bridge's namespaces" % ", ".join(problems)))
+        return key
+    invalid = sorted({value for pod in gang for value in bad_annotations(pod)})
+    if invalid:
+        for pod in gang:
+            plan.holds.append(Hold(pod["metadata"]["namespace"], pod["metadata"]["name"], "BridgeInvalid",
+                                   "annotations Slurm cannot take: %s" % ", ".join(invalid)))
+        return key
+    job = latest_by_gang.get(key)
+    if job is not None and job.ended:
+        for pod in gang:
+            plan.ends.append(EndPod(pod["metadata"]["namespace"], pod["metadata"]["name"], job.job_id,
+                                    "its Slurm job %d ended before it started (%s)" % (job.job_id, job.state)))
+        return key
+    if job is None:
+        if len(gang) >= size:
+            request = job_request(gang, name, bridge)
+            plan.submits.append(Submit(request, tuple(pod_key(p) for p in gang)))
+        return key
+    if job.running:
+        cpus = job_request(gang, name, bridge).cpus_per_task
+        places = slots(job, cpus, hosts)
+        for pod, (node, host) in zip(sorted(gang, key=lambda p: p["metadata"]["name"]), places):
+            if host:
+                plan.binds.append(Bind(pod["metadata"]["namespace"], pod["metadata"]["name"], job.job_id, node, host))
+    return key

@@ -1,0 +1,132 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm's external jobs: the jobs that hold Kubernetes pods' resources (the bridge).
+
+An external job (`sbatch --external`, Slurm 25.05+) is scheduled, limited, prioritised and
+accounted like any job, but Slurm starts nothing for it: no batch script, no prolog, no step
+(slurmctld refuses them). It runs on ordinary nodes beside native jobs, core by core
+(select/cons_tres), so a pod and a job share a node without either being counted twice.
+Submitted as root through the controller pod, the bridge's jobs carry a comment that names the
+gang of pods they hold: only root can make a root job, so no user can forge one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
+
+COMMENT_PREFIX = "slurmkube-bridge:"
+# The states of a job that will hold nothing again (Slurm keeps them MinJobAge, 300 s by default).
+ENDED_STATES = frozenset(("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+                          "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"))
+
+
+@dataclass(frozen=True)
+class ExternalJobRequest:
+    """What one gang of pods asks of Slurm: TASKS pods, each CPUS_PER_TASK CPUs and
+    MEM_PER_CPU_MIB of memory per CPU (0: the partition's default), GPUS_PER_TASK GPUs."""
+
+    gang: str
+    name: str
+    tasks: int
+    cpus_per_task: int
+    mem_per_cpu_mib: int = 0
+    gpus_per_task: int = 0
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    time_limit: Optional[str] = None
+    exclusive: bool = False
+
+
+@dataclass(frozen=True)
+class ExternalJob:
+    """A bridge job as slurmctld reports it: ALLOCATION is (Slurm node, CPUs) in Slurm's order."""
+
+    job_id: int
+    gang: str
+    state: str
+    reason: str
+    allocation: Tuple[Tuple[str, int], ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
+
+def sbatch_argv(request: ExternalJobRequest) -> List[str]:
+    """The sbatch command of an external job; each value is one argument (no shell reads it)."""
+    argv = ["sbatch", "--external", "--parsable", "--job-name=%s" % request.name,
+            "--comment=%s%s" % (COMMENT_PREFIX, request.gang), "--ntasks=%d" % request.tasks,
+            "--cpus-per-task=%d" % request.cpus_per_task]
+    if request.mem_per_cpu_mib:
+        argv.append("--mem-per-cpu=%d" % request.mem_per_cpu_mib)
+    if request.gpus_per_task:
+        argv.append("--gpus-per-task=%d" % request.gpus_per_task)
+    for option, value in (("partition", request.partition), ("account", request.account),
+                          ("qos", request.qos), ("time", request.time_limit)):
+        if value:
+            argv.append("--%s=%s" % (option, value))
+    if request.exclusive:
+        argv.append("--exclusive")
+    return argv
+
+
+def parse_job_id(sbatch_output: str) -> int:
+    """sbatch --parsable prints "ID" or "ID;CLUSTER"."""
+    return int(sbatch_output.strip().split(";")[0])
+
+
+def _allocation(job: Mapping[str, Any]) -> Tuple[Tuple[str, int], ...]:
+    nodes = ((job.get("job_resources") or {}).get("nodes") or {}).get("allocation") or []
+    return tuple((n["name"], int((n.get("cpus") or {}).get("count") or 0)) for n in nodes)
+
+
+def parse_external_jobs(squeue_json: str) -> List[ExternalJob]:
+    """The bridge's jobs in `squeue --json` output: root's external jobs with our comment."""
+    found = []
+    for job in json.loads(squeue_json).get("jobs", []):
+        comment = job.get("comment") or ""
+        if (job.get("user_id") != 0 or "EXTERNAL_JOB" not in (job.get("flags") or ())
+                or not comment.startswith(COMMENT_PREFIX)):
+            continue
+        states = job.get("job_state") or ["UNKNOWN"]
+        found.append(ExternalJob(job_id=int(job["job_id"]), gang=comment[len(COMMENT_PREFIX):], state=states[0],
+                                 reason=job.get("state_reason") or "", allocation=_allocation(job)))
+    return found
+
+
+class ExternalJobs:
+    """The bridge's Slurm calls, over the controller's tools (SlurmControl)."""
+
+    def __init__(self, slurm: SlurmControl) -> None:
+        self.slurm = slurm
+
+    def submit(self, request: ExternalJobRequest) -> int:
+        """The new job's id; SlurmError with sbatch's message when Slurm refuses it."""
+        return parse_job_id(self.slurm.output(sbatch_argv(request)))
+
+    def listed(self) -> List[ExternalJob]:
+        """Every bridge job slurmctld still knows, ended ones included: one call per cycle."""
+        return parse_external_jobs(self.slurm.output(["squeue", "--json", "--states=all", "--user=root"]))
+
+    def cancel(self, job_ids: Sequence[int]) -> None:
+        """End the jobs (their pods are gone): Slurm frees what they held at once."""
+        if job_ids:
+            self.slurm.output(["scancel", *(str(j) for j in job_ids)])
+
+
+def by_gang(jobs: Sequence[ExternalJob]) -> Dict[str, List[ExternalJob]]:
+    """Jobs by the gang they hold, oldest first."""
+    out: Dict[str, List[ExternalJob]] = {}
+    for job in sorted(jobs, key=lambda j: j.job_id):
+        out.setdefault(job.gang, []).append(job)
+    return out
+

@@ -1,0 +1,64 @@
+"""The bridge's Slurm half on real daemons (the docker tier's slurmctld and slurmd): external jobs
+made by the operator's own code (slurm/external.py) hold CPUs on an ordinary node beside native
+jobs, core by core, and a request that does not fit waits until one of them ends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from docker_cluster import CONTROLLER_POD, WIDE_MODEL, WIDE_NODE, WORKERS, Cluster, remove_worker, wait_for
+
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJobRequest, ExternalJobs
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def wide(cluster):
+    """The 2-CPU node, the only one with room: the 1-CPU nodes are drained meanwhile."""
+    cluster.start_worker(WIDE_NODE, nodeset=WIDE_MODEL)
+    wait_for(WIDE_NODE + " idle", lambda: WIDE_NODE in cluster.idle_nodes(), timeout=60)
+    others = ",".join(WORKERS)
+    cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + others, "state=drain", "reason=bridge test")
+    try:
+        yield WIDE_NODE
+    finally:
+        cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + others, "state=resume")
+        remove_worker(cluster, WIDE_NODE)
+
+
+def external_jobs(cluster: Cluster) -> ExternalJobs:
+    """The operator's calls, sent to the controller container instead of the controller pod."""
+    def run(argv):
+        done = cluster.exec(CONTROLLER_POD, *argv, check=False)
+        return done.returncode, done.stdout, done.stderr
+    return ExternalJobs(SlurmControl(run))
+
+
+def state(cluster: Cluster, job: int) -> str:
+    out = cluster.exec(CONTROLLER_POD, "squeue", "--json", "--states=all", "--jobs=%d" % job).stdout
+    return json.loads(out)["jobs"][0]["job_state"][0]
+
+
+def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(cluster, wide):
+    jobs = external_jobs(cluster)
+    native = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "-c1", "-w", wide,
+                          "--wrap", "sleep 600").stdout.strip()
+    pod = jobs.submit(ExternalJobRequest(gang="pod-a", name="ml/pod-a", tasks=1, cpus_per_task=1, mem_per_cpu_mib=64))
+    third = jobs.submit(ExternalJobRequest(gang="pod-b", name="ml/pod-b", tasks=1, cpus_per_task=1, mem_per_cpu_mib=64))
+    try:
+        wait_for("the native job and the pod's job run", lambda: {state(cluster, int(native)), state(cluster, pod)}
+                 == {"RUNNING"}, timeout=60)
+        listed = {j.job_id: j for j in jobs.listed()}
+        assert listed[pod].allocation == ((wide, 1),)
+        assert listed[third].state == "PENDING" and listed[third].reason == "Resources"
+        assert int(native) not in listed  # a native job is never the bridge's
+        jobs.cancel([pod])  # the pod is gone: what it held goes to the waiting one
+        wait_for("the third request runs", lambda: state(cluster, third) == "RUNNING", timeout=60)
+        assert state(cluster, int(native)) == "RUNNING"
+        assert {j.job_id: j.state for j in jobs.listed()}[pod] == "CANCELLED"
+    finally:
+        cluster.exec(CONTROLLER_POD, "scancel", native, str(pod), str(third), check=False)
+

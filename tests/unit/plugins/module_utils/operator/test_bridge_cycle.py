@@ -1,0 +1,101 @@
+"""The bridge's cycle acting on what it planned: labels before it binds, says each action as an
+Event, backs off a gang Slurm refused, and asks Slurm nothing while no pod is bridged."""
+
+from __future__ import annotations
+
+from memory_kube import MemoryKube
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import BridgeCycle, BridgeMemory
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJob
+
+CLUSTER = {"apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER,
+           "metadata": {"name": "demo", "namespace": "hpc", "uid": "c"}}
+BRIDGE = Bridge(namespaces=["ml"])
+
+
+class FakeSlurm:
+    """Slurm's answers for one test: the jobs it lists, what a submission does."""
+
+    def __init__(self, jobs=(), refuse=""):
+        self.jobs, self.refuse, self.submitted, self.cancelled, self.lists = list(jobs), refuse, [], [], 0
+
+    def listed(self):
+        self.lists += 1
+        return list(self.jobs)
+
+    def submit(self, request):
+        if self.refuse:
+            raise SlurmError(self.refuse)
+        self.submitted.append(request)
+        return 40 + len(self.submitted)
+
+    def cancel(self, job_ids):
+        self.cancelled.extend(job_ids)
+
+
+def kube_with(*pods):
+    kube = MemoryKube()
+    worker = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "demo-cpu-0", "namespace": "hpc", "labels": names.selector_labels("demo", C.COMPONENT_WORKER)},
+        "spec": {"nodeName": "kind-worker"}}
+    for obj in (worker, *pods):
+        kube.objects[("Pod", obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+    return kube
+
+
+def pod(name):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "uid": "uid-" + name, "labels": {}, "annotations": {}},
+            "spec": {"schedulerName": C.BRIDGE_SCHEDULER_NAME,
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def cycle(kube, slurm, memory, now=0.0):
+    return BridgeCycle(kube, memory, clock=lambda: now).run(CLUSTER, BRIDGE, lambda: slurm)
+
+
+def test_a_pod_is_submitted_then_labelled_and_bound_where_its_job_runs():
+    kube, memory, slurm = kube_with(pod("p")), BridgeMemory(), FakeSlurm()
+    assert cycle(kube, slurm, memory).submitted == 1
+    assert kube.events[-1][:3] == ("ml/p", "Normal", "SlurmJobSubmitted")
+    gang = slurm.submitted[0].gang
+    slurm.jobs = [ExternalJob(41, gang, "RUNNING", "", (("demo-cpu-0", 1),))]
+    assert cycle(kube, slurm, memory).bound == 1
+    bound = kube.get("v1", "Pod", "p", "ml")
+    assert bound["spec"]["nodeName"] == "kind-worker"
+    assert bound["metadata"]["labels"][C.LABEL_SLURM_JOB] == "41"
+    assert bound["metadata"]["annotations"][C.ANNOTATION_SLURM_NODE] == "demo-cpu-0"
+    assert kube.events[-1][2] == "Scheduled" and "Slurm job 41" in kube.events[-1][3]
+
+
+def test_a_refused_gang_is_said_once_and_tried_again_only_after_its_backoff():
+    kube, memory = kube_with(pod("p")), BridgeMemory()
+    slurm = FakeSlurm(refuse="sbatch failed: Invalid account")
+    cycle(kube, slurm, memory, now=0.0)
+    cycle(kube, slurm, memory, now=5.0)
+    refusals = [e for e in kube.events if e[2] == "SlurmRefused"]
+    assert len(refusals) == 1 and "Invalid account" in refusals[0][3]
+    cycle(kube, slurm, memory, now=16.0)
+    assert len([e for e in kube.events if e[2] == "SlurmRefused"]) == 2
+
+
+def test_without_bridged_pods_now_or_before_slurm_is_not_asked():
+    kube, memory, slurm = kube_with(), BridgeMemory(), FakeSlurm()
+    cycle(kube, slurm, memory)  # the first cycle after a start asks (jobs of pods deleted meanwhile)
+    cycle(kube, slurm, memory)
+    assert slurm.lists == 1
+
+
+def test_a_pod_whose_job_ended_is_deleted_with_an_event():
+    running = dict(pod("p"), status={"phase": "Running"})
+    running["metadata"]["labels"] = {C.LABEL_SLURM_JOB: "41"}
+    running["spec"] = dict(running["spec"], nodeName="kind-worker")
+    kube, slurm = kube_with(running), FakeSlurm([ExternalJob(41, "g", "PREEMPTED", "")])
+    assert cycle(kube, slurm, BridgeMemory()).ended == 1
+    assert kube.get("v1", "Pod", "p", "ml") is None
+    assert kube.events[-1][2] == "SlurmJobEnded" and "PREEMPTED" in kube.events[-1][3]

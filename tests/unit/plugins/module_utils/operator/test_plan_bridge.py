@@ -1,0 +1,147 @@
+"""The bridge's decisions: gangs submitted whole, pods bound where Slurm placed their job, jobs
+cancelled only once no pod holds them, pods ended only when Slurm says their job ended."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
+    gang_key,
+    plan_bridge,
+    pod_request,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJob
+
+BRIDGE = Bridge(namespaces=["ml"])
+HOSTS = {"demo-cpu-0": "kind-worker", "demo-cpu-1": "kind-worker2"}
+JOB_UID = "job-uid-1"
+
+
+def pod(name: str, cpu: str = "1", memory: str = "", owner: Optional[str] = JOB_UID, created: str = "",
+        job: Optional[int] = None, node: str = "", phase: str = "Pending", slurm_node: str = "",
+        annotations: Optional[Dict[str, str]] = None, **spec: Any) -> Dict[str, Any]:
+    requests = {"cpu": cpu}
+    if memory:
+        requests["memory"] = memory
+    meta: Dict[str, Any] = {"name": name, "namespace": "ml", "uid": "uid-" + name,
+                            "creationTimestamp": created or "2026-11-29T10:00:00Z",
+                            "labels": {C.LABEL_SLURM_JOB: str(job)} if job else {},
+                            "annotations": dict(annotations or {})}
+    if slurm_node:
+        meta["annotations"][C.ANNOTATION_SLURM_NODE] = slurm_node
+    if owner:
+        meta["ownerReferences"] = [{"kind": "Job", "name": "train", "uid": owner, "controller": True}]
+    return {"metadata": meta,
+            "spec": dict({"schedulerName": C.BRIDGE_SCHEDULER_NAME, "nodeName": node,
+                          "containers": [{"name": "main", "resources": {"requests": requests}}]}, **spec),
+            "status": {"phase": phase}}
+
+
+def job(job_id: int, gang: str, state: str = "PENDING", allocation=()) -> ExternalJob:
+    return ExternalJob(job_id=job_id, gang=gang, state=state, reason="", allocation=tuple(allocation))
+
+
+def test_a_jobs_parallel_pods_wait_until_all_exist_then_go_as_one_slurm_job_of_one_task_each():
+    first = pod("train-a")
+    assert plan_bridge([first], {JOB_UID: 2}, [], HOSTS, BRIDGE).submits == []
+    plan = plan_bridge([first, pod("train-b")], {JOB_UID: 2}, [], HOSTS, BRIDGE)
+    (submit,) = plan.submits
+    assert submit.pods == ("ml/train-a", "ml/train-b")
+    assert (submit.request.name, submit.request.tasks, submit.request.cpus_per_task) == ("ml/train", 2, 1)
+    assert submit.request.gang == gang_key([first, pod("train-b")])
+
+
+def test_a_gang_whose_job_exists_is_not_submitted_again_after_a_restart():
+    pods = [pod("train-a"), pod("train-b")]
+    plan = plan_bridge(pods, {JOB_UID: 2}, [job(7, gang_key(pods))], HOSTS, BRIDGE)
+    assert plan.submits == [] and plan.cancels == [] and plan.binds == []
+
+
+def test_a_running_job_binds_each_pod_to_the_kubernetes_node_of_its_slurm_node():
+    pods = [pod("train-a"), pod("train-b")]
+    running = job(7, gang_key(pods), "RUNNING", [("demo-cpu-0", 1), ("demo-cpu-1", 1)])
+    plan = plan_bridge(pods, {JOB_UID: 2}, [running], HOSTS, BRIDGE)
+    assert [(b.pod, b.slurm_node, b.host, b.job_id) for b in plan.binds] == [
+        ("train-a", "demo-cpu-0", "kind-worker", 7), ("train-b", "demo-cpu-1", "kind-worker2", 7)]
+
+
+def test_two_tasks_on_one_node_both_go_there():
+    pods = [pod("train-a", cpu="2"), pod("train-b", cpu="1500m")]
+    running = job(7, gang_key(pods), "RUNNING", [("demo-cpu-1", 4)])
+    assert {b.host for b in plan_bridge(pods, {JOB_UID: 2}, [running], HOSTS, BRIDGE).binds} == {"kind-worker2"}
+
+
+def test_a_binding_cut_short_by_a_restart_is_finished_from_the_pods_label():
+    labelled = pod("train-a", job=7, slurm_node="demo-cpu-1")
+    plan = plan_bridge([labelled], {}, [job(7, "other", "RUNNING", [("demo-cpu-1", 1)])], HOSTS, BRIDGE)
+    assert [(b.pod, b.host) for b in plan.binds] == [("train-a", "kind-worker2")]
+    assert plan.cancels == []
+
+
+def test_a_job_is_cancelled_only_once_none_of_its_pods_is_left():
+    terminating = pod("train-a", job=7, node="kind-worker", phase="Running")
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-29T10:05:00Z"
+    running = job(7, "gang", "RUNNING", [("demo-cpu-0", 1)])
+    assert plan_bridge([terminating], {}, [running], HOSTS, BRIDGE).cancels == []  # containers still up
+    done = pod("train-a", job=7, node="kind-worker", phase="Succeeded")
+    assert [c.job_id for c in plan_bridge([done], {}, [running], HOSTS, BRIDGE).cancels] == [7]
+    assert [c.job_id for c in plan_bridge([], {}, [running], HOSTS, BRIDGE).cancels] == [7]
+
+
+def test_a_pending_job_whose_pods_were_deleted_is_cancelled_and_an_ended_one_is_left_alone():
+    jobs = [job(7, "gone-gang"), job(8, "old", "CANCELLED")]
+    assert [c.job_id for c in plan_bridge([], {}, jobs, HOSTS, BRIDGE).cancels] == [7]
+
+
+def test_pods_end_when_slurm_ends_their_job_and_never_when_slurm_does_not_list_it():
+    running = pod("train-a", job=7, node="kind-worker", phase="Running")
+    ended = plan_bridge([running], {}, [job(7, "g", "TIMEOUT")], HOSTS, BRIDGE)
+    assert [(e.pod, e.job_id) for e in ended.ends] == [("train-a", 7)]
+    assert "TIMEOUT" in ended.ends[0].why
+    unknown = plan_bridge([running], {}, [], HOSTS, BRIDGE)
+    assert unknown.ends == [] and unknown.cancels == []
+
+
+def test_scancel_of_a_pending_gang_ends_its_pods_instead_of_submitting_again():
+    pods = [pod("train-a"), pod("train-b")]
+    plan = plan_bridge(pods, {JOB_UID: 2}, [job(7, gang_key(pods), "CANCELLED")], HOSTS, BRIDGE)
+    assert plan.submits == [] and [e.pod for e in plan.ends] == ["train-a", "train-b"]
+
+
+def test_a_pod_without_a_job_owner_is_a_gang_of_its_own():
+    plan = plan_bridge([pod("solo", owner=None), pod("other", owner="rs-uid")], {}, [], HOSTS, BRIDGE)
+    assert sorted(s.request.name for s in plan.submits) == ["ml/other", "ml/solo"]
+
+
+def test_what_slurm_cannot_honour_holds_the_pod_with_the_reason():
+    plan = plan_bridge([pod("pinned", owner=None, nodeSelector={"disk": "ssd"})], {}, [], HOSTS, BRIDGE)
+    assert plan.submits == []
+    (hold,) = plan.holds
+    assert hold.reason == "BridgeUnsupported" and "nodeSelector" in hold.message
+    bad = pod("bad", owner=None,
+              annotations={C.ANNOTATION_BRIDGE_ACCOUNT: "a b", C.ANNOTATION_BRIDGE_TIME_LIMIT: "soon"})
+    (hold,) = plan_bridge([bad], {}, [], HOSTS, BRIDGE).holds
+    assert hold.reason == "BridgeInvalid" and C.ANNOTATION_BRIDGE_ACCOUNT in hold.message
+    assert C.ANNOTATION_BRIDGE_TIME_LIMIT in hold.message
+
+
+def test_annotations_and_the_spec_become_the_jobs_options():
+    annotated = pod("solo", owner=None, memory="3Gi", cpu="1500m", annotations={
+        C.ANNOTATION_BRIDGE_ACCOUNT: "physics", C.ANNOTATION_BRIDGE_QOS: "high",
+        C.ANNOTATION_BRIDGE_TIME_LIMIT: "1-00:00:00"})
+    exclusive = Bridge(namespaces=["ml"], partition="gpu", exclusive=True)
+    (submit,) = plan_bridge([annotated], {}, [], HOSTS, exclusive).submits
+    request = submit.request
+    assert (request.account, request.qos, request.time_limit, request.partition) == ("physics", "high", "1-00:00:00",
+                                                                                        "gpu")
+    assert (request.cpus_per_task, request.mem_per_cpu_mib, request.exclusive) == (2, 1536, True)
+
+
+def test_a_pods_request_counts_its_largest_init_container_and_whole_cpus():
+    spec = pod("p", cpu="250m", memory="100Mi")
+    spec["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]
+    spec["spec"]["containers"][0]["resources"]["limits"] = {C.BRIDGE_GPU_RESOURCE: "2"}
+    assert pod_request(spec) == (3, 1024, 2)
+    assert pod_request(pod("q", cpu="100m")) == (1, 0, 0)

@@ -1,0 +1,39 @@
+"""The bridge's jobs read from real `squeue --json` output (Slurm 26.05.5, the docker tier's
+cluster: a native job and external jobs sharing a 2-CPU node, one external job over two nodes,
+one waiting, one cancelled, and a native job carrying a bridge comment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import (
+    ExternalJobRequest,
+    parse_external_jobs,
+    parse_job_id,
+    sbatch_argv,
+)
+
+SAMPLE = Path(__file__).resolve().parents[3] / "fixtures" / "slurm" / "squeue-external-26.05.json"
+
+
+def test_only_roots_external_jobs_with_the_bridge_comment_are_the_bridges():
+    jobs = {j.job_id: j for j in parse_external_jobs(SAMPLE.read_text())}
+    assert sorted(jobs) == [2, 3, 4, 5]  # 1: no comment; 6: the comment, but a batch job
+    assert (jobs[2].gang, jobs[2].state, jobs[2].allocation) == ("aaaa", "RUNNING",
+                                                                 (("demo-cpu-0", 1), ("demo-cpu-1", 1)))
+    assert (jobs[3].state, jobs[3].allocation) == ("RUNNING", (("demo-wide-0", 1),))
+    assert (jobs[4].state, jobs[4].reason, jobs[4].allocation) == ("PENDING", "Resources", ())
+    assert jobs[5].ended and not jobs[5].running and jobs[5].state == "CANCELLED"
+
+
+def test_the_sbatch_command_gives_each_option_one_argument_and_no_script():
+    request = ExternalJobRequest(gang="abc", name="ml/train", tasks=2, cpus_per_task=4, mem_per_cpu_mib=512,
+                                 gpus_per_task=1, partition="gpu", account="physics", qos="high",
+                                 time_limit="2:00:00", exclusive=True)
+    assert sbatch_argv(request) == [
+        "sbatch", "--external", "--parsable", "--job-name=ml/train", "--comment=slurmkube-bridge:abc", "--ntasks=2",
+        "--cpus-per-task=4", "--mem-per-cpu=512", "--gpus-per-task=1", "--partition=gpu", "--account=physics",
+        "--qos=high", "--time=2:00:00", "--exclusive"]
+    plain = sbatch_argv(ExternalJobRequest(gang="g", name="ml/p", tasks=1, cpus_per_task=1))
+    assert not [a for a in plain if a.startswith(("--mem", "--gpus", "--partition", "--account", "--qos", "--time"))]
+    assert parse_job_id("42\n") == 42 and parse_job_id("43;demo\n") == 43
