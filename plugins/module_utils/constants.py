@@ -58,6 +58,9 @@ ANNOTATION_BRIDGE_ACCOUNT = API_GROUP + "/account"
 ANNOTATION_BRIDGE_PARTITION = API_GROUP + "/partition"
 ANNOTATION_BRIDGE_QOS = API_GROUP + "/qos"
 ANNOTATION_BRIDGE_TIME_LIMIT = API_GROUP + "/time-limit"
+# scheduler-plugins' PodGroup: the label naming a pod's group, and the group's API.
+LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
 # The extended resource a bridged pod's GPUs are counted in (its limits).
 BRIDGE_GPU_RESOURCE = "nvidia.com/gpu"
 

@@ -61,4 +61,3 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
         assert {j.job_id: j.state for j in jobs.listed()}[pod] == "CANCELLED"
     finally:
         cluster.exec(CONTROLLER_POD, "scancel", native, str(pod), str(third), check=False)
-

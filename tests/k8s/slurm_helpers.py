@@ -73,12 +73,14 @@ class Operator:
     namespace: str
     image: str
 
-    def install(self, workdir: Path, watch_namespaces: Sequence[str]) -> None:
+    def install(self, workdir: Path, watch_namespaces: Sequence[str], bridge_namespaces: Sequence[str] = ()) -> None:
         """Install or change it as users do (the slurm_operator module): two replicas electing a
-        leader, watching these namespaces; returns once a leader holds the lease."""
+        leader, watching these namespaces, scheduling the pods of BRIDGE_NAMESPACES; returns once a
+        leader holds the lease."""
         workdir.mkdir(parents=True, exist_ok=True)
         proc, result = run_module(workdir, "slurm_operator", {
-            "namespace": self.namespace, "watch_namespaces": list(watch_namespaces), "image": self.image,
+            "namespace": self.namespace, "watch_namespaces": list(watch_namespaces),
+            "bridge_namespaces": list(bridge_namespaces), "image": self.image,
             "pull_policy": "Never", "replicas": 2, "wait_timeout": 300, "kubeconfig": self.kube.env["KUBECONFIG"],
         }, env=self.kube.env)
         assert result is not None, proc.stdout[-4000:]

@@ -25,6 +25,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
     BridgePlan,
     controller_owner,
+    gang_group,
     is_gone,
     job_label,
     plan_bridge,
@@ -92,24 +93,35 @@ def wanted_now(job: Mapping[str, Any], running: int) -> int:
     return max(1, size - running)
 
 
+def group_size(kube: Kube, kind: str, namespace: str, name: str, uid: str, placed: int) -> Optional[int]:
+    """How many of a group's pods start together now; None when the group cannot be read."""
+    if kind == "PodGroup":
+        group = kube.get(C.POD_GROUP_API, "PodGroup", name, namespace) if kube.serves(C.POD_GROUP_API, "PodGroup") \
+            else None
+        return max(1, int((group.get("spec") or {}).get("minMember") or 1) - placed) if group else None
+    job = kube.get("batch/v1", "Job", name, namespace)
+    return wanted_now(job, placed) if job is not None and job["metadata"].get("uid") == uid else None
+
+
 def gang_sizes(kube: Kube, pods: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
-    """wanted_now of the Jobs that own unplaced pods, by the Job's uid (one read per such Job)."""
+    """group_size of the groups (gang_group) with unplaced pods, by group id (one read per group)."""
     placed: Dict[str, int] = {}
-    owners: Dict[str, Tuple[str, str]] = {}
+    groups: Dict[str, Tuple[str, str, str, str]] = {}
     for pod in pods:
-        owner = controller_owner(pod)
-        if owner is None or owner.get("kind") != "Job":
+        group = gang_group(pod)
+        if group is None:
             continue
         if job_label(pod) is not None:
             if not is_gone(pod):
-                placed[owner["uid"]] = placed.get(owner["uid"], 0) + 1
+                placed[group[0]] = placed.get(group[0], 0) + 1
         else:
-            owners[owner["uid"]] = (pod["metadata"]["namespace"], owner["name"])
+            uid = (controller_owner(pod) or {}).get("uid", "")
+            groups[group[0]] = (group[1], pod["metadata"]["namespace"], group[2], uid)
     sizes = {}
-    for uid, (namespace, name) in owners.items():
-        job = kube.get("batch/v1", "Job", name, namespace)
-        if job is not None and job["metadata"].get("uid") == uid:
-            sizes[uid] = wanted_now(job, placed.get(uid, 0))
+    for group_id, (kind, namespace, name, uid) in groups.items():
+        size = group_size(kube, kind, namespace, name, uid, placed.get(group_id, 0))
+        if size is not None:
+            sizes[group_id] = size
     return sizes
 
 

@@ -1,13 +1,14 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The bridge's decisions: which pods' Slurm jobs to submit, which pods to bind where, which jobs
-to cancel and which pods to end. Pure: pods, Jobs and Slurm's bridge jobs in, actions out.
+to cancel and which pods to end. Pure: pods, group sizes and Slurm's bridge jobs in, actions out.
 
-A gang is the pods that must start together: a Kubernetes Job's parallel pods (as many as it runs
-at once), or one pod alone. Each gang is one external Slurm job of one task per pod. Its key, in
-the job's comment, is a digest of its pods' uids, so an operator that restarts finds the job it
-submitted from Slurm itself and never submits a second one. A pod is labelled with its job's id
-and the Slurm node it got before it is bound, so a restart also finishes a binding it began.
+A gang is the pods that must start together: a PodGroup's (scheduler-plugins: its minMember), a
+Kubernetes Job's parallel pods (as many as it runs at once), or one pod alone. Each gang is one
+external Slurm job of one task per pod. Its key, in the job's comment, is a digest of its pods'
+uids, so an operator that restarts finds the job it submitted from Slurm itself and never submits
+a second one. A pod is labelled with its job's id and the Slurm node it got before it is bound, so
+a restart also finishes a binding it began.
 
 Fail-closed: a pod is ended only when Slurm reports its job ended (cancelled, preempted, timed
 out); a job is cancelled only when none of its pods is left, a terminating pod counting until
@@ -159,25 +160,42 @@ def job_request(pods: Sequence[Mapping[str, Any]], name: str, bridge: Bridge) ->
         time_limit=annotation(pods, C.ANNOTATION_BRIDGE_TIME_LIMIT), exclusive=bridge.exclusive)
 
 
+def gang_group(pod: Mapping[str, Any]) -> Optional[Tuple[str, str, str]]:
+    """(group id, kind, name) of the pods that start with this one: its PodGroup (scheduler-plugins'
+    label), else the Job that owns it; None for a pod that starts alone. The id keys SIZES."""
+    namespace = pod["metadata"]["namespace"]
+    group = (pod["metadata"].get("labels") or {}).get(C.LABEL_POD_GROUP)
+    if group:
+        return "PodGroup/%s/%s" % (namespace, group), "PodGroup", group
+    owner = controller_owner(pod)
+    if owner is not None and owner.get("kind") == "Job" and owner.get("uid"):
+        return "Job/%s" % owner["uid"], "Job", owner.get("name") or ""
+    return None
+
+
 def gangs_of(waiting: Sequence[Mapping[str, Any]],
-             sizes: Mapping[str, int]) -> List[Tuple[str, List[Mapping[str, Any]], int]]:
-    """(name, pods, wanted size) of each gang of the unbound pods: a Job's pods in creation order,
-    SIZES[its uid] at a time (its parallelism less its pods already bound); any other pod alone."""
-    by_owner: Dict[str, List[Mapping[str, Any]]] = {}
+             sizes: Mapping[str, int]) -> Tuple[List[Tuple[str, List[Mapping[str, Any]], int]], List[Hold]]:
+    """(name, pods, wanted size) of each gang of the unbound pods: a group's pods (gang_group) in
+    creation order, SIZES[its id] at a time (what must start together, less its pods already
+    placed); any other pod alone. A PodGroup not found holds its pods (never one alone)."""
+    grouped: Dict[str, List[Mapping[str, Any]]] = {}
     out: List[Tuple[str, List[Mapping[str, Any]], int]] = []
+    holds: List[Hold] = []
     for pod in sorted(waiting, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])):
-        owner = controller_owner(pod)
-        if owner is not None and owner.get("kind") == "Job" and owner.get("uid") in sizes:
-            by_owner.setdefault(owner["uid"], []).append(pod)
+        group = gang_group(pod)
+        if group is not None and group[0] in sizes:
+            grouped.setdefault(group[0], []).append(pod)
+        elif group is not None and group[1] == "PodGroup":
+            holds.append(Hold(pod["metadata"]["namespace"], pod["metadata"]["name"], "BridgeNoPodGroup",
+                              "its PodGroup %s cannot be read: how many pods start together is unknown" % group[2]))
         else:
             out.append((pod_key(pod), [pod], 1))
-    for uid, pods in by_owner.items():
-        owner = controller_owner(pods[0]) or {}
-        size = max(1, sizes[uid])
-        name = "%s/%s" % (pods[0]["metadata"]["namespace"], owner.get("name"))
+    for group_id, pods in grouped.items():
+        size = max(1, sizes[group_id])
+        name = "%s/%s" % (pods[0]["metadata"]["namespace"], (gang_group(pods[0]) or ("", "", ""))[2])
         for start in range(0, len(pods), size):
             out.append((name, pods[start:start + size], size))
-    return out
+    return out, holds
 
 
 def slots(job: ExternalJob, cpus_per_task: int, hosts: Mapping[str, str]) -> List[Tuple[str, str]]:
@@ -192,8 +210,8 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
                 hosts: Mapping[str, str], bridge: Bridge) -> BridgePlan:
     """The next actions for one cluster's bridged pods.
 
-    PODS: the pods that name the bridge's scheduler in the cluster's bridge namespaces. SIZES: by a
-    Job's uid, how many of its pods start together now. JOBS: the bridge's Slurm jobs. HOSTS: the
+    PODS: the pods that name the bridge's scheduler in the cluster's bridge namespaces. SIZES: by
+    gang_group id, how many of a group's pods start together now. JOBS: the bridge's Slurm jobs. HOSTS: the
     Kubernetes node of each Slurm node's pod.
     """
     plan = BridgePlan()
@@ -211,7 +229,8 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
             held_by[job_id] = held_by.get(job_id, 0) + 1
         plan_labelled(plan, pod, by_id.get(job_id), hosts)
     claimed = set()
-    for name, gang, size in gangs_of(waiting, sizes):
+    gangs, plan.holds = gangs_of(waiting, sizes)
+    for name, gang, size in gangs:
         claimed.add(plan_gang(plan, name, gang, size, latest_by_gang, hosts, bridge))
     for job in jobs:
         if not job.ended and job.gang not in claimed and not held_by.get(job.job_id):

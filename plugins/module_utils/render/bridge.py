@@ -28,8 +28,9 @@ def bridge_rules() -> List[Dict[str, Any]]:
         # whose Slurm job ended.
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-        # A Job's parallelism: how many of its pods start together.
+        # A Job's parallelism, a PodGroup's minMember: how many of their pods start together.
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+        {"apiGroups": [C.POD_GROUP_API.split("/")[0]], "resources": ["podgroups"], "verbs": ["get"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
 

@@ -129,4 +129,3 @@ def by_gang(jobs: Sequence[ExternalJob]) -> Dict[str, List[ExternalJob]]:
     for job in sorted(jobs, key=lambda j: j.job_id):
         out.setdefault(job.gang, []).append(job)
     return out
-

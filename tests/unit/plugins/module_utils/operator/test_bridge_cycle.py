@@ -99,3 +99,20 @@ def test_a_pod_whose_job_ended_is_deleted_with_an_event():
     assert cycle(kube, slurm, BridgeMemory()).ended == 1
     assert kube.get("v1", "Pod", "p", "ml") is None
     assert kube.events[-1][2] == "SlurmJobEnded" and "PREEMPTED" in kube.events[-1][3]
+
+
+def test_a_pod_groups_min_member_is_read_from_it_and_a_missing_group_is_said_once():
+    members = [pod("w-0"), pod("w-1")]
+    for member in members:
+        member["metadata"]["labels"][C.LABEL_POD_GROUP] = "pg"
+    kube, slurm, memory = kube_with(*members), FakeSlurm(), BridgeMemory()
+    cycle(kube, slurm, memory)
+    cycle(kube, slurm, memory, now=1.0)
+    assert slurm.submitted == []
+    assert [e[2] for e in kube.events] == ["BridgeNoPodGroup", "BridgeNoPodGroup"]  # one per pod
+    kube.objects[("PodGroup", "ml", "pg")] = {"apiVersion": C.POD_GROUP_API, "kind": "PodGroup",
+                                               "metadata": {"name": "pg", "namespace": "ml"},
+                                               "spec": {"minMember": 2}}
+    cycle(kube, slurm, memory, now=2.0)
+    (request,) = slurm.submitted
+    assert (request.name, request.tasks) == ("ml/pg", 2)

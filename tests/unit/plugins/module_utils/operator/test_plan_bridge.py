@@ -17,6 +17,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external impo
 BRIDGE = Bridge(namespaces=["ml"])
 HOSTS = {"demo-cpu-0": "kind-worker", "demo-cpu-1": "kind-worker2"}
 JOB_UID = "job-uid-1"
+GROUP = "Job/" + JOB_UID
 
 
 def pod(name: str, cpu: str = "1", memory: str = "", owner: Optional[str] = JOB_UID, created: str = "",
@@ -45,8 +46,8 @@ def job(job_id: int, gang: str, state: str = "PENDING", allocation=()) -> Extern
 
 def test_a_jobs_parallel_pods_wait_until_all_exist_then_go_as_one_slurm_job_of_one_task_each():
     first = pod("train-a")
-    assert plan_bridge([first], {JOB_UID: 2}, [], HOSTS, BRIDGE).submits == []
-    plan = plan_bridge([first, pod("train-b")], {JOB_UID: 2}, [], HOSTS, BRIDGE)
+    assert plan_bridge([first], {GROUP: 2}, [], HOSTS, BRIDGE).submits == []
+    plan = plan_bridge([first, pod("train-b")], {GROUP: 2}, [], HOSTS, BRIDGE)
     (submit,) = plan.submits
     assert submit.pods == ("ml/train-a", "ml/train-b")
     assert (submit.request.name, submit.request.tasks, submit.request.cpus_per_task) == ("ml/train", 2, 1)
@@ -55,14 +56,14 @@ def test_a_jobs_parallel_pods_wait_until_all_exist_then_go_as_one_slurm_job_of_o
 
 def test_a_gang_whose_job_exists_is_not_submitted_again_after_a_restart():
     pods = [pod("train-a"), pod("train-b")]
-    plan = plan_bridge(pods, {JOB_UID: 2}, [job(7, gang_key(pods))], HOSTS, BRIDGE)
+    plan = plan_bridge(pods, {GROUP: 2}, [job(7, gang_key(pods))], HOSTS, BRIDGE)
     assert plan.submits == [] and plan.cancels == [] and plan.binds == []
 
 
 def test_a_running_job_binds_each_pod_to_the_kubernetes_node_of_its_slurm_node():
     pods = [pod("train-a"), pod("train-b")]
     running = job(7, gang_key(pods), "RUNNING", [("demo-cpu-0", 1), ("demo-cpu-1", 1)])
-    plan = plan_bridge(pods, {JOB_UID: 2}, [running], HOSTS, BRIDGE)
+    plan = plan_bridge(pods, {GROUP: 2}, [running], HOSTS, BRIDGE)
     assert [(b.pod, b.slurm_node, b.host, b.job_id) for b in plan.binds] == [
         ("train-a", "demo-cpu-0", "kind-worker", 7), ("train-b", "demo-cpu-1", "kind-worker2", 7)]
 
@@ -70,7 +71,7 @@ def test_a_running_job_binds_each_pod_to_the_kubernetes_node_of_its_slurm_node()
 def test_two_tasks_on_one_node_both_go_there():
     pods = [pod("train-a", cpu="2"), pod("train-b", cpu="1500m")]
     running = job(7, gang_key(pods), "RUNNING", [("demo-cpu-1", 4)])
-    assert {b.host for b in plan_bridge(pods, {JOB_UID: 2}, [running], HOSTS, BRIDGE).binds} == {"kind-worker2"}
+    assert {b.host for b in plan_bridge(pods, {GROUP: 2}, [running], HOSTS, BRIDGE).binds} == {"kind-worker2"}
 
 
 def test_a_binding_cut_short_by_a_restart_is_finished_from_the_pods_label():
@@ -106,7 +107,7 @@ def test_pods_end_when_slurm_ends_their_job_and_never_when_slurm_does_not_list_i
 
 def test_scancel_of_a_pending_gang_ends_its_pods_instead_of_submitting_again():
     pods = [pod("train-a"), pod("train-b")]
-    plan = plan_bridge(pods, {JOB_UID: 2}, [job(7, gang_key(pods), "CANCELLED")], HOSTS, BRIDGE)
+    plan = plan_bridge(pods, {GROUP: 2}, [job(7, gang_key(pods), "CANCELLED")], HOSTS, BRIDGE)
     assert plan.submits == [] and [e.pod for e in plan.ends] == ["train-a", "train-b"]
 
 
@@ -134,8 +135,8 @@ def test_annotations_and_the_spec_become_the_jobs_options():
     exclusive = Bridge(namespaces=["ml"], partition="gpu", exclusive=True)
     (submit,) = plan_bridge([annotated], {}, [], HOSTS, exclusive).submits
     request = submit.request
-    assert (request.account, request.qos, request.time_limit, request.partition) == ("physics", "high", "1-00:00:00",
-                                                                                        "gpu")
+    options = (request.account, request.qos, request.time_limit, request.partition)
+    assert options == ("physics", "high", "1-00:00:00", "gpu")
     assert (request.cpus_per_task, request.mem_per_cpu_mib, request.exclusive) == (2, 1536, True)
 
 
@@ -145,3 +146,18 @@ def test_a_pods_request_counts_its_largest_init_container_and_whole_cpus():
     spec["spec"]["containers"][0]["resources"]["limits"] = {C.BRIDGE_GPU_RESOURCE: "2"}
     assert pod_request(spec) == (3, 1024, 2)
     assert pod_request(pod("q", cpu="100m")) == (1, 0, 0)
+
+
+def grouped(name: str) -> Dict[str, Any]:
+    member = pod(name, owner=None)
+    member["metadata"]["labels"][C.LABEL_POD_GROUP] = "pg"
+    return member
+
+
+def test_a_pod_groups_members_go_as_one_job_of_its_min_member_and_none_goes_alone():
+    members = [grouped("w-0"), grouped("w-1")]
+    assert plan_bridge(members[:1], {"PodGroup/ml/pg": 2}, [], HOSTS, BRIDGE).submits == []
+    (submit,) = plan_bridge(members, {"PodGroup/ml/pg": 2}, [], HOSTS, BRIDGE).submits
+    assert (submit.request.name, submit.request.tasks) == ("ml/pg", 2)
+    unknown = plan_bridge(members, {}, [], HOSTS, BRIDGE)  # its PodGroup could not be read
+    assert unknown.submits == [] and {h.reason for h in unknown.holds} == {"BridgeNoPodGroup"}

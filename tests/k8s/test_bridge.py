@@ -1,0 +1,229 @@
+"""Slurm schedules Kubernetes pods (the bridge, issue 36) on a real multi-node Kubernetes (kind,
+two workers) with real slurmctld, slurmd, slurmdbd and MariaDB: pods created in an opted-in
+namespace get the bridge's scheduler at admission, wait for their Slurm job, run on the Kubernetes
+nodes of the Slurm nodes it got, share a node with a native job core by core, and their job is in
+sacct under the account they name. Pod deleted: job cancelled; job cancelled: pods ended.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Dict, List, Optional
+
+import pytest
+import yaml
+from kube_helpers import TOOLBOX_IMAGE, Cluster, wait_for
+from slurm_helpers import (
+    ACCOUNTING_IMAGES,
+    SLURM_IMAGES,
+    TINY,
+    Operator,
+    SlurmView,
+    running_cluster,
+    tiny_cluster_spec,
+    with_accounting_images,
+)
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+pytestmark = [pytest.mark.k8s, pytest.mark.second_lane]
+
+CLUSTER = "bridge"
+ACCOUNT = "ml"
+# The 1-CPU nodes take the Job's pods; the 2-CPU node, alone in partition 'wide', is shared.
+ONE_CPU = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
+TWO_CPU = {"resources": {"cpu": 2, "cpuRequest": "10m", "memory": "1Gi"}}
+WIDE_NODE = "%s-wide-0" % CLUSTER
+# What a pod asks Kubernetes: half a core (Slurm counts a whole CPU), so two fit a kind node
+# beside the cluster's own pods.
+POD_RESOURCES = {"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}}
+
+
+class Bridged:
+    """The cluster and the namespace whose pods it schedules."""
+
+    def __init__(self, kube: Cluster, slurm: SlurmView, namespace: str) -> None:
+        self.kube, self.slurm, self.namespace = kube, slurm, namespace
+
+    def kubectl(self, *args: str, **kw):
+        return self.kube.kubectl("-n", self.namespace, *args, **kw)
+
+    def pod(self, name: str) -> Optional[dict]:
+        found = self.kubectl("get", "pod", name, "-o", "json", check=False)
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+    def pods(self, selector: str) -> List[dict]:
+        return json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json").stdout)["items"]
+
+    def squeue(self, *args: str) -> str:
+        return self.slurm.run("squeue", "-h", *args)
+
+    def worker_host(self, slurm_node: str) -> str:
+        return self.kube.get_json("pod", slurm_node)["spec"]["nodeName"]
+
+    def explain(self) -> str:
+        pods = self.kubectl("get", "pods", "-o", "wide", "--show-labels", check=False).stdout
+        events = self.kubectl("get", "events", "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
+        return "bridged pods:\n%s\nevents:\n%s\n%s" % (pods, events, self.slurm.explain())
+
+
+def bare_pod(namespace: str, name: str, command: str, annotations: Dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": TOOLBOX_IMAGE, "imagePullPolicy": "Never",
+                                     "command": ["sh", "-c", command], "resources": POD_RESOURCES}]}}
+
+
+@pytest.fixture(scope="module")
+def bridged(kube_cluster: Cluster, slurm_images: dict, operator: Operator, tmp_path_factory) -> Bridged:
+    kube = kube_cluster
+    namespace = kube.namespace + "-ml"
+    kube.kubectl("create", "namespace", namespace)
+    operator.install(tmp_path_factory.mktemp("operator-bridge"), [kube.namespace], bridge_namespaces=[namespace])
+    images = with_accounting_images(slurm_images)
+    spec = dict(tiny_cluster_spec(), bridge={"namespaces": [namespace]},
+                partitions=[{"name": "main", "default": True, "nodeSets": ["cpu"]},
+                            {"name": "wide", "nodeSets": ["wide"]}],
+                accounting={"enabled": True, "resources": TINY,
+                            "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}})
+    spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
+    try:
+        nodesets = [("cpu", 2, ONE_CPU), ("wide", 1, TWO_CPU)]
+        with running_cluster(kube, operator, CLUSTER, images, spec, nodesets) as view:
+            wait_for(lambda: CLUSTER in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
+                     180, 2)
+            view.run("sacctmgr", "-i", "add", "account", ACCOUNT)
+            view.run("sacctmgr", "-i", "add", "user", "root", "Account=" + ACCOUNT)
+            wait_for(lambda: ACCOUNT in view.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=" + ACCOUNT),
+                     60, 2)
+            yield Bridged(kube, view, namespace)
+    finally:
+        operator.install(tmp_path_factory.mktemp("operator-unbridged"), [kube.namespace])
+        kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_a_job_of_two_pods_runs_where_its_slurm_job_was_placed_and_is_accounted_under_its_account(bridged):
+    ns = bridged.namespace
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": ns},
+           "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {
+               "metadata": {"annotations": {C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}},
+               "spec": bare_pod(ns, "x", "sleep 20", {})["spec"]}}}
+    bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+    selector = "job-name=train"
+
+    def placed() -> Optional[List[dict]]:
+        pods = bridged.pods(selector)
+        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = wait_for(placed, 180, 2, explain=bridged.explain)
+    assert {p["spec"]["schedulerName"] for p in pods} == {C.BRIDGE_SCHEDULER_NAME}  # set at admission
+    (job_id,) = {p["metadata"]["labels"][C.LABEL_SLURM_JOB] for p in pods}
+    name, state, account, nodes = bridged.squeue("-j", job_id, "-o", "%j %T %a %N").split()
+    assert (name, state, account) == ("%s/train" % ns, "RUNNING", ACCOUNT)
+    slurm_nodes = bridged.slurm.run("scontrol", "show", "hostnames", nodes).split()
+    assert {p["metadata"]["annotations"][C.ANNOTATION_SLURM_NODE] for p in pods} == set(slurm_nodes)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(
+        bridged.worker_host(p["metadata"]["annotations"][C.ANNOTATION_SLURM_NODE]) for p in pods)
+    wait_for(lambda: json.loads(bridged.kubectl("get", "job", "train", "-o", "json").stdout)
+             .get("status", {}).get("succeeded") == 2, 180, 2, explain=bridged.explain)
+    # The pods done, their job ends: it is in sacct with the name and account users see in squeue.
+    wait_for(lambda: not bridged.squeue("-j", job_id, "-t", "PD,R"), 60, 2, explain=bridged.explain)
+    row = bridged.slurm.run("sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName,Account,AllocCPUS")
+    assert row.split() == ["%s/train|%s|2" % (ns, ACCOUNT)]
+
+
+def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_waits_then_pod_and_job_follow_each_other(bridged):
+    ns, slurm = bridged.namespace, bridged.slurm
+    native = slurm.run("sbatch", "--parsable", "-p", "wide", "-c1", "-A", ACCOUNT, "-o", "/dev/null",
+                       "--wrap", "sleep 600").split()[0]
+    wide = {C.ANNOTATION_BRIDGE_PARTITION: "wide", C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}
+    bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+        [bare_pod(ns, "first", "sleep 600", wide), bare_pod(ns, "second", "sleep 600", wide)]))
+    try:
+        slurm.wait_running(native)
+
+        def running(pod: str) -> bool:
+            found = bridged.pod(pod) or {}
+            return (found.get("status") or {}).get("phase") == "Running"
+
+        # Whichever pod Slurm took first runs beside the native job; the other waits for a CPU.
+        wait_for(lambda: running("first") or running("second"), 180, 2, explain=bridged.explain)
+        first, second = ("first", "second") if running("first") else ("second", "first")
+        placed = bridged.pod(first)
+        assert placed["metadata"]["annotations"][C.ANNOTATION_SLURM_NODE] == WIDE_NODE
+        assert placed["spec"]["nodeName"] == bridged.worker_host(WIDE_NODE)
+        assert slurm.job_state(native) == "RUNNING"
+        # One CPU each on the node (squeue: sinfo's CPU counts missed the external job, 1/1/0/2 with both
+        # running, on 26.05.5).
+        running_there = bridged.squeue("-w", WIDE_NODE, "-t", "R", "-o", "%i %C").splitlines()
+        beside = {tuple(line.split()) for line in running_there}
+        assert beside == {(native, "1"), (placed["metadata"]["labels"][C.LABEL_SLURM_JOB], "1")}
+        time.sleep(10)
+        assert not (bridged.pod(second) or {})["spec"].get("nodeName")
+        assert bridged.squeue("-n", "%s/%s" % (ns, second), "-o", "%T %r").split() == ["PENDING", "Resources"]
+
+        slurm.run("scancel", native)  # the native job's CPU goes to the waiting pod
+        wait_for(lambda: running(second), 120, 2, explain=bridged.explain)
+
+        # A pod deleted: its job is cancelled within seconds of its containers stopping.
+        job_id = bridged.pod(first)["metadata"]["labels"][C.LABEL_SLURM_JOB]
+        deleted = time.monotonic()
+        bridged.kubectl("delete", "pod", first, "--wait=true", timeout=120)
+        wait_for(lambda: slurm.job_state(job_id) == "CANCELLED", 60, 1, explain=bridged.explain)
+        print("pod deleted -> its Slurm job cancelled in %.1f s" % (time.monotonic() - deleted))
+
+        # A job cancelled in Slurm: its pod is ended.
+        other = bridged.pod(second)["metadata"]["labels"][C.LABEL_SLURM_JOB]
+        slurm.run("scancel", other)
+        wait_for(lambda: bridged.pod(second) is None, 90, 2, explain=bridged.explain)
+    finally:
+        slurm.run("scancel", native)
+        bridged.kubectl("delete", "pod", "first", "second", "--ignore-not-found", "--wait=false", check=False)
+
+
+# scheduler-plugins' PodGroup as the bridge reads it (spec.minMember); the CRD only declares the
+# kind: no scheduler-plugins controller runs here, and the bridge needs none.
+POD_GROUP_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+    "spec": {"group": "scheduling.x-k8s.io", "scope": "Namespaced",
+             "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "shortNames": ["pg"]},
+             "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_a_pod_group_waits_whole_while_only_one_of_its_pods_fits_then_starts_whole(bridged):
+    ns, slurm = bridged.namespace, bridged.slurm
+    bridged.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(POD_GROUP_CRD))
+    bridged.kube.wait_crd_established(POD_GROUP_CRD["metadata"]["name"])
+    native = slurm.run("sbatch", "--parsable", "-p", "wide", "-c1", "-A", ACCOUNT, "-o", "/dev/null",
+                       "--wrap", "sleep 600").split()[0]
+    group = {"apiVersion": C.POD_GROUP_API, "kind": "PodGroup", "metadata": {"name": "pair", "namespace": ns},
+             "spec": {"minMember": 2}}
+    members = [bare_pod(ns, "pair-%d" % i, "sleep 600", {C.ANNOTATION_BRIDGE_PARTITION: "wide",
+                                                       C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}) for i in (0, 1)]
+    for member in members:
+        member["metadata"]["labels"] = {C.LABEL_POD_GROUP: "pair"}
+    try:
+        slurm.wait_running(native)
+        bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([group, *members]))
+        # One CPU of the node is free: one member would fit, the group does not.
+        wait_for(lambda: bridged.squeue("-n", "%s/pair" % ns, "-o", "%T %r %C").split()
+                 == ["PENDING", "Resources", "2"], 120, 2, explain=bridged.explain)
+        time.sleep(10)
+        assert not [p for p in bridged.pods("%s=pair" % C.LABEL_POD_GROUP) if p["spec"].get("nodeName")]
+        slurm.run("scancel", native)
+
+        def both_placed() -> Optional[List[dict]]:
+            pods = bridged.pods("%s=pair" % C.LABEL_POD_GROUP)
+            return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
+
+        pods = wait_for(both_placed, 120, 2, explain=bridged.explain)
+        assert len({p["metadata"]["labels"][C.LABEL_SLURM_JOB] for p in pods}) == 1
+        assert {p["spec"]["nodeName"] for p in pods} == {bridged.worker_host(WIDE_NODE)}
+    finally:
+        slurm.run("scancel", native)
+        bridged.kubectl("delete", "pod", "pair-0", "pair-1", "--ignore-not-found", "--wait=false", check=False)
+        bridged.kube.kubectl("delete", "crd", POD_GROUP_CRD["metadata"]["name"], "--wait=false", check=False)
