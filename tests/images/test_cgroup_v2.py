@@ -46,7 +46,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common as render_common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import _worker_env
 
-pytestmark = pytest.mark.slurm
+# In tests/run's first pytest: its VM boots while that one waits for its cluster (first_lane).
+pytestmark = [pytest.mark.slurm, pytest.mark.first_lane]
 
 NODE = slurm_node_names(WIDE_MODEL)[0]
 # The guest's slurmctld mounts no REST key set.
