@@ -73,8 +73,8 @@ options:
         operator submits one Slurm job per pod (a Job's parallel pods, one job for all) and binds
         the pods where Slurm placed it. The SlurmCluster whose C(spec.bridge.namespaces) lists a
         namespace schedules its pods.
-      - The operator gets a Role in each (read, label, bind and delete pods, read Jobs, post
-        Events); they must exist. A pod that names another scheduler keeps it.
+      - The operator gets a Role in each (read, label, bind and delete pods, read Jobs and
+        PodGroups, post Events); they must exist. A pod that names another scheduler keeps it.
       - Needs MutatingAdmissionPolicy, GA in Kubernetes 1.36; on 1.34 and 1.35 the API server must
         enable its feature gate and C(admissionregistration.k8s.io/v1beta1). Empty removes the
         policy and the bridge's grants.

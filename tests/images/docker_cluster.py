@@ -311,6 +311,9 @@ class Cluster:
         env_from_limits: leave SLURMKUBE_CPUS/MEMORY_MB out, so the entrypoint reads the
         container's cgroup limits instead.
         """
+        if host in self.containers:  # a removed node's pod made again: a new container, fresh emptyDirs
+            docker("rm", "-f", self.containers.pop(host), check=False)
+            remove_as_root(self.root / "nodes" / host)
         env = _worker_env(self.model, nodeset)
         if env_from_limits:
             env = [v for v in env if v["name"] not in (C.ENV_CPUS, C.ENV_MEMORY_MB)]

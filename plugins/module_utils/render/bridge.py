@@ -26,7 +26,7 @@ def bridge_rules() -> List[Dict[str, Any]]:
     return [
         # Read the pods that name its scheduler; label one with its job before binding it; end one
         # whose Slurm job ended.
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         # A Job's parallelism, a PodGroup's minMember: how many of their pods start together.
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
