@@ -83,7 +83,8 @@ def bridged(kube_cluster: Cluster, slurm_images: dict, operator: Operator, tmp_p
     kube.kubectl("create", "namespace", namespace)
     operator.install(tmp_path_factory.mktemp("operator-bridge"), [kube.namespace], bridge_namespaces=[namespace])
     images = with_accounting_images(slurm_images)
-    spec = dict(tiny_cluster_spec(), bridge={"namespaces": [namespace]},
+    spec = dict(tiny_cluster_spec(), bridge={"namespaces": [namespace],
+                                             "accounts": [{"namespace": namespace, "accounts": [ACCOUNT]}]},
                 partitions=[{"name": "main", "default": True, "nodeSets": ["cpu"]},
                             {"name": "wide", "nodeSets": ["wide"]}],
                 accounting={"enabled": True, "resources": TINY,

@@ -86,13 +86,19 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
 
 
 def _bridge_rules(spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
-    """The bridge's partition is one the cluster has ('main' when the spec lists none)."""
+    """The bridge's partition is one the cluster has ('main' when the spec lists none); accounts
+    are given to namespaces of the bridge."""
+    problems = []
     partition = spec.bridge.partition
     known = [p.name for p in spec.partitions] or [DEFAULT_PARTITION_NAME]
     if partition is not None and partition not in known:
-        return [("spec.bridge.partition", "must name a partition of the cluster (%s), got %s"
-                 % (", ".join(known), describe(partition)))]
-    return []
+        problems.append(("spec.bridge.partition", "must name a partition of the cluster (%s), got %s"
+                         % (", ".join(known), describe(partition))))
+    for i, given in enumerate(spec.bridge.accounts):
+        if given.namespace not in spec.bridge.namespaces:
+            problems.append(("spec.bridge.accounts[%d].namespace" % i, "must be one of spec.bridge.namespaces, got %s"
+                             % describe(given.namespace)))
+    return problems
 
 
 def _dns_server_rules(dns: DnsServer) -> List[Tuple[str, str]]:

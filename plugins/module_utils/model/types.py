@@ -465,6 +465,16 @@ class Rest:
 
 
 @dataclass(frozen=True)
+class BridgeAccounts:
+    """The Slurm accounts the pods of one bridge namespace may charge."""
+
+    namespace: str = spec_field("A namespace of spec.bridge.namespaces.", pattern=DNS1123_LABEL, max_length=63)
+    accounts: List[str] = spec_field(
+        "Accounts its pods may name (annotation slurmkube.io/account).", factory=list, pattern=SLURM_NAME,
+        max_length=64, max_items=64, unique=True)
+
+
+@dataclass(frozen=True)
 class Bridge:
     """Kubernetes pods scheduled by Slurm (the bridge): each pod, or each gang of pods (a Job's
     parallel pods), becomes one Slurm job that holds the pods' CPUs and memory on the cluster's
@@ -483,6 +493,11 @@ class Bridge:
         "Whole nodes for each pod's job (sbatch --exclusive): no native job and no other pod beside "
         "it. When false, pods and native jobs share a node core by core, Slurm allocating both.",
         False)
+    accounts: List[BridgeAccounts] = spec_field(
+        "Which Slurm accounts the pods of each namespace may charge. The pods' jobs are root's: a pod "
+        "naming an account its namespace is not given here stays Pending with an Event, and a pod "
+        "naming none is charged to root's default account. Root needs an association with each.",
+        factory=list, max_items=64, unique_by="namespace")
 
 
 @dataclass(frozen=True)

@@ -96,8 +96,9 @@ def wanted_now(job: Mapping[str, Any], running: int) -> int:
 def group_size(kube: Kube, kind: str, namespace: str, name: str, uid: str, placed: int) -> Optional[int]:
     """How many of a group's pods start together now; None when the group cannot be read."""
     if kind == "PodGroup":
-        group = kube.get(C.POD_GROUP_API, "PodGroup", name, namespace) if kube.serves(C.POD_GROUP_API, "PodGroup") \
-            else None
+        if not kube.serves(C.POD_GROUP_API, "PodGroup"):
+            return None
+        group = kube.get(C.POD_GROUP_API, "PodGroup", name, namespace)
         return max(1, int((group.get("spec") or {}).get("minMember") or 1) - placed) if group else None
     job = kube.get("batch/v1", "Job", name, namespace)
     return wanted_now(job, placed) if job is not None and job["metadata"].get("uid") == uid else None
@@ -142,6 +143,8 @@ class BridgeCycle:
         self.report.api_calls += len(bridge.namespaces)
         if not pods and not self.memory.had_pods:
             return self.report
+        present = {p["metadata"]["uid"] for p in pods}
+        self.memory.said = {said for said in self.memory.said if said[0] in present}  # gone pods are forgotten
         jobs_client = slurm()
         if jobs_client is None:
             return self.report  # no serving controller: nothing is decided without Slurm's word
@@ -164,6 +167,8 @@ class BridgeCycle:
             if said not in self.memory.said:
                 self.event(pod, "Warning", hold.reason, hold.message)
                 self.memory.said.add(said)
+        waiting = {submit.request.gang for submit in plan.submits}
+        self.memory.backoff = {gang: when for gang, when in self.memory.backoff.items() if gang in waiting}
         for submit in plan.submits:
             self.submit(submit.request, [pods[p] for p in submit.pods], jobs)
         for bind in plan.binds:

@@ -121,6 +121,16 @@ def bad_annotations(pod: Mapping[str, Any]) -> List[str]:
             if key in found and not re.match(form, found[key])]
 
 
+def allowed_accounts(bridge: Bridge, namespace: str) -> List[str]:
+    return [a for given in bridge.accounts if given.namespace == namespace for a in given.accounts]
+
+
+def forbidden_accounts(pod: Mapping[str, Any], bridge: Bridge) -> List[str]:
+    """The account the pod names, when its namespace is not given it (spec.bridge.accounts)."""
+    account = (pod["metadata"].get("annotations") or {}).get(C.ANNOTATION_BRIDGE_ACCOUNT)
+    return [account] if account and account not in allowed_accounts(bridge, pod["metadata"]["namespace"]) else []
+
+
 def pod_request(pod: Mapping[str, Any]) -> Tuple[int, int, int]:
     """(CPUs, MiB of memory, GPUs) the pod requests: its containers' sum, at least what its
     largest init container asks; Slurm counts whole CPUs, at least one."""
@@ -199,11 +209,12 @@ def gangs_of(waiting: Sequence[Mapping[str, Any]],
 
 
 def slots(job: ExternalJob, cpus_per_task: int, hosts: Mapping[str, str]) -> List[Tuple[str, str]]:
-    """(Slurm node, Kubernetes node) for each task of a running job, in Slurm's node order."""
-    out = []
-    for node, cpus in job.allocation:
-        out.extend([(node, hosts.get(node, ""))] * max(1, cpus // max(1, cpus_per_task)))
-    return out
+    """(Slurm node, Kubernetes node) for each task of a running job: one on each node Slurm gave
+    it first (an exclusive job gets whole nodes, more CPUs than its tasks use, and no node is given
+    for nothing), then as many more as each node's CPUs hold."""
+    per_node = [(node, max(1, cpus // max(1, cpus_per_task))) for node, cpus in job.allocation]
+    order = [node for node, _count in per_node] + [node for node, count in per_node for _ in range(count - 1)]
+    return [(node, hosts.get(node, "")) for node in order]
 
 
 def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], jobs: Sequence[ExternalJob],
@@ -270,6 +281,15 @@ def plan_gang(plan: BridgePlan, name: str, gang: List[Mapping[str, Any]], size: 
         for pod in gang:
             plan.holds.append(Hold(pod["metadata"]["namespace"], pod["metadata"]["name"], "BridgeInvalid",
                                    "annotations Slurm cannot take: %s" % ", ".join(invalid)))
+        return key
+    forbidden = sorted({account for pod in gang for account in forbidden_accounts(pod, bridge)})
+    if forbidden:
+        for pod in gang:
+            namespace = pod["metadata"]["namespace"]
+            plan.holds.append(Hold(namespace, pod["metadata"]["name"], "BridgeForbidden",
+                                   "%s=%s: the pods of namespace %s may name %s (spec.bridge.accounts)"
+                                   % (C.ANNOTATION_BRIDGE_ACCOUNT, ", ".join(forbidden), namespace,
+                                      ", ".join(allowed_accounts(bridge, namespace)) or "no account")))
         return key
     job = latest_by_gang.get(key)
     if job is not None and job.ended:

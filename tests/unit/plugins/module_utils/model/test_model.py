@@ -285,3 +285,15 @@ def test_privileged_settings_reach_slurm_conf_after_the_others():
                                              "privilegedConfig": {"Epilog": "/etc/slurm/epilog"}}}))
     text = render_slurm_conf(model, [])
     assert "\nEpilog=/etc/slurm/epilog\n" in text and "\nMinJobAge=300\n" in text
+
+
+def test_the_bridge_names_a_partition_the_cluster_has_and_gives_accounts_to_its_own_namespaces():
+    bridge = parse_cluster(cluster({"bridge": {"namespaces": ["ml"], "accounts": [
+        {"namespace": "ml", "accounts": ["ml-team"]}]}})).spec.bridge
+    assert (bridge.namespaces, bridge.partition, bridge.exclusive) == (["ml"], None, False)
+    assert [(a.namespace, a.accounts) for a in bridge.accounts] == [("ml", ["ml-team"])]
+    problems = problems_of(parse_cluster, cluster({"bridge": {"namespaces": ["ml"], "partition": "gpu", "accounts": [
+        {"namespace": "ai", "accounts": ["x"]}]}}))
+    assert "must name a partition of the cluster (main), got 'gpu'" in problems["spec.bridge.partition"]
+    assert "must be one of spec.bridge.namespaces, got 'ai'" in problems["spec.bridge.accounts[0].namespace"]
+    assert "spec.bridge.namespaces[0]" in problems_of(parse_cluster, cluster({"bridge": {"namespaces": ["ML"]}}))

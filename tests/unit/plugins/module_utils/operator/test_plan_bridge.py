@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge, BridgeAccounts
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
     gang_key,
     plan_bridge,
@@ -74,6 +74,14 @@ def test_two_tasks_on_one_node_both_go_there():
     assert {b.host for b in plan_bridge(pods, {GROUP: 2}, [running], HOSTS, BRIDGE).binds} == {"kind-worker2"}
 
 
+def test_an_exclusive_job_on_two_whole_nodes_puts_a_pod_on_each():
+    pods = [pod("train-a"), pod("train-b")]
+    running = job(7, gang_key(pods), "RUNNING", [("demo-cpu-0", 4), ("demo-cpu-1", 4)])
+    exclusive = Bridge(namespaces=["ml"], exclusive=True)
+    assert sorted(b.slurm_node for b in plan_bridge(pods, {GROUP: 2}, [running], HOSTS, exclusive).binds) == [
+        "demo-cpu-0", "demo-cpu-1"]
+
+
 def test_a_binding_cut_short_by_a_restart_is_finished_from_the_pods_label():
     labelled = pod("train-a", job=7, slurm_node="demo-cpu-1")
     plan = plan_bridge([labelled], {}, [job(7, "other", "RUNNING", [("demo-cpu-1", 1)])], HOSTS, BRIDGE)
@@ -132,7 +140,8 @@ def test_annotations_and_the_spec_become_the_jobs_options():
     annotated = pod("solo", owner=None, memory="3Gi", cpu="1500m", annotations={
         C.ANNOTATION_BRIDGE_ACCOUNT: "physics", C.ANNOTATION_BRIDGE_QOS: "high",
         C.ANNOTATION_BRIDGE_TIME_LIMIT: "1-00:00:00"})
-    exclusive = Bridge(namespaces=["ml"], partition="gpu", exclusive=True)
+    exclusive = Bridge(namespaces=["ml"], partition="gpu", exclusive=True,
+                       accounts=[BridgeAccounts(namespace="ml", accounts=["physics"])])
     (submit,) = plan_bridge([annotated], {}, [], HOSTS, exclusive).submits
     request = submit.request
     options = (request.account, request.qos, request.time_limit, request.partition)
@@ -161,3 +170,15 @@ def test_a_pod_groups_members_go_as_one_job_of_its_min_member_and_none_goes_alon
     assert (submit.request.name, submit.request.tasks) == ("ml/pg", 2)
     unknown = plan_bridge(members, {}, [], HOSTS, BRIDGE)  # its PodGroup could not be read
     assert unknown.submits == [] and {h.reason for h in unknown.holds} == {"BridgeNoPodGroup"}
+
+
+def test_a_pod_naming_an_account_its_namespace_is_not_given_is_held_saying_which_it_may_name():
+    charging = pod("solo", owner=None, annotations={C.ANNOTATION_BRIDGE_ACCOUNT: "physics"})
+    given = Bridge(namespaces=["ml"], accounts=[BridgeAccounts(namespace="ml", accounts=["ml-team"])])
+    plan = plan_bridge([charging], {}, [], HOSTS, given)
+    assert plan.submits == []
+    (hold,) = plan.holds
+    assert hold.reason == "BridgeForbidden" and "physics" in hold.message and "ml-team" in hold.message
+    (hold,) = plan_bridge([charging], {}, [], HOSTS, BRIDGE).holds  # no accounts given: none may be named
+    assert hold.reason == "BridgeForbidden" and "no account" in hold.message
+    assert plan_bridge([pod("plain", owner=None)], {}, [], HOSTS, given).submits  # root's default account
