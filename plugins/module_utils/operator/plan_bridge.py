@@ -251,17 +251,23 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
 
 def plan_labelled(plan: BridgePlan, pod: Mapping[str, Any], job: Optional[ExternalJob],
                   hosts: Mapping[str, str]) -> None:
-    """A pod given a job: bound if its binding was cut short, ended when its job ended."""
+    """A pod given a job: bound if its binding was cut short; ended when its job ended, or when
+    Slurm took back the place it was given (the job requeued, as the operator does with the jobs of
+    a drained node past its drain timeout, or Slurm with those of a node that failed): the pod must
+    not run on where Slurm now counts nothing, nor wait for a place it will not be told of."""
     meta = pod["metadata"]
     if job is None or is_gone(pod) or meta.get("deletionTimestamp"):
         return  # a job Slurm no longer lists is not proof that it ended: leave the pod be
+    node = (meta.get("annotations") or {}).get(C.ANNOTATION_SLURM_NODE, "")
     if job.ended:
         plan.ends.append(EndPod(meta["namespace"], meta["name"], job.job_id,
                                 "its Slurm job %d ended (%s)" % (job.job_id, job.state)))
-    elif not pod["spec"].get("nodeName"):
-        node = (meta.get("annotations") or {}).get(C.ANNOTATION_SLURM_NODE, "")
-        if hosts.get(node):
-            plan.binds.append(Bind(meta["namespace"], meta["name"], job.job_id, node, hosts[node]))
+    elif job.state == "PENDING" or (job.running and node not in {n for n, _cpus in job.allocation}):
+        plan.ends.append(EndPod(meta["namespace"], meta["name"], job.job_id,
+                                "its Slurm job %d was requeued: Slurm no longer holds its place on %s"
+                                % (job.job_id, node or "its node")))
+    elif job.running and not pod["spec"].get("nodeName") and hosts.get(node):
+        plan.binds.append(Bind(meta["namespace"], meta["name"], job.job_id, node, hosts[node]))
 
 
 def plan_gang(plan: BridgePlan, name: str, gang: List[Mapping[str, Any]], size: int,

@@ -182,3 +182,17 @@ def test_a_pod_naming_an_account_its_namespace_is_not_given_is_held_saying_which
     (hold,) = plan_bridge([charging], {}, [], HOSTS, BRIDGE).holds  # no accounts given: none may be named
     assert hold.reason == "BridgeForbidden" and "no account" in hold.message
     assert plan_bridge([pod("plain", owner=None)], {}, [], HOSTS, given).submits  # root's default account
+
+
+def test_a_pod_whose_job_slurm_requeued_is_ended_and_the_job_cancelled_once_it_is_gone():
+    """The operator requeues the jobs of a node drained past its timeout, Slurm those of a failed
+    node: the pod's place is gone, wherever the job runs next."""
+    running = pod("train-a", job=7, node="kind-worker", phase="Running", slurm_node="demo-cpu-0")
+    for requeued in (job(7, "g", "PENDING"), job(7, "g", "RUNNING", [("demo-cpu-1", 1)])):
+        (end,) = plan_bridge([running], {}, [requeued], HOSTS, BRIDGE).ends
+        assert end.pod == "train-a" and "requeued" in end.why
+    assert plan_bridge([running], {}, [job(7, "g", "RUNNING", [("demo-cpu-0", 1)])], HOSTS, BRIDGE).ends == []
+    assert [c.job_id for c in plan_bridge([], {}, [job(7, "g", "PENDING")], HOSTS, BRIDGE).cancels] == [7]
+    unbound = pod("train-b", job=8, slurm_node="demo-cpu-0")  # labelled, then the job moved
+    (end,) = plan_bridge([unbound], {}, [job(8, "g2", "RUNNING", [("demo-cpu-1", 1)])], HOSTS, BRIDGE).ends
+    assert end.pod == "train-b"
