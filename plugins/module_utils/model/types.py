@@ -471,7 +471,7 @@ class BridgeAccounts:
     namespace: str = spec_field("A namespace of spec.bridge.namespaces.", pattern=DNS1123_LABEL, max_length=63)
     accounts: List[str] = spec_field(
         "Accounts its pods may name (annotation slurmkube.io/account).", factory=list, pattern=SLURM_NAME,
-        max_length=64, max_items=64, unique=True)
+        max_length=64, max_items=16, unique=True)
 
 
 @dataclass(frozen=True)
@@ -497,7 +497,7 @@ class Bridge:
         "Which Slurm accounts the pods of each namespace may charge. The pods' jobs are root's: a pod "
         "naming an account its namespace is not given here stays Pending with an Event, and a pod "
         "naming none is charged to root's default account. Root needs an association with each.",
-        factory=list, max_items=64, unique_by="namespace")
+        factory=list, max_items=16)
 
 
 @dataclass(frozen=True)

@@ -297,3 +297,6 @@ def test_the_bridge_names_a_partition_the_cluster_has_and_gives_accounts_to_its_
     assert "must name a partition of the cluster (main), got 'gpu'" in problems["spec.bridge.partition"]
     assert "must be one of spec.bridge.namespaces, got 'ai'" in problems["spec.bridge.accounts[0].namespace"]
     assert "spec.bridge.namespaces[0]" in problems_of(parse_cluster, cluster({"bridge": {"namespaces": ["ML"]}}))
+    twice = problems_of(parse_cluster, cluster({"bridge": {"namespaces": ["ml"], "accounts": [
+        {"namespace": "ml", "accounts": ["a"]}, {"namespace": "ml", "accounts": ["b"]}]}}))
+    assert "is given twice: 'ml'" in twice["spec.bridge.accounts[1].namespace"]
