@@ -203,8 +203,8 @@ def test_a_pod_group_waits_whole_while_only_one_of_its_pods_fits_then_starts_who
                        "--wrap", "sleep 600").split()[0]
     group = {"apiVersion": C.POD_GROUP_API, "kind": "PodGroup", "metadata": {"name": "pair", "namespace": ns},
              "spec": {"minMember": 2}}
-    members = [bare_pod(ns, "pair-%d" % i, "sleep 600", {C.ANNOTATION_BRIDGE_PARTITION: "wide",
-                                                       C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}) for i in (0, 1)]
+    wide = {C.ANNOTATION_BRIDGE_PARTITION: "wide", C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}
+    members = [bare_pod(ns, "pair-%d" % i, "sleep 600", wide) for i in (0, 1)]
     for member in members:
         member["metadata"]["labels"] = {C.LABEL_POD_GROUP: "pair"}
     try:

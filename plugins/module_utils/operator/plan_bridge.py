@@ -213,7 +213,8 @@ def slots(job: ExternalJob, cpus_per_task: int, hosts: Mapping[str, str]) -> Lis
     it first (an exclusive job gets whole nodes, more CPUs than its tasks use, and no node is given
     for nothing), then as many more as each node's CPUs hold."""
     per_node = [(node, max(1, cpus // max(1, cpus_per_task))) for node, cpus in job.allocation]
-    order = [node for node, _count in per_node] + [node for node, count in per_node for _ in range(count - 1)]
+    firsts = [node for node, _count in per_node]
+    order = firsts + [node for node, count in per_node for _more in range(count - 1)]
     return [(node, hosts.get(node, "")) for node in order]
 
 

@@ -30,7 +30,7 @@ def bridge_rules() -> List[Dict[str, Any]]:
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         # A Job's parallelism, a PodGroup's minMember: how many of their pods start together.
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
-        {"apiGroups": [C.POD_GROUP_API.split("/")[0]], "resources": ["podgroups"], "verbs": ["get"]},
+        {"apiGroups": [C.POD_GROUP_API.split("/", maxsplit=1)[0]], "resources": ["podgroups"], "verbs": ["get"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
 

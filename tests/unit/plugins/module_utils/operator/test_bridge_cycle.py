@@ -110,9 +110,9 @@ def test_a_pod_groups_min_member_is_read_from_it_and_a_missing_group_is_said_onc
     cycle(kube, slurm, memory, now=1.0)
     assert slurm.submitted == []
     assert [e[2] for e in kube.events] == ["BridgeNoPodGroup", "BridgeNoPodGroup"]  # one per pod
-    kube.objects[("PodGroup", "ml", "pg")] = {"apiVersion": C.POD_GROUP_API, "kind": "PodGroup",
-                                               "metadata": {"name": "pg", "namespace": "ml"},
-                                               "spec": {"minMember": 2}}
+    group = {"apiVersion": C.POD_GROUP_API, "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "ml"},
+             "spec": {"minMember": 2}}
+    kube.objects[("PodGroup", "ml", "pg")] = group
     cycle(kube, slurm, memory, now=2.0)
     (request,) = slurm.submitted
     assert (request.name, request.tasks) == ("ml/pg", 2)
