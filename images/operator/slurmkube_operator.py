@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import kopf
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics, start_http_server
@@ -261,6 +261,32 @@ def watched_clusters() -> List[Dict[str, Any]]:
     return [obj for ns in namespaces for obj in kube().list(C.GROUP_VERSION, C.KIND_CLUSTER, ns)]
 
 
+def every_cluster_forever(interval: float, what: str, act: Callable[[Mapping[str, Any], logging.Logger], None],
+                          logger: logging.Logger, expected: Tuple[type, ...] = (),
+                          seen: Callable[[List[Dict[str, Any]]], None] = lambda clusters: None) -> None:
+    """ACT on every watched cluster each INTERVAL while this process leads. SEEN gets the clusters
+    first; an EXPECTED error of one cluster is a warning, any other is logged with its trace, and
+    neither stops the others' turns."""
+    while True:
+        time.sleep(interval)
+        if not leading():
+            continue
+        try:
+            clusters = watched_clusters()
+        except KubeError as exc:
+            logger.warning("%s: %s", what, exc)
+            continue
+        seen(clusters)
+        for cluster in clusters:
+            meta = cluster["metadata"]
+            try:
+                act(cluster, logger)
+            except expected as exc:  # the next turn tries again
+                logger.warning("%s of %s/%s: %s", what, meta["namespace"], meta["name"], exc)
+            except Exception:  # one broken cluster must not stop the others' turns
+                logger.exception("%s of %s/%s failed", what, meta["namespace"], meta["name"])
+
+
 def resync_forever(logger: logging.Logger) -> None:
     """Drains, rolls and registrations progress without events: look at every cluster regularly.
 
@@ -268,22 +294,8 @@ def resync_forever(logger: logging.Logger) -> None:
     whose operator is gone (uninstalled first, or its namespace deleted) could never be
     deleted. Nothing here needs one: owner references delete what a cluster owns.
     """
-    while True:
-        time.sleep(RECONCILE_INTERVAL_SECONDS)
-        if not leading():
-            continue
-        try:
-            clusters = watched_clusters()
-        except KubeError as exc:
-            logger.warning("resync: %s", exc)
-            continue
-        forget_deleted_clusters(clusters)
-        for cluster in clusters:
-            try:
-                reconcile_cluster(cluster, logger)
-            except Exception:  # one broken cluster must not stop the others' passes
-                logger.exception("resync of %s/%s failed", cluster["metadata"]["namespace"],
-                                 cluster["metadata"]["name"])
+    every_cluster_forever(RECONCILE_INTERVAL_SECONDS, "resync", reconcile_cluster, logger,
+                          seen=forget_deleted_clusters)
 
 
 _bridge_memory: Dict[str, BridgeMemory] = {}
@@ -299,24 +311,7 @@ def bridge_cluster(cluster: Mapping[str, Any], logger: logging.Logger) -> None:
 
 def bridge_forever(logger: logging.Logger) -> None:
     """The bridge's cycles, apart from the reconcile passes: a pod waits seconds, not a resync."""
-    while True:
-        time.sleep(BRIDGE_INTERVAL_SECONDS)
-        if not leading():
-            continue
-        try:
-            clusters = watched_clusters()
-        except KubeError as exc:
-            logger.warning("bridge: %s", exc)
-            continue
-        for cluster in clusters:
-            try:
-                bridge_cluster(cluster, logger)
-            except (KubeError, SlurmError) as exc:  # the next cycle tries again
-                logger.warning("bridge of %s/%s: %s", cluster["metadata"]["namespace"], cluster["metadata"]["name"],
-                               exc)
-            except Exception:  # one broken cluster must not stop the others' cycles
-                logger.exception("bridge of %s/%s failed", cluster["metadata"]["namespace"],
-                                 cluster["metadata"]["name"])
+    every_cluster_forever(BRIDGE_INTERVAL_SECONDS, "bridge", bridge_cluster, logger, expected=(KubeError, SlurmError))
 
 
 @kopf.on.create(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, when=leading)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating, pods_by_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
@@ -78,9 +79,8 @@ def bridged_pods(kube: Kube, namespaces: Sequence[str]) -> List[Dict[str, Any]]:
 
 def worker_hosts(kube: Kube, cluster: str, namespace: str) -> Dict[str, str]:
     """The Kubernetes node of each worker pod, by its Slurm node name (the pod's name)."""
-    pods = kube.list("v1", "Pod", namespace, labels=names.selector_labels(cluster, C.COMPONENT_WORKER))
-    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods
-            if not p["metadata"].get("deletionTimestamp")}
+    pods = pods_by_name(kube, namespace, names.selector_labels(cluster, C.COMPONENT_WORKER))
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") or "" for p in pods if not pod_terminating(p)}
 
 
 def wanted_now(job: Mapping[str, Any], running: int) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import SLURM_NAME
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity
@@ -234,7 +235,7 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
     for pod in pods:
         job_id = job_label(pod)
         if job_id is None:
-            if not pod["metadata"].get("deletionTimestamp") and not is_gone(pod) and not pod["spec"].get("nodeName"):
+            if not pod_terminating(pod) and not is_gone(pod) and not pod["spec"].get("nodeName"):
                 waiting.append(pod)
             continue
         if not is_gone(pod):
@@ -257,7 +258,7 @@ def plan_labelled(plan: BridgePlan, pod: Mapping[str, Any], job: Optional[Extern
     a drained node past its drain timeout, or Slurm with those of a node that failed): the pod must
     not run on where Slurm now counts nothing, nor wait for a place it will not be told of."""
     meta = pod["metadata"]
-    if job is None or is_gone(pod) or meta.get("deletionTimestamp"):
+    if job is None or is_gone(pod) or pod_terminating(pod):
         return  # a job Slurm no longer lists is not proof that it ended: leave the pod be
     node = (meta.get("annotations") or {}).get(C.ANNOTATION_SLURM_NODE, "")
     if job.ended:

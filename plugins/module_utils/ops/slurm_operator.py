@@ -22,6 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     CONTROL_CHARACTERS,
+    DNS1123_LABEL,
     is_normalized_path,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, render_spec_rules_policy
@@ -42,7 +43,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.operator imp
 
 RBAC = "rbac.authorization.k8s.io/v1"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 class InstallError(SlurmkubeError):

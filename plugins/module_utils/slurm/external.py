@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 
@@ -121,11 +121,3 @@ class ExternalJobs:
         """End the jobs (their pods are gone): Slurm frees what they held at once."""
         if job_ids:
             self.slurm.output(["scancel", *(str(j) for j in job_ids)])
-
-
-def by_gang(jobs: Sequence[ExternalJob]) -> Dict[str, List[ExternalJob]]:
-    """Jobs by the gang they hold, oldest first."""
-    out: Dict[str, List[ExternalJob]] = {}
-    for job in sorted(jobs, key=lambda j: j.job_id):
-        out.setdefault(job.gang, []).append(job)
-    return out
