@@ -61,6 +61,19 @@ ANNOTATION_BRIDGE_TIME_LIMIT = API_GROUP + "/time-limit"
 # scheduler-plugins' PodGroup: the label naming a pod's group, and the group's API.
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
+# JobSet's labels on the pods of a replicated job (its controller's, sigs.k8s.io/jobset): the set,
+# the replicated job, how many Jobs it has, and the set's restart (pods of an earlier one differ).
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+LABEL_JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+LABEL_JOBSET_RESTART = "jobset.sigs.k8s.io/restart-attempt"
+# LeaderWorkerSet's (sigs.k8s.io/lws): its name, a group's key (new when the group is made again)
+# and index, the group's size (leader and workers), and its API (its startupPolicy is read).
+LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LABEL_LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+LABEL_LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+ANNOTATION_LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
 # The extended resource a bridged pod's GPUs are counted in (its limits).
 BRIDGE_GPU_RESOURCE = "nvidia.com/gpu"
 

@@ -2,7 +2,9 @@
 two workers) with real slurmctld, slurmd, slurmdbd and MariaDB: pods created in an opted-in
 namespace get the bridge's scheduler at admission, wait for their Slurm job, run on the Kubernetes
 nodes of the Slurm nodes it got, share a node with a native job core by core, and their job is in
-sacct under the account they name. Pod deleted: job cancelled; job cancelled: pods ended.
+sacct under the account they name. Pod deleted: job cancelled; job cancelled: pods ended;
+slurmctld and the operator restarted: nothing killed, nothing submitted twice; a pod's Kubernetes
+node lost: the pod deleted by force after the timeout, its job ended.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Dict, List, Optional
 import pytest
 import yaml
 from kube_helpers import TOOLBOX_IMAGE, Cluster, wait_for
+from node_loss import docker, keep_an_operator_off, kubernetes_node_ready, through_a_node_loss, workers
 from slurm_helpers import (
     ACCOUNTING_IMAGES,
+    OPERATOR_LABEL,
     SLURM_IMAGES,
     TINY,
     Operator,
     SlurmView,
+    in_service,
     running_cluster,
     tiny_cluster_spec,
     with_accounting_images,
@@ -43,8 +48,8 @@ POD_RESOURCES = {"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"memo
 class Bridged:
     """The cluster and the namespace whose pods it schedules."""
 
-    def __init__(self, kube: Cluster, slurm: SlurmView, namespace: str) -> None:
-        self.kube, self.slurm, self.namespace = kube, slurm, namespace
+    def __init__(self, kube: Cluster, slurm: SlurmView, namespace: str, operator: Operator) -> None:
+        self.kube, self.slurm, self.namespace, self.operator = kube, slurm, namespace, operator
 
     def kubectl(self, *args: str, **kw):
         return self.kube.kubectl("-n", self.namespace, *args, **kw)
@@ -56,6 +61,11 @@ class Bridged:
     def pods(self, selector: str) -> List[dict]:
         return json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json").stdout)["items"]
 
+    def running(self, selector: str, count: int) -> Optional[List[dict]]:
+        """The pods the selector finds, once there are COUNT and all of them run."""
+        pods = self.pods(selector)
+        return pods if len(pods) == count and all(p["status"].get("phase") == "Running" for p in pods) else None
+
     def squeue(self, *args: str) -> str:
         return self.slurm.run("squeue", "-h", *args)
 
@@ -66,6 +76,14 @@ class Bridged:
         pods = self.kubectl("get", "pods", "-o", "wide", "--show-labels", check=False).stdout
         events = self.kubectl("get", "events", "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
         return "bridged pods:\n%s\nevents:\n%s\n%s" % (pods, events, self.slurm.explain())
+
+
+def parallel_job(namespace: str, name: str, command: str, annotations: Dict[str, str]) -> dict:
+    """A Kubernetes Job of two pods that run at once (one gang, one Slurm job)."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": annotations},
+                "spec": bare_pod(namespace, "x", command, {})["spec"]}}}
 
 
 def bare_pod(namespace: str, name: str, command: str, annotations: Dict[str, str]) -> dict:
@@ -99,7 +117,7 @@ def bridged(kube_cluster: Cluster, slurm_images: dict, operator: Operator, tmp_p
             view.run("sacctmgr", "-i", "add", "user", "root", "Account=" + ACCOUNT)
             wait_for(lambda: ACCOUNT in view.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=" + ACCOUNT),
                      60, 2)
-            yield Bridged(kube, view, namespace)
+            yield Bridged(kube, view, namespace, operator)
     finally:
         operator.install(tmp_path_factory.mktemp("operator-unbridged"), [kube.namespace])
         kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
@@ -107,10 +125,7 @@ def bridged(kube_cluster: Cluster, slurm_images: dict, operator: Operator, tmp_p
 
 def test_a_job_of_two_pods_runs_where_its_slurm_job_was_placed_and_is_accounted_under_its_account(bridged):
     ns = bridged.namespace
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": ns},
-           "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {
-               "metadata": {"annotations": {C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}},
-               "spec": bare_pod(ns, "x", "sleep 20", {})["spec"]}}}
+    job = parallel_job(ns, "train", "sleep 20", {C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT})
     bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
     selector = "job-name=train"
 
@@ -228,3 +243,94 @@ def test_a_pod_group_waits_whole_while_only_one_of_its_pods_fits_then_starts_who
         slurm.run("scancel", native)
         bridged.kubectl("delete", "pod", "pair-0", "pair-1", "--ignore-not-found", "--wait=false", check=False)
         bridged.kube.kubectl("delete", "crd", POD_GROUP_CRD["metadata"]["name"], "--wait=false", check=False)
+
+
+def test_slurmctld_and_the_operator_restarted_mid_run_kill_no_job_delete_no_pod_and_submit_nothing_twice(bridged):
+    """A gang runs, another waits in Slurm's queue; slurmctld's pod, then every operator pod, are
+    deleted and made again: the running pods and their job go on, the waiting gang still has one
+    job, and the new operator places it once the first job's CPUs are free."""
+    ns, slurm = bridged.namespace, bridged.slurm
+    main = {C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}
+    bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(parallel_job(ns, "steady", "sleep 600", main)))
+    try:
+        steady = wait_for(lambda: bridged.running("job-name=steady", 2), 180, 2, explain=bridged.explain)
+        uids = {p["metadata"]["uid"] for p in steady}
+        (steady_job,) = {p["metadata"]["labels"][C.LABEL_SLURM_JOB] for p in steady}
+        # Both 1-CPU nodes of partition main are taken: the second gang waits in Slurm's queue.
+        bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(parallel_job(ns, "queued", "sleep 5", main)))
+        queued = "%s/queued" % ns
+        wait_for(lambda: bridged.squeue("-n", queued, "-o", "%T %r").split() == ["PENDING", "Resources"], 120, 2,
+                 explain=bridged.explain)
+        (queued_job,) = bridged.squeue("-n", queued, "-o", "%i").split()
+
+        controller = "%s-controller-0" % CLUSTER
+        old_controller = bridged.kube.get_json("pod", controller)["metadata"]["uid"]
+        bridged.kube.kubectl("-n", bridged.kube.namespace, "delete", "pod", controller, "--wait=true", timeout=180)
+        wait_for(lambda: (bridged.kube.find_json("pod", controller) or {"metadata": {"uid": old_controller}})
+                 ["metadata"]["uid"] != old_controller, 120, 2)
+        wait_for(lambda: slurm.job_state(steady_job) == "RUNNING", 180, 3, explain=bridged.explain)
+
+        old_leader = bridged.operator.leader()
+        bridged.kube.kubectl("-n", bridged.kube.namespace, "delete", "pod", "-l", OPERATOR_LABEL, "--wait=true",
+                             timeout=180)
+        wait_for(lambda: bridged.operator.leader() in bridged.operator.pods(), 180, 2)
+        assert bridged.operator.leader() != old_leader
+        time.sleep(15)  # a few of the new leader's cycles
+
+        assert bridged.squeue("-n", queued, "-o", "%i %T").split() == [queued_job, "PENDING"]
+        assert slurm.job_state(steady_job) == "RUNNING"
+        now = bridged.pods("job-name=steady")
+        assert {p["metadata"]["uid"] for p in now} == uids and all(p["status"]["phase"] == "Running" for p in now)
+
+        slurm.run("scancel", steady_job)  # the steady pods end, the queued gang starts on their CPUs
+        wait_for(lambda: json.loads(bridged.kubectl("get", "job", "queued", "-o", "json").stdout)
+                 .get("status", {}).get("succeeded") == 2, 180, 2, explain=bridged.explain)
+        assert {p["metadata"]["labels"][C.LABEL_SLURM_JOB] for p in bridged.pods("job-name=queued")} == {queued_job}
+    finally:
+        bridged.kubectl("delete", "job", "steady", "queued", "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_a_pod_on_a_lost_kubernetes_node_is_ended_by_force_and_its_job_ends_after_the_timeout(bridged):
+    """`docker stop` of the kind worker under a bridged pod: its kubelet will never say the pod
+    stopped. The operator sets the node's Slurm nodes DOWN (Slurm ends the pod's job), and after
+    spec.bridge.lostNodeTimeoutSeconds the pod is deleted by force with an Event; the node back,
+    every Slurm node serves again."""
+    kube, ns, slurm = bridged.kube, bridged.namespace, bridged.slurm
+    controller_host = bridged.worker_host("%s-controller-0" % CLUSTER)
+    (lost,) = [host for host in workers(kube) if host != controller_host]
+    there = sorted(node for node in slurm.nodes() if bridged.worker_host(node) == lost)
+    elsewhere = sorted(node for node in slurm.nodes() if node not in there)
+    assert there, "no Slurm node on %s" % lost
+    keep_an_operator_off(kube, lost)
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge",
+                 "-p", json.dumps({"spec": {"bridge": {"lostNodeTimeoutSeconds": 15}}}))
+    for node in elsewhere:  # the pod can only go to the node that will be lost
+        slurm.run("scontrol", "update", "nodename=" + node, "state=drain", "reason=test: keep free")
+    try:
+        bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(bare_pod(ns, "stranded", "sleep 3600", {
+            C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT, C.ANNOTATION_BRIDGE_PARTITION: "wide" if there == [WIDE_NODE]
+            else "main"})))
+        placed = wait_for(lambda: (bridged.pod("stranded") or {}).get("status", {}).get("phase") == "Running"
+                          and bridged.pod("stranded"), 180, 2, explain=bridged.explain)
+    finally:
+        for node in elsewhere:
+            slurm.run("scontrol", "update", "nodename=" + node, "state=resume")
+    assert placed["spec"]["nodeName"] == lost
+    job_id = placed["metadata"]["labels"][C.LABEL_SLURM_JOB]
+    docker("stop", lost)
+    try:
+        wait_for(through_a_node_loss(lambda: bridged.pod("stranded") is None), 240, 3, explain=bridged.explain)
+        said = bridged.kubectl("get", "events", "--field-selector", "reason=BridgeNodeLost", "-o", "json").stdout
+        (event,) = [e for e in json.loads(said)["items"] if e["involvedObject"]["name"] == "stranded"]
+        assert lost in event["message"] and "by force" in event["message"], event["message"]
+        ended = wait_for(through_a_node_loss(lambda: slurm.job_state(job_id) in ("NODE_FAIL", "CANCELLED")
+                                             and slurm.job_state(job_id)), 60, 2, explain=bridged.explain)
+        print("the lost node's pod: deleted by force; its Slurm job %s" % ended)
+        wait_for(through_a_node_loss(lambda: all("DOWN" in slurm.nodes()[node] for node in there)), 60, 2,
+                 explain=slurm.explain)
+    finally:
+        docker("start", lost)
+        kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge",
+                     "-p", json.dumps({"spec": {"bridge": {"lostNodeTimeoutSeconds": None}}}), check=False)
+    wait_for(lambda: kubernetes_node_ready(kube, lost), 180, 3)
+    wait_for(lambda: all(map(in_service, slurm.nodes().values())), 240, 3, explain=slurm.explain)

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 from kube_helpers import Cluster, wait_for
+from node_loss import docker, kubernetes_node_ready, workers
 from slurm_helpers import (
     QUICK_REQUEUE,
     SMALL,
@@ -50,21 +51,6 @@ BENCH = {"test": "tests/k8s/test_controller_failover.py", "machine": "2 CPUs, ki
 
 def node_of(kube: Cluster, pod: str) -> str:
     return kube.get_json("pod", pod)["spec"].get("nodeName") or ""
-
-
-def workers(kube: Cluster) -> List[str]:
-    nodes = json.loads(kube.kubectl("get", "nodes", "-o", "json").stdout)["items"]
-    return sorted(n["metadata"]["name"] for n in nodes
-                  if "node-role.kubernetes.io/control-plane" not in n["metadata"].get("labels", {}))
-
-
-def docker(*args: str) -> None:
-    subprocess.run(["docker", *args], check=True, capture_output=True, timeout=120)
-
-
-def node_ready(kube: Cluster, node: str) -> bool:
-    found = json.loads(kube.kubectl("get", "node", node, "-o", "json").stdout)
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in found["status"]["conditions"])
 
 
 class LoginSlurm(SlurmView):
@@ -207,7 +193,7 @@ def test_with_one_controller_a_stopped_node_leaves_the_cluster_without_one(ha: L
     submitting.kill()
     rows = submissions(submitting)
     assert first_accepted_after(rows, stopped) is None, rows[-5:]
-    wait_for(lambda: node_ready(kube, host_a), 180, 3)
+    wait_for(lambda: kubernetes_node_ready(kube, host_a), 180, 3)
     settled(kube, PRIMARY, [])
     record("one controller", {"first_accepted_after_stop_s": None, "waited_s": SINGLE_WAIT_S,
                               "note": "none accepted: no controller until the Kubernetes node returns (its pod "
@@ -289,7 +275,7 @@ def test_the_primary_back_takes_control_and_never_serves_beside_the_backup(ha: L
     sampling = readyz_samples(kube, 150)
     time.sleep(2)
     docker("start", host_a)
-    wait_for(lambda: node_ready(kube, host_a), 180, 3)
+    wait_for(lambda: kubernetes_node_ready(kube, host_a), 180, 3)
     out, err = sampling.communicate(timeout=400)
     samples = [line.split() for line in out.splitlines() if len(line.split()) == 3]
     assert samples, err

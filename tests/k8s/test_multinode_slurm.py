@@ -9,13 +9,19 @@ Slurm images and an operator were loaded and installed there a second time.)
 from __future__ import annotations
 
 import json
-import subprocess
-from typing import Callable, Iterator, Optional, TypeVar
+from typing import Callable, Iterator
 
 import pytest
 from kube_helpers import Cluster, wait_for
+from node_loss import (
+    docker,
+    keep_an_operator_off,
+    kubernetes_node_of,
+    kubernetes_node_ready,
+    through_a_node_loss,
+    workers,
+)
 from slurm_helpers import (
-    OPERATOR_LABEL,
     TINY,
     Operator,
     SlurmView,
@@ -27,16 +33,6 @@ from slurm_helpers import (
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 pytestmark = [pytest.mark.k8s, pytest.mark.second_lane]
-
-
-def docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], text=True, capture_output=True, check=True, timeout=120).stdout
-
-
-def workers(kube: Cluster) -> list:
-    nodes = json.loads(kube.kubectl("get", "nodes", "-o", "json").stdout)["items"]
-    return sorted(n["metadata"]["name"] for n in nodes
-                  if "node-role.kubernetes.io/control-plane" not in n["metadata"].get("labels", {}))
 
 
 SLURM = "kc"
@@ -64,10 +60,6 @@ def slurm(kube_cluster: Cluster, slurm_images: dict, operator: Operator) -> Iter
     finally:
         for host in workers(kube):
             kube.kubectl("label", "node", host, SWITCH_LABEL + "-", check=False)
-
-
-def kubernetes_node_of(kube: Cluster, pod: str) -> str:
-    return kube.get_json("pod", pod)["spec"]["nodeName"]
 
 
 def test_slurm_nodes_spread_over_the_workers_and_the_controller_and_login_avoid_the_control_plane(
@@ -120,47 +112,8 @@ def test_slurm_topology_follows_the_switch_label_of_each_workers_kubernetes_node
     assert kube.get_json("pod", "%s-controller-0" % SLURM)["metadata"]["uid"] == controller
 
 
-def kubernetes_node_ready(kube: Cluster, name: str) -> bool:
-    conditions = kube.get_json("node", name)["status"]["conditions"]
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
 def slurm_reason(slurm: SlurmView, node: str) -> str:
     return slurm.run("sinfo", "-h", "-N", "-n", node, "-o", "%E").strip()
-
-
-Answer = TypeVar("Answer")
-# What kubectl prints when the exec itself failed, not the command run in the container.
-EXEC_FAILED = "error executing command in container"
-
-
-def through_a_node_loss(query: Callable[[], Answer]) -> Callable[[], Optional[Answer]]:
-    """QUERY for a wait while a kind node stops: None when kubectl could not exec into the
-    controller this time (runc on another node refused one exec as `docker stop` took a node:
-    "read init-p: connection reset by peer"), so the wait asks again; any other failure stands."""
-    def asked() -> Optional[Answer]:
-        try:
-            return query()
-        except AssertionError as failed:
-            if EXEC_FAILED in str(failed):
-                return None
-            raise
-    return asked
-
-
-def keep_an_operator_off(kube: Cluster, host: str) -> None:
-    """At least one operator replica runs elsewhere: the one left leads once the lease expires."""
-    def placed() -> list:
-        pods = kube.get_json("pods", "-l", OPERATOR_LABEL)["items"]
-        return [p["spec"].get("nodeName") for p in pods if not p["metadata"].get("deletionTimestamp")]
-    if any(node != host for node in placed()):
-        return
-    kube.kubectl("cordon", host)
-    try:
-        kube.kubectl("-n", kube.namespace, "delete", "pod", "-l", OPERATOR_LABEL, "--wait=false")
-        wait_for(lambda: sum(node not in (host, None) for node in placed()) >= 1, 120, 2)
-    finally:
-        kube.kubectl("uncordon", host)
 
 
 def made_again_on(kube: Cluster, pod: str, old_uid: str, host: str) -> Callable[[], bool]:

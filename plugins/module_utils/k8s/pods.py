@@ -1,6 +1,7 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which pods run, and which of a component are ready: the one pod lookup (and Kubernetes timestamps)."""
+"""Which pods run, and which of a component are ready: the one pod lookup (and Kubernetes timestamps,
+and whether the nodes under pods report)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,24 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 
 
+def utc_now() -> datetime.datetime:
+    """The current time in UTC (what Kubernetes timestamps are compared with)."""
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
 def parse_time(text: Optional[str]) -> Optional[datetime.datetime]:
     """A Kubernetes timestamp ('2026-11-22T04:00:00Z'), or None."""
     if not text:
         return None
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+
+
+def host_lost_since(node: Mapping[str, Any]) -> Optional[datetime.datetime]:
+    """Since when a Kubernetes node has not reported Ready (its kubelet is gone or failing), or None."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return None if condition.get("status") == "True" else parse_time(condition.get("lastTransitionTime"))
+    return None
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

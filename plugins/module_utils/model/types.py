@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     DNS1123_LABEL,
     HOST,
@@ -462,42 +463,6 @@ class Rest:
     token_max_lifetime_seconds: int = spec_field(
         "The longest lifetime slurm_token gives a token.", 86400, minimum=60, maximum=31 * 86400)
     resources: Resources = spec_field("Resources of each slurmrestd pod.", factory=Resources)
-
-
-@dataclass(frozen=True)
-class BridgeAccounts:
-    """The Slurm accounts the pods of one bridge namespace may charge."""
-
-    namespace: str = spec_field("A namespace of spec.bridge.namespaces.", pattern=DNS1123_LABEL, max_length=63)
-    accounts: List[str] = spec_field(
-        "Accounts its pods may name (annotation slurmkube.io/account).", factory=list, pattern=SLURM_NAME,
-        max_length=64, max_items=16, unique=True)
-
-
-@dataclass(frozen=True)
-class Bridge:
-    """Kubernetes pods scheduled by Slurm (the bridge): each pod, or each gang of pods (a Job's
-    parallel pods), becomes one Slurm job that holds the pods' CPUs and memory on the cluster's
-    worker nodes, beside native jobs; the pods are bound to the Kubernetes nodes of the Slurm
-    nodes the job got."""
-
-    namespaces: List[str] = spec_field(
-        "Namespaces whose pods this cluster's Slurm schedules: the pods that name the scheduler "
-        "slurmkube-bridge, which the slurm_operator module's bridge_namespaces sets at admission on "
-        "every pod of those namespaces that names the default scheduler. None when empty.",
-        factory=list, pattern=DNS1123_LABEL, max_length=63, max_items=64, unique=True)
-    partition: Optional[str] = spec_field(
-        "Partition of the pods' jobs when a pod names none (annotation slurmkube.io/partition); "
-        "Slurm's default partition when unset.", None, pattern=SLURM_NAME, max_length=64)
-    exclusive: bool = spec_field(
-        "Whole nodes for each pod's job (sbatch --exclusive): no native job and no other pod beside "
-        "it. When false, pods and native jobs share a node core by core, Slurm allocating both.",
-        False)
-    accounts: List[BridgeAccounts] = spec_field(
-        "Which Slurm accounts the pods of each namespace may charge. The pods' jobs are root's: a pod "
-        "naming an account its namespace is not given here stays Pending with an Event, and a pod "
-        "naming none is charged to root's default account. Root needs an association with each.",
-        factory=list, max_items=16)
 
 
 @dataclass(frozen=True)

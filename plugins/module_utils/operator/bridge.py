@@ -1,8 +1,9 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The bridge's cycle for one cluster: read the bridged pods, their Jobs, the worker pods and
-Slurm's bridge jobs (one squeue), plan (plan_bridge.py), then act: submit, label and bind, cancel,
-end pods, and say each action as an Event.
+"""The bridge's cycle for one cluster: read the bridged pods, their Jobs, the worker pods, the
+Kubernetes nodes (when a pod is bound) and Slurm's bridge jobs (one squeue), plan (plan_bridge.py),
+then act: submit, label and bind, cancel, end pods (by force on a lost node), and say each action
+as an Event.
 
 State kept between cycles (in memory: a restarted operator rebuilds it from Kubernetes and
 Slurm) is only what keeps it quiet and cheap: the backoff of gangs Slurm refused, the holds
@@ -12,6 +13,7 @@ not asked at all).
 
 from __future__ import annotations
 
+import datetime
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
@@ -19,12 +21,18 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating, pods_by_name
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
+    host_lost_since,
+    pod_terminating,
+    pods_by_name,
+    utc_now,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
     BridgePlan,
+    Group,
     controller_owner,
     gang_group,
     is_gone,
@@ -93,47 +101,76 @@ def wanted_now(job: Mapping[str, Any], running: int) -> int:
     return max(1, size - running)
 
 
-def group_size(kube: Kube, kind: str, namespace: str, name: str, uid: str, placed: int) -> Optional[int]:
-    """How many of a group's pods start together now; None when the group cannot be read."""
-    if kind == "PodGroup":
-        if not kube.serves(C.POD_GROUP_API, "PodGroup"):
-            return None
-        group = kube.get(C.POD_GROUP_API, "PodGroup", name, namespace)
-        return max(1, int((group.get("spec") or {}).get("minMember") or 1) - placed) if group else None
-    job = kube.get("batch/v1", "Job", name, namespace)
-    return wanted_now(job, placed) if job is not None and job["metadata"].get("uid") == uid else None
+def group_size(kube: Kube, group: Group, pod: Mapping[str, Any], placed: int) -> Tuple[Optional[int], str]:
+    """How many of a group's pods start together now (POD: one of its unplaced pods); None, and
+    why when the group cannot be placed whole, when that cannot be known."""
+    namespace = pod["metadata"]["namespace"]
+    if group.kind == "PodGroup":
+        found = kube.get(C.POD_GROUP_API, "PodGroup", group.name, namespace) \
+            if kube.serves(C.POD_GROUP_API, "PodGroup") else None
+        return (max(1, int((found.get("spec") or {}).get("minMember") or 1) - placed) if found else None), ""
+    if group.kind == "LeaderWorkerSet":
+        return lws_group_size(kube, pod, placed)
+    owner = controller_owner(pod) or {}
+    job = kube.get("batch/v1", "Job", owner.get("name") or "", namespace) if owner.get("kind") == "Job" else None
+    if job is None or job["metadata"].get("uid") != owner.get("uid"):
+        return None, ""
+    if group.kind == "JobSet":  # every Job of the replicated job, each its parallel pods
+        replicas = int((pod["metadata"].get("labels") or {}).get(C.LABEL_JOBSET_REPLICAS) or 1)
+        return max(1, replicas * wanted_now(job, 0) - placed), ""
+    return wanted_now(job, placed), ""
 
 
-def gang_sizes(kube: Kube, pods: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
-    """group_size of the groups (gang_group) with unplaced pods, by group id (one read per group)."""
+def lws_group_size(kube: Kube, pod: Mapping[str, Any], placed: int) -> Tuple[Optional[int], str]:
+    """A LeaderWorkerSet group's size (its pods' annotation), unless its workers are made only
+    once the leader is Ready: then the group can never be complete while it waits."""
+    meta = pod["metadata"]
+    size = (meta.get("annotations") or {}).get(C.ANNOTATION_LWS_SIZE, "")
+    if not size.isdigit():
+        return None, ""
+    name = (meta.get("labels") or {}).get(C.LABEL_LWS_NAME, "")
+    found = kube.get(C.LWS_API, "LeaderWorkerSet", name, meta["namespace"]) \
+        if name and kube.serves(C.LWS_API, "LeaderWorkerSet") else None
+    if ((found or {}).get("spec") or {}).get("startupPolicy") == "LeaderReady":
+        return None, ("LeaderWorkerSet %s makes its workers only once its leader is Ready (startupPolicy "
+                      "LeaderReady): Slurm places a group whole, so it would never start; use LeaderCreated" % name)
+    return max(1, int(size) - placed), ""
+
+
+def gang_sizes(kube: Kube, pods: Sequence[Mapping[str, Any]]) -> Tuple[Dict[str, int], Dict[str, str]]:
+    """group_size of the groups (gang_group) with unplaced pods, by group id (a read or two per
+    group), and why a group has none when that is known."""
     placed: Dict[str, int] = {}
-    groups: Dict[str, Tuple[str, str, str, str]] = {}
+    groups: Dict[str, Tuple[Group, Mapping[str, Any]]] = {}
     for pod in pods:
         group = gang_group(pod)
         if group is None:
             continue
         if job_label(pod) is not None:
             if not is_gone(pod):
-                placed[group[0]] = placed.get(group[0], 0) + 1
+                placed[group.id] = placed.get(group.id, 0) + 1
         else:
-            uid = (controller_owner(pod) or {}).get("uid", "")
-            groups[group[0]] = (group[1], pod["metadata"]["namespace"], group[2], uid)
-    sizes = {}
-    for group_id, (kind, namespace, name, uid) in groups.items():
-        size = group_size(kube, kind, namespace, name, uid, placed.get(group_id, 0))
+            groups.setdefault(group.id, (group, pod))
+    sizes, unknown = {}, {}
+    for group_id, (group, pod) in groups.items():
+        size, why = group_size(kube, group, pod, placed.get(group_id, 0))
         if size is not None:
             sizes[group_id] = size
-    return sizes
+        elif why:
+            unknown[group_id] = why
+    return sizes, unknown
 
 
 class BridgeCycle:
     """One cluster's cycle; the caller gives it the cluster's ExternalJobs when there is a
     serving controller."""
 
-    def __init__(self, kube: Kube, memory: BridgeMemory, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, kube: Kube, memory: BridgeMemory, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], datetime.datetime] = utc_now) -> None:
         self.kube = kube
         self.memory = memory
         self.clock = clock
+        self.wall = wall  # what the nodes' condition times are compared with
         self.report = CycleReport()
 
     def run(self, cluster: Mapping[str, Any], bridge: Bridge,
@@ -151,13 +188,23 @@ class BridgeCycle:
         jobs = jobs_client.listed()
         self.report.slurm_calls += 1
         hosts = worker_hosts(self.kube, meta["name"], meta["namespace"])
-        sizes = gang_sizes(self.kube, pods)
-        self.report.api_calls += 1 + len(sizes)
-        plan = plan_bridge(pods, sizes, jobs, hosts, bridge)
+        sizes, unknown = gang_sizes(self.kube, pods)
+        self.report.api_calls += 1 + len(sizes) + len(unknown)
+        plan = plan_bridge(pods, sizes, jobs, hosts, bridge, self.lost_hosts(pods), unknown)
         self.act(cluster, plan, {"%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods},
                  jobs_client)
         self.memory.had_pods = bool(pods)
         return self.report
+
+    def lost_hosts(self, pods: Sequence[Mapping[str, Any]]) -> Dict[str, float]:
+        """For each Kubernetes node under a bridged pod that does not report Ready, for how many
+        seconds (the nodes are read only when a pod is bound)."""
+        if not any(p["spec"].get("nodeName") and not is_gone(p) for p in pods):
+            return {}
+        now = self.wall()
+        self.report.api_calls += 1
+        lost = ((node["metadata"]["name"], host_lost_since(node)) for node in self.kube.list("v1", "Node"))
+        return {name: (now - since).total_seconds() for name, since in lost if since is not None}
 
     def act(self, cluster: Mapping[str, Any], plan: BridgePlan, pods: Mapping[str, Mapping[str, Any]],
             jobs: ExternalJobs) -> None:
@@ -185,6 +232,12 @@ class BridgeCycle:
             if self.kube.delete("v1", "Pod", end.pod, end.namespace):
                 self.report.ended += 1
                 self.event(pod, "Normal", "SlurmJobEnded", "deleted: %s" % end.why)
+        for end in plan.forced:
+            pod = pods["%s/%s" % (end.namespace, end.pod)]
+            if self.kube.delete("v1", "Pod", end.pod, end.namespace, grace_period_seconds=0):
+                self.report.ended += 1
+                self.event(pod, "Warning", "BridgeNodeLost", "deleted by force, without its kubelet's word: %s"
+                           % end.why)
 
     def submit(self, request: Any, gang: List[Mapping[str, Any]], jobs: ExternalJobs) -> None:
         now = self.clock()

@@ -7,12 +7,13 @@ an eviction may take, explain unresponsive nodes, and retire deleted node sets."
 from __future__ import annotations
 
 import datetime
-from typing import Any, FrozenSet, List, Mapping, Optional, Sequence
+from typing import Any, FrozenSet, List, Mapping, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
+    host_lost_since,
     parse_time,
     pod_ready,
     pod_terminating,
@@ -58,14 +59,6 @@ def host_is_leaving(node: Mapping[str, Any]) -> bool:
     """A Kubernetes node being emptied: cordoned, or tainted for removal."""
     spec = node.get("spec") or {}
     return bool(spec.get("unschedulable")) or any(t.get("key") in REMOVAL_TAINTS for t in spec.get("taints") or [])
-
-
-def host_lost_since(node: Mapping[str, Any]) -> Optional[datetime.datetime]:
-    """Since when a Kubernetes node has not reported Ready (its kubelet is gone or failing), or None."""
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return None if condition.get("status") == "True" else parse_time(condition.get("lastTransitionTime"))
-    return None
 
 
 def may_explain(node: SlurmNode) -> bool:

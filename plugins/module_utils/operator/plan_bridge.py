@@ -4,7 +4,8 @@
 to cancel and which pods to end. Pure: pods, group sizes and Slurm's bridge jobs in, actions out.
 
 A gang is the pods that must start together: a PodGroup's (scheduler-plugins: its minMember), a
-Kubernetes Job's parallel pods (as many as it runs at once), or one pod alone. Each gang is one
+LeaderWorkerSet group's (its leader and workers), a JobSet replicated job's (its Jobs' parallel pods),
+a Kubernetes Job's parallel pods (as many as it runs at once), or one pod alone. Each gang is one
 external Slurm job of one task per pod. Its key, in the job's comment, is a digest of its pods'
 uids, so an operator that restarts finds the job it submitted from Slurm itself and never submits
 a second one. A pod is labelled with its job's id and the Slurm node it got before it is bound, so
@@ -12,7 +13,9 @@ a restart also finishes a binding it began.
 
 Fail-closed: a pod is ended only when Slurm reports its job ended (cancelled, preempted, timed
 out); a job is cancelled only when none of its pods is left, a terminating pod counting until
-its containers are gone, so Slurm never gives away what a pod still holds.
+its containers are gone, so Slurm never gives away what a pod still holds. The one exception is a
+pod whose Kubernetes node has stopped reporting for spec.bridge.lostNodeTimeoutSeconds: its
+containers' end will never be confirmed, so it is deleted by force and its gang's job cancelled.
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating
+from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import SLURM_NAME
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJob, ExternalJobRequest
 
@@ -86,6 +89,7 @@ class BridgePlan:
     binds: List[Bind] = field(default_factory=list)
     cancels: List[Cancel] = field(default_factory=list)
     ends: List[EndPod] = field(default_factory=list)
+    forced: List[EndPod] = field(default_factory=list)  # deleted without waiting for their kubelet
     holds: List[Hold] = field(default_factory=list)
 
 
@@ -171,39 +175,57 @@ def job_request(pods: Sequence[Mapping[str, Any]], name: str, bridge: Bridge) ->
         time_limit=annotation(pods, C.ANNOTATION_BRIDGE_TIME_LIMIT), exclusive=bridge.exclusive)
 
 
-def gang_group(pod: Mapping[str, Any]) -> Optional[Tuple[str, str, str]]:
-    """(group id, kind, name) of the pods that start with this one: its PodGroup (scheduler-plugins'
-    label), else the Job that owns it; None for a pod that starts alone. The id keys SIZES."""
+class Group(NamedTuple):
+    """The pods that start together with a pod: an id (keys the group's size), its kind, a name."""
+
+    id: str
+    kind: str
+    name: str
+
+
+def gang_group(pod: Mapping[str, Any]) -> Optional[Group]:
+    """The group a pod starts with: its PodGroup (scheduler-plugins' label), its LeaderWorkerSet
+    group (leader and workers), its JobSet's replicated job (every Job of it), else the Job that
+    owns it; None for a pod that starts alone."""
     namespace = pod["metadata"]["namespace"]
-    group = (pod["metadata"].get("labels") or {}).get(C.LABEL_POD_GROUP)
-    if group:
-        return "PodGroup/%s/%s" % (namespace, group), "PodGroup", group
+    labels = pod["metadata"].get("labels") or {}
+    if labels.get(C.LABEL_POD_GROUP):
+        name = labels[C.LABEL_POD_GROUP]
+        return Group("PodGroup/%s/%s" % (namespace, name), "PodGroup", name)
+    if labels.get(C.LABEL_LWS_GROUP_KEY):
+        return Group("LeaderWorkerSet/%s/%s" % (namespace, labels[C.LABEL_LWS_GROUP_KEY]), "LeaderWorkerSet",
+                     "%s/%s" % (labels.get(C.LABEL_LWS_NAME, ""), labels.get(C.LABEL_LWS_GROUP_INDEX, "")))
+    if labels.get(C.LABEL_JOBSET_NAME) and labels.get(C.LABEL_JOBSET_REPLICATED_JOB):
+        name = "%s/%s" % (labels[C.LABEL_JOBSET_NAME], labels[C.LABEL_JOBSET_REPLICATED_JOB])
+        return Group("JobSet/%s/%s/%s" % (namespace, name, labels.get(C.LABEL_JOBSET_RESTART, "0")), "JobSet", name)
     owner = controller_owner(pod)
     if owner is not None and owner.get("kind") == "Job" and owner.get("uid"):
-        return "Job/%s" % owner["uid"], "Job", owner.get("name") or ""
+        return Group("Job/%s" % owner["uid"], "Job", owner.get("name") or "")
     return None
 
 
-def gangs_of(waiting: Sequence[Mapping[str, Any]],
-             sizes: Mapping[str, int]) -> Tuple[List[Tuple[str, List[Mapping[str, Any]], int]], List[Hold]]:
+def gangs_of(waiting: Sequence[Mapping[str, Any]], sizes: Mapping[str, int],
+             unknown: Mapping[str, str]) -> Tuple[List[Tuple[str, List[Mapping[str, Any]], int]], List[Hold]]:
     """(name, pods, wanted size) of each gang of the unbound pods: a group's pods (gang_group) in
     creation order, SIZES[its id] at a time (what must start together, less its pods already
-    placed); any other pod alone. A PodGroup not found holds its pods (never one alone)."""
+    placed); any other pod alone. A group whose size is not known holds its pods (never one alone),
+    saying why (UNKNOWN, by group id); a Job's pods without their Job (orphans) go alone."""
     grouped: Dict[str, List[Mapping[str, Any]]] = {}
     out: List[Tuple[str, List[Mapping[str, Any]], int]] = []
     holds: List[Hold] = []
     for pod in sorted(waiting, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"])):
         group = gang_group(pod)
-        if group is not None and group[0] in sizes:
-            grouped.setdefault(group[0], []).append(pod)
-        elif group is not None and group[1] == "PodGroup":
-            holds.append(Hold(pod["metadata"]["namespace"], pod["metadata"]["name"], "BridgeNoPodGroup",
-                              "its PodGroup %s cannot be read: how many pods start together is unknown" % group[2]))
+        if group is not None and group.id in sizes:
+            grouped.setdefault(group.id, []).append(pod)
+        elif group is not None and group.kind != "Job":
+            holds.append(Hold(pod["metadata"]["namespace"], pod["metadata"]["name"], "BridgeGangUnknown",
+                              unknown.get(group.id) or "its %s %s cannot be read: how many pods start together "
+                              "is unknown" % (group.kind, group.name)))
         else:
             out.append((pod_key(pod), [pod], 1))
     for group_id, pods in grouped.items():
         size = max(1, sizes[group_id])
-        name = "%s/%s" % (pods[0]["metadata"]["namespace"], (gang_group(pods[0]) or ("", "", ""))[2])
+        name = "%s/%s" % (pods[0]["metadata"]["namespace"], (gang_group(pods[0]) or Group("", "", "")).name)
         for start in range(0, len(pods), size):
             out.append((name, pods[start:start + size], size))
     return out, holds
@@ -219,18 +241,28 @@ def slots(job: ExternalJob, cpus_per_task: int, hosts: Mapping[str, str]) -> Lis
     return [(node, hosts.get(node, "")) for node in order]
 
 
+def lost_host(pod: Mapping[str, Any], lost_for: Mapping[str, float], bridge: Bridge) -> Optional[str]:
+    """The pod's Kubernetes node when it has not reported for the bridge's lost-node timeout."""
+    host = pod["spec"].get("nodeName")
+    timeout = bridge.lost_node_timeout_seconds
+    return host if timeout and host in lost_for and lost_for[host] >= timeout and not is_gone(pod) else None
+
+
 def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], jobs: Sequence[ExternalJob],
-                hosts: Mapping[str, str], bridge: Bridge) -> BridgePlan:
+                hosts: Mapping[str, str], bridge: Bridge, lost_for: Optional[Mapping[str, float]] = None,
+                unknown: Optional[Mapping[str, str]] = None) -> BridgePlan:
     """The next actions for one cluster's bridged pods.
 
     PODS: the pods that name the bridge's scheduler in the cluster's bridge namespaces. SIZES: by
-    gang_group id, how many of a group's pods start together now. JOBS: the bridge's Slurm jobs. HOSTS: the
-    Kubernetes node of each Slurm node's pod.
+    gang_group id, how many of a group's pods start together now; UNKNOWN: why a group has no size.
+    JOBS: the bridge's Slurm jobs. HOSTS: the Kubernetes node of each Slurm node's pod. LOST_FOR: for
+    each Kubernetes node that does not report Ready, for how many seconds.
     """
     plan = BridgePlan()
     by_id = {j.job_id: j for j in jobs}
     latest_by_gang = {j.gang: j for j in sorted(jobs, key=lambda j: j.job_id)}
     held_by: Dict[int, int] = {}  # job id -> its pods still holding resources
+    lost_jobs: Dict[int, str] = {}  # job id -> why it is cancelled
     waiting = []
     for pod in pods:
         job_id = job_label(pod)
@@ -238,15 +270,26 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
             if not pod_terminating(pod) and not is_gone(pod) and not pod["spec"].get("nodeName"):
                 waiting.append(pod)
             continue
+        host = lost_host(pod, lost_for or {}, bridge)
+        if host is not None:
+            why = "Kubernetes node %s of pod %s has not reported for %d s or more " \
+                "(spec.bridge.lostNodeTimeoutSeconds)" % (host, pod_key(pod), bridge.lost_node_timeout_seconds)
+            plan.forced.append(EndPod(pod["metadata"]["namespace"], pod["metadata"]["name"], job_id, why))
+            lost_jobs.setdefault(job_id, why)
+            continue
         if not is_gone(pod):
             held_by[job_id] = held_by.get(job_id, 0) + 1
         plan_labelled(plan, pod, by_id.get(job_id), hosts)
     claimed = set()
-    gangs, plan.holds = gangs_of(waiting, sizes)
+    gangs, plan.holds = gangs_of(waiting, sizes, unknown or {})
     for name, gang, size in gangs:
         claimed.add(plan_gang(plan, name, gang, size, latest_by_gang, hosts, bridge))
     for job in jobs:
-        if not job.ended and job.gang not in claimed and not held_by.get(job.job_id):
+        if job.ended:
+            continue
+        if job.job_id in lost_jobs:
+            plan.cancels.append(Cancel(job.job_id, lost_jobs[job.job_id]))
+        elif job.gang not in claimed and not held_by.get(job.job_id):
             plan.cancels.append(Cancel(job.job_id, "none of its pods is left"))
     return plan
 

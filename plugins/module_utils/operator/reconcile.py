@@ -23,12 +23,12 @@ no-op pass makes no API writes.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import utc_now
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.apply import apply_objects, render_objects
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.controller import (
@@ -70,11 +70,6 @@ STEPS: Tuple[Callable[[Pass], None], ...] = (
     retire_removed_nodesets,
     reconfigure_if_needed,
 )
-
-
-def utc_now() -> datetime.datetime:
-    """The current time in UTC."""
-    return datetime.datetime.now(datetime.timezone.utc)
 
 
 class Outcome(NamedTuple):

@@ -28,9 +28,11 @@ def bridge_rules() -> List[Dict[str, Any]]:
         # whose Slurm job ended.
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-        # A Job's parallelism, a PodGroup's minMember: how many of their pods start together.
+        # A Job's parallelism, a PodGroup's minMember: how many of their pods start together; a
+        # LeaderWorkerSet's startupPolicy: whether its workers wait for their leader to run.
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
         {"apiGroups": [C.POD_GROUP_API.split("/", maxsplit=1)[0]], "resources": ["podgroups"], "verbs": ["get"]},
+        {"apiGroups": [C.LWS_API.split("/", maxsplit=1)[0]], "resources": ["leaderworkersets"], "verbs": ["get"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
 

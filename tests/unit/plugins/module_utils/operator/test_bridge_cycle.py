@@ -3,11 +3,13 @@ Event, backs off a gang Slurm refused, and asks Slurm nothing while no pod is br
 
 from __future__ import annotations
 
+import datetime
+
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge
+from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import BridgeCycle, BridgeMemory
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJob
@@ -109,10 +111,75 @@ def test_a_pod_groups_min_member_is_read_from_it_and_a_missing_group_is_said_onc
     cycle(kube, slurm, memory)
     cycle(kube, slurm, memory, now=1.0)
     assert slurm.submitted == []
-    assert [e[2] for e in kube.events] == ["BridgeNoPodGroup", "BridgeNoPodGroup"]  # one per pod
+    assert [e[2] for e in kube.events] == ["BridgeGangUnknown", "BridgeGangUnknown"]  # one per pod
     group = {"apiVersion": C.POD_GROUP_API, "kind": "PodGroup", "metadata": {"name": "pg", "namespace": "ml"},
              "spec": {"minMember": 2}}
     kube.objects[("PodGroup", "ml", "pg")] = group
     cycle(kube, slurm, memory, now=2.0)
     (request,) = slurm.submitted
     assert (request.name, request.tasks) == ("ml/pg", 2)
+
+
+def test_a_pod_whose_node_is_lost_past_the_timeout_is_deleted_by_force_and_its_job_cancelled():
+    bound = dict(pod("p"), status={"phase": "Running"})
+    bound["metadata"]["labels"] = {C.LABEL_SLURM_JOB: "41"}
+    bound["metadata"]["annotations"] = {C.ANNOTATION_SLURM_NODE: "demo-cpu-0"}
+    bound["spec"] = dict(bound["spec"], nodeName="kind-worker")
+    kube = kube_with(bound)
+    lost_at = datetime.datetime(2026, 11, 29, 10, 0, tzinfo=datetime.timezone.utc)
+    kube.objects[("Node", None, "kind-worker")] = {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "kind-worker"}, "status": {"conditions": [
+            {"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-11-29T10:00:00Z"}]}}
+    slurm = FakeSlurm([ExternalJob(41, "g", "RUNNING", "", (("demo-cpu-0", 1),))])
+
+    def at(seconds):
+        return BridgeCycle(kube, BridgeMemory(), wall=lambda: lost_at + datetime.timedelta(seconds=seconds)).run(
+            CLUSTER, BRIDGE, lambda: slurm)
+
+    at(299)
+    assert kube.forced == [] and slurm.cancelled == [] and kube.get("v1", "Pod", "p", "ml") is not None
+    assert at(300).ended == 1
+    assert kube.forced == [("Pod", "p")] and slurm.cancelled == [41]
+    assert [e[2] for e in kube.events[-2:]] == ["BridgeJobCancelled", "BridgeNodeLost"]
+    assert "kind-worker" in kube.events[-1][3] and "by force" in kube.events[-1][3]
+
+
+def member(name, owner=None, labels=(), annotations=()):
+    found = pod(name)
+    found["metadata"]["labels"].update(dict(labels))
+    found["metadata"]["annotations"].update(dict(annotations))
+    if owner:
+        found["metadata"]["ownerReferences"] = [{"kind": "Job", "name": owner, "uid": "uid-" + owner,
+                                                 "controller": True}]
+    return found
+
+
+def test_a_jobset_replicated_job_is_sized_from_its_replicas_and_a_jobs_parallelism():
+    labels = {C.LABEL_JOBSET_NAME: "train", C.LABEL_JOBSET_REPLICATED_JOB: "workers", C.LABEL_JOBSET_REPLICAS: "2"}
+    pods = [member("w-%d-%d" % (j, i), "train-workers-%d" % j, labels) for j in (0, 1) for i in (0, 1)]
+    kube, slurm = kube_with(*pods), FakeSlurm()
+    for j in (0, 1):
+        kube.objects[("Job", "ml", "train-workers-%d" % j)] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": "train-workers-%d" % j, "namespace": "ml", "uid": "uid-train-workers-%d" % j},
+            "spec": {"parallelism": 2, "completions": 2}}
+    cycle(kube, slurm, BridgeMemory())
+    (request,) = slurm.submitted
+    assert (request.name, request.tasks) == ("ml/train/workers", 4)
+
+
+def test_a_leaderworkerset_group_is_sized_from_its_annotation_unless_workers_wait_for_the_leader():
+    labels = {C.LABEL_LWS_NAME: "serve", C.LABEL_LWS_GROUP_INDEX: "0", C.LABEL_LWS_GROUP_KEY: "k1"}
+    leader = member("serve-0", labels=labels, annotations={C.ANNOTATION_LWS_SIZE: "2"})
+    kube, slurm = kube_with(leader), FakeSlurm()
+    lws = {"apiVersion": C.LWS_API, "kind": "LeaderWorkerSet", "metadata": {"name": "serve", "namespace": "ml"},
+           "spec": {"startupPolicy": "LeaderReady"}}
+    kube.objects[("LeaderWorkerSet", "ml", "serve")] = lws
+    cycle(kube, slurm, BridgeMemory())
+    assert slurm.submitted == [] and kube.events[-1][2] == "BridgeGangUnknown"
+    assert "startupPolicy LeaderReady" in kube.events[-1][3]
+    lws["spec"]["startupPolicy"] = "LeaderCreated"
+    worker = member("serve-0-1", labels=labels, annotations={C.ANNOTATION_LWS_SIZE: "2"})
+    kube.objects[("Pod", "ml", "serve-0-1")] = worker
+    cycle(kube, slurm, BridgeMemory())
+    (request,) = slurm.submitted
+    assert (request.name, request.tasks) == ("ml/serve/0", 2)

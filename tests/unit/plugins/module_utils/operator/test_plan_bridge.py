@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Bridge, BridgeAccounts
+from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge, BridgeAccounts
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
     gang_key,
     plan_bridge,
@@ -169,7 +169,7 @@ def test_a_pod_groups_members_go_as_one_job_of_its_min_member_and_none_goes_alon
     (submit,) = plan_bridge(members, {"PodGroup/ml/pg": 2}, [], HOSTS, BRIDGE).submits
     assert (submit.request.name, submit.request.tasks) == ("ml/pg", 2)
     unknown = plan_bridge(members, {}, [], HOSTS, BRIDGE)  # its PodGroup could not be read
-    assert unknown.submits == [] and {h.reason for h in unknown.holds} == {"BridgeNoPodGroup"}
+    assert unknown.submits == [] and {h.reason for h in unknown.holds} == {"BridgeGangUnknown"}
 
 
 def test_a_pod_naming_an_account_its_namespace_is_not_given_is_held_saying_which_it_may_name():
@@ -196,3 +196,61 @@ def test_a_pod_whose_job_slurm_requeued_is_ended_and_the_job_cancelled_once_it_i
     unbound = pod("train-b", job=8, slurm_node="demo-cpu-0")  # labelled, then the job moved
     (end,) = plan_bridge([unbound], {}, [job(8, "g2", "RUNNING", [("demo-cpu-1", 1)])], HOSTS, BRIDGE).ends
     assert end.pod == "train-b"
+
+
+def test_a_pod_on_a_node_lost_past_the_timeout_is_ended_by_force_and_its_gangs_job_cancelled():
+    """Its kubelet will never confirm the containers stopped, terminating or not: the gang's
+    job is cancelled (its other pods end when Slurm says so), Slurm takes the CPUs back."""
+    gang = [pod("train-a", job=7, node="kind-worker", phase="Running", slurm_node="demo-cpu-0"),
+            pod("train-b", job=7, node="kind-worker2", phase="Running", slurm_node="demo-cpu-1")]
+    running = job(7, "g", "RUNNING", [("demo-cpu-0", 1), ("demo-cpu-1", 1)])
+    timeout = BRIDGE.lost_node_timeout_seconds
+    assert timeout == 300
+    not_yet = plan_bridge(gang, {}, [running], HOSTS, BRIDGE, {"kind-worker": timeout - 1})
+    assert not_yet.forced == [] and not_yet.cancels == [] and not_yet.ends == []
+    plan = plan_bridge(gang, {}, [running], HOSTS, BRIDGE, {"kind-worker": timeout})
+    (forced,) = plan.forced
+    assert (forced.pod, forced.job_id) == ("train-a", 7)
+    (cancel,) = plan.cancels
+    assert cancel.job_id == 7 and "kind-worker of pod ml/train-a" in cancel.why and "300 s" in cancel.why
+    assert plan.ends == []  # train-b ends once Slurm says its job ended
+    terminating = dict(gang[0], metadata=dict(gang[0]["metadata"], deletionTimestamp="2026-11-29T10:00:00Z"))
+    ended = job(7, "g", "NODE_FAIL")
+    again = plan_bridge([terminating], {}, [ended], HOSTS, BRIDGE, {"kind-worker": 900})
+    assert [f.pod for f in again.forced] == ["train-a"] and again.cancels == []  # ended: nothing to cancel
+    never = Bridge(namespaces=["ml"], lost_node_timeout_seconds=0)
+    assert plan_bridge(gang, {}, [running], HOSTS, never, {"kind-worker": 10 ** 6}).forced == []
+
+
+def labelled(name: str, owner: Optional[str], **labels: str) -> Dict[str, Any]:
+    member = pod(name, owner=owner)
+    member["metadata"]["labels"].update(labels)
+    return member
+
+
+def test_a_jobset_replicated_jobs_pods_of_every_job_go_as_one_slurm_job():
+    """Two Jobs of replicated job 'workers' (each its own owner): one gang, named after the set."""
+    replicated = {C.LABEL_JOBSET_NAME: "train", C.LABEL_JOBSET_REPLICATED_JOB: "workers",
+                  C.LABEL_JOBSET_REPLICAS: "2", C.LABEL_JOBSET_RESTART: "0"}
+    members = [labelled("train-workers-%d-0" % j, "job-%d" % j, **replicated) for j in (0, 1)]
+    group = "JobSet/ml/train/workers/0"
+    assert plan_bridge(members[:1], {group: 2}, [], HOSTS, BRIDGE).submits == []
+    (submit,) = plan_bridge(members, {group: 2}, [], HOSTS, BRIDGE).submits
+    assert (submit.request.name, submit.request.tasks) == ("ml/train/workers", 2)
+    held = plan_bridge(members, {}, [], HOSTS, BRIDGE)  # its Jobs cannot be read: none goes alone
+    assert held.submits == [] and {h.reason for h in held.holds} == {"BridgeGangUnknown"}
+
+
+def test_a_leaderworkerset_groups_leader_and_workers_go_as_one_slurm_job_and_a_reason_is_said():
+    group = {C.LABEL_LWS_NAME: "serve", C.LABEL_LWS_GROUP_INDEX: "0", C.LABEL_LWS_GROUP_KEY: "k1"}
+    members = [labelled("serve-0", None, **group), labelled("serve-0-1", None, **group)]
+    (submit,) = plan_bridge(members, {"LeaderWorkerSet/ml/k1": 2}, [], HOSTS, BRIDGE).submits
+    assert (submit.request.name, submit.request.tasks) == ("ml/serve/0", 2)
+    why = {"LeaderWorkerSet/ml/k1": "LeaderWorkerSet serve makes its workers only once its leader is Ready"}
+    (hold,) = plan_bridge(members[:1], {}, [], HOSTS, BRIDGE, unknown=why).holds
+    assert hold.reason == "BridgeGangUnknown" and hold.message == why["LeaderWorkerSet/ml/k1"]
+
+
+def test_an_orphan_pod_of_a_job_that_is_gone_goes_alone():
+    (submit,) = plan_bridge([pod("left")], {}, [], HOSTS, BRIDGE).submits
+    assert (submit.pods, submit.request.tasks) == (("ml/left",), 1)
