@@ -79,6 +79,11 @@ DASHBOARDS: Dict[str, Tuple[str, Sequence[Panel]]] = {
          "{{node_set}} {{kind}}", "timeseries"),
         ("Munge key rotation pending", "max by (slurmkube_cluster) (slurmkube_munge_key_rotation_pending{%s})"
          % CLUSTER, "{{slurmkube_cluster}}", "stat"),
+        ("Bridge: pods by state", "sum by (slurmkube_cluster, state) (slurmkube_bridge_pods{%s})" % CLUSTER,
+         "{{slurmkube_cluster}} {{state}}", "timeseries"),
+        ("Bridge: pod created to bound (p90)", "histogram_quantile(0.9, sum by (slurmkube_cluster, le) "
+         "(rate(slurmkube_bridge_bind_latency_seconds_bucket{%s}[15m])))" % CLUSTER, "{{slurmkube_cluster}}",
+         "timeseries"),
     )),
 }
 

@@ -30,7 +30,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError, api_client
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import BridgeMemory, bridge_cycle
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import (
+    BridgeMemory,
+    CycleReport,
+    bridge_cycle,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.serving import stopping_pod_patch
@@ -56,7 +60,7 @@ disable_created_metrics()  # *_created series would double what Prometheus store
 
 def served(metric: telemetry.Metric, labels: Sequence[str] = telemetry.CLUSTER_LABELS) -> Any:
     """The prometheus-client object of one of telemetry's metrics."""
-    extra = {"buckets": telemetry.PASS_BUCKETS} if metric.kind == "histogram" else {}
+    extra = {"buckets": telemetry.BUCKETS[metric.name]} if metric.kind == "histogram" else {}
     return KINDS[metric.kind](metric.name, metric.help, tuple(labels) + metric.labels, **extra)
 
 
@@ -66,6 +70,11 @@ PASS_SECONDS = served(telemetry.PASS_SECONDS)
 WRITES = served(telemetry.WRITES)
 EVENTS = served(telemetry.EVENTS)
 STATE = {name: served(metric) for name, metric in telemetry.STATE.items()}
+BRIDGE_PODS = served(telemetry.BRIDGE_PODS)
+BRIDGE_BIND_SECONDS = served(telemetry.BRIDGE_BIND_SECONDS)
+BRIDGE_CALLS = served(telemetry.BRIDGE_CALLS)
+# The clusters whose bridge gauges are set (namespace/name), so they go when the bridge does.
+_bridged: set = set()
 # The label values each cluster's state gauges were set with, so a deleted cluster's go too.
 _state_labels: Dict[str, set] = {}
 
@@ -184,6 +193,28 @@ def forget_cluster(namespace: str, name: str) -> None:
     """A deleted cluster's state gauges go with it (alerts must not fire on what is gone)."""
     for gauge_name, values in _state_labels.pop("%s/%s" % (namespace, name), set()):
         STATE[gauge_name].remove(*values)
+    forget_bridge(namespace, name)
+
+
+def forget_bridge(namespace: str, name: str) -> None:
+    if "%s/%s" % (namespace, name) in _bridged:
+        _bridged.discard("%s/%s" % (namespace, name))
+        for state in telemetry.BRIDGE_POD_STATES:
+            BRIDGE_PODS.remove(namespace, name, state)
+
+
+def record_bridge(namespace: str, name: str, report: Optional[CycleReport]) -> None:
+    """The bridge's queue, its pods' waits and its calls after a cycle (None: no bridge, no gauges)."""
+    if report is None:
+        forget_bridge(namespace, name)
+        return
+    for state, count in report.queue.items():
+        BRIDGE_PODS.labels(namespace, name, state).set(count)
+    _bridged.add("%s/%s" % (namespace, name))
+    for seconds in report.bind_seconds:
+        BRIDGE_BIND_SECONDS.labels(namespace, name).observe(seconds)
+    BRIDGE_CALLS.labels(namespace, name, "slurm").inc(report.slurm_calls)
+    BRIDGE_CALLS.labels(namespace, name, "api").inc(report.api_calls)
 
 
 def forget_deleted_clusters(clusters: List[Mapping[str, Any]]) -> None:
@@ -303,10 +334,11 @@ _bridge_memory: Dict[str, BridgeMemory] = {}
 
 def bridge_cluster(cluster: Mapping[str, Any], logger: logging.Logger) -> None:
     """One bridge cycle of a cluster, logged when it acted."""
+    namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     report = bridge_cycle(kube(), cluster, _bridge_memory)
+    record_bridge(namespace, name, report)
     if report is not None and report.acted:
-        logger.info("bridge of %s/%s: %s", cluster["metadata"]["namespace"], cluster["metadata"]["name"],
-                    report.summary())
+        logger.info("bridge of %s/%s: %s", namespace, name, report.summary())
 
 
 def bridge_forever(logger: logging.Logger) -> None:

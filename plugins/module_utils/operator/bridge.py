@@ -23,6 +23,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     host_lost_since,
+    parse_time,
     pod_terminating,
     pods_by_name,
     utc_now,
@@ -30,9 +31,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
 from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
     BridgePlan,
     Group,
+    Hold,
     controller_owner,
     gang_group,
     is_gone,
@@ -69,6 +72,8 @@ class CycleReport:
     ended: int = 0
     slurm_calls: int = 0
     api_calls: int = 0
+    queue: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(telemetry.BRIDGE_POD_STATES, 0))
+    bind_seconds: List[float] = field(default_factory=list)  # each bound pod's wait since its creation
 
     @property
     def acted(self) -> bool:
@@ -161,6 +166,20 @@ def gang_sizes(kube: Kube, pods: Sequence[Mapping[str, Any]]) -> Tuple[Dict[str,
     return sizes, unknown
 
 
+def bridge_queue(pods: Sequence[Mapping[str, Any]], holds: Sequence[Hold]) -> Dict[str, int]:
+    """How many of the pods wait for Slurm, are held by the bridge, are bound (telemetry's states)."""
+    held = {(hold.namespace, hold.pod) for hold in holds}
+    queue = dict.fromkeys(telemetry.BRIDGE_POD_STATES, 0)
+    for pod in pods:
+        meta = pod["metadata"]
+        if is_gone(pod) or pod_terminating(pod):
+            continue
+        state = "bound" if pod["spec"].get("nodeName") else "held" if (meta["namespace"], meta["name"]) in held \
+            else "pending"
+        queue[state] += 1
+    return queue
+
+
 class BridgeCycle:
     """One cluster's cycle; the caller gives it the cluster's ExternalJobs when there is a
     serving controller."""
@@ -191,6 +210,7 @@ class BridgeCycle:
         sizes, unknown = gang_sizes(self.kube, pods)
         self.report.api_calls += 1 + len(sizes) + len(unknown)
         plan = plan_bridge(pods, sizes, jobs, hosts, bridge, self.lost_hosts(pods), unknown)
+        self.report.queue = bridge_queue(pods, plan.holds)
         self.act(cluster, plan, {"%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods},
                  jobs_client)
         self.memory.had_pods = bool(pods)
@@ -227,6 +247,7 @@ class BridgeCycle:
             for cancel in plan.cancels:
                 self.event(cluster, "Normal", "BridgeJobCancelled",
                            "cancelled Slurm job %d: %s" % (cancel.job_id, cancel.why))
+        self.report.api_calls += len(plan.ends) + len(plan.forced)
         for end in plan.ends:
             pod = pods["%s/%s" % (end.namespace, end.pod)]
             if self.kube.delete("v1", "Pod", end.pod, end.namespace):
@@ -264,6 +285,7 @@ class BridgeCycle:
     def bind(self, pod: Mapping[str, Any], job_id: int, slurm_node: str, host: str) -> None:
         """Label first, then bind: a restart between the two finds the pod labelled and binds it."""
         meta = pod["metadata"]
+        self.report.api_calls += 2
         self.kube.merge_patch("v1", "Pod", meta["name"], meta["namespace"], {"metadata": {
             "labels": {C.LABEL_SLURM_JOB: str(job_id)}, "annotations": {C.ANNOTATION_SLURM_NODE: slurm_node}}})
         try:
@@ -272,10 +294,14 @@ class BridgeCycle:
             self.event(pod, "Warning", "FailedBinding", str(exc))
             return
         self.report.bound += 1
+        created = parse_time(meta.get("creationTimestamp"))
+        if created is not None:
+            self.report.bind_seconds.append(max(0.0, (self.wall() - created).total_seconds()))
         self.event(pod, "Normal", "Scheduled", "Slurm job %d placed it on Slurm node %s (Kubernetes node %s)"
                    % (job_id, slurm_node, host))
 
     def event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        self.report.api_calls += 1
         self.kube.post_event(obj, kind, reason, message, SOURCE)
 
 

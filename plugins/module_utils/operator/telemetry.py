@@ -59,7 +59,20 @@ STATE = {m.name[len("slurmkube_"):]: m for m in (
            "(kind=pods_ready).", ("kind", "node_set")),
     Metric("slurmkube_nodeset_ready", "gauge", "1 when every node of the node set is in service.", ("node_set",)),
 )}
-METRICS = (LEADER, PASSES, PASS_SECONDS, WRITES, EVENTS, *STATE.values())
+# The bridge (Kubernetes pods scheduled by Slurm): its queue, how long a pod waits to be bound
+# (Slurm's queue included: minutes to hours), and what its cycles cost.
+BRIDGE_POD_STATES = ("pending", "held", "bound")
+BIND_BUCKETS = (1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+BRIDGE_PODS = Metric("slurmkube_bridge_pods", "gauge", "Pods of the bridge's namespaces by state: pending (waiting "
+                     "for Slurm to place them), held (the bridge cannot honour them: their Events say why), bound "
+                     "(placed where Slurm put their job, not ended).", ("state",))
+BRIDGE_BIND_SECONDS = Metric("slurmkube_bridge_bind_latency_seconds", "histogram", "From a bridged pod's creation "
+                             "to its binding where Slurm placed its job (the wait in Slurm's queue included).", ())
+BRIDGE_CALLS = Metric("slurmkube_bridge_calls", "counter", "The bridge's calls by kind: slurm (squeue, sbatch, "
+                      "scancel in the controller pod) and api (Kubernetes reads and writes).", ("kind",))
+METRICS = (LEADER, PASSES, PASS_SECONDS, WRITES, EVENTS, *STATE.values(), BRIDGE_PODS, BRIDGE_BIND_SECONDS,
+           BRIDGE_CALLS)
+BUCKETS = {PASS_SECONDS.name: PASS_BUCKETS, BRIDGE_BIND_SECONDS.name: BIND_BUCKETS}
 
 
 def served_names() -> FrozenSet[str]:

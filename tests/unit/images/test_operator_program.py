@@ -9,6 +9,7 @@ from collection_path import REPO
 from prometheus_client import REGISTRY, generate_latest
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import CycleReport
 
 PROGRAM = REPO / "images" / "operator" / "slurmkube_operator.py"
 SPEC = importlib.util.spec_from_file_location("slurmkube_operator", PROGRAM)
@@ -31,6 +32,7 @@ def test_served_names_are_the_declared_ones():
     cluster = {"nodes": {"desired": 1, "ready": 1}, "controller": {"serving": "a-controller-0", "standby": []},
                "conditions": [READY], "controlPlane": {"controller": True, "rest": True}}
     OPERATOR.record_state("hpc", "a", cluster, {"cpu": {"readyReplicas": 1, "conditions": [READY]}}, {"cpu": 1})
+    OPERATOR.record_bridge("hpc", "a", CycleReport(slurm_calls=1, api_calls=3, bind_seconds=[4.0]))
     names = {key.split("{")[0] for key in samples()}
     assert names == set(telemetry.served_names())
 
@@ -47,3 +49,18 @@ def test_a_cluster_gone_from_the_resync_takes_its_gauges_along():
     OPERATOR.forget_deleted_clusters([{"metadata": {"namespace": "hpc", "name": "c"}}])
     clusters = {key for key in samples() if key.startswith("slurmkube_cluster_nodes")}
     assert clusters and all('slurmkube_cluster="c"' in key for key in clusters), clusters
+
+
+def test_the_bridges_queue_waits_and_calls_are_served_and_its_gauges_go_with_it():
+    report = CycleReport(slurm_calls=2, api_calls=5, bind_seconds=[3.0, 40.0])
+    report.queue.update(pending=3, held=1, bound=2)
+    OPERATOR.record_bridge("hpc", "d", report)
+    labels = 'slurmkube_cluster="d",slurmkube_namespace="hpc"'
+    now = samples()
+    assert now['slurmkube_bridge_pods{%s,state="pending"}' % labels] == 3
+    assert now['slurmkube_bridge_pods{%s,state="held"}' % labels] == 1
+    assert now['slurmkube_bridge_bind_latency_seconds_count{%s}' % labels] == 2
+    assert now['slurmkube_bridge_bind_latency_seconds_bucket{le="5.0",%s}' % labels] == 1
+    assert now['slurmkube_bridge_calls_total{kind="slurm",%s}' % labels] == 2
+    OPERATOR.record_bridge("hpc", "d", None)  # the cluster's bridge turned off
+    assert not [key for key in samples() if key.startswith("slurmkube_bridge_pods") and labels in key]

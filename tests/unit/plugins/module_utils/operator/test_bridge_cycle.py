@@ -183,3 +183,22 @@ def test_a_leaderworkerset_group_is_sized_from_its_annotation_unless_workers_wai
     cycle(kube, slurm, BridgeMemory())
     (request,) = slurm.submitted
     assert (request.name, request.tasks) == ("ml/serve/0", 2)
+
+
+def test_a_cycle_reports_its_queue_and_each_bound_pods_wait_since_its_creation():
+    waiting, held = pod("p"), pod("q")
+    waiting["metadata"]["creationTimestamp"] = "2026-11-29T10:00:00Z"
+    held["spec"] = dict(held["spec"], nodeSelector={"disk": "ssd"})
+    kube, memory, slurm = kube_with(waiting, held), BridgeMemory(), FakeSlurm()
+    created = datetime.datetime(2026, 11, 29, 10, 0, tzinfo=datetime.timezone.utc)
+
+    def at(seconds):
+        wall = lambda: created + datetime.timedelta(seconds=seconds)  # noqa: E731
+        return BridgeCycle(kube, memory, wall=wall).run(CLUSTER, BRIDGE, lambda: slurm)
+
+    assert at(1).queue == {"pending": 1, "held": 1, "bound": 0}
+    slurm.jobs = [ExternalJob(41, slurm.submitted[0].gang, "RUNNING", "", (("demo-cpu-0", 1),))]
+    report = at(12.5)
+    assert report.bind_seconds == [12.5] and report.queue["pending"] == 1  # read before it was bound
+    assert at(13).queue == {"pending": 0, "held": 1, "bound": 1}
+    assert report.api_calls >= 4 and report.slurm_calls == 1
