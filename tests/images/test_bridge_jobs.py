@@ -52,8 +52,10 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
         wait_for("the native job and the pod's job run", lambda: {state(cluster, int(native)), state(cluster, pod)}
                  == {"RUNNING"}, timeout=60)
         listed = {j.job_id: j for j in jobs.listed()}
-        assert listed[pod].allocation == ((wide, 1),)
+        assert listed[pod].nodes == (wide,) and listed[pod].allocation == ()  # a line per job
+        assert [(j.job_id, j.allocation) for j in jobs.detailed([pod])] == [(pod, ((wide, 1),))]
         assert listed[third].state == "PENDING" and listed[third].reason == "Resources"
+        assert listed[third].nodes == ()
         assert int(native) not in listed  # a native job is never the bridge's
         jobs.cancel([pod])  # the pod is gone: what it held goes to the waiting one
         wait_for("the third request runs", lambda: state(cluster, third) == "RUNNING", timeout=60)

@@ -1,9 +1,9 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The bridge's cycle for one cluster: read the bridged pods, their Jobs, the worker pods, the
-Kubernetes nodes (when a pod is bound) and Slurm's bridge jobs (one squeue), plan (plan_bridge.py),
-then act: submit, label and bind, cancel, end pods (by force on a lost node), and say each action
-as an Event.
+Kubernetes nodes (when a pod is bound) and Slurm's bridge jobs (one squeue, a line per job; a second,
+in detail, only for the jobs whose pods are to be bound), plan (plan_bridge.py), then act: submit,
+label and bind, cancel, end pods (by force on a lost node), and say each action as an Event.
 
 State kept between cycles (in memory: a restarted operator rebuilds it from Kubernetes and
 Slurm) is only what keeps it quiet and cheap: the backoff of gangs Slurm refused, the holds
@@ -209,7 +209,13 @@ class BridgeCycle:
         hosts = worker_hosts(self.kube, meta["name"], meta["namespace"])
         sizes, unknown = gang_sizes(self.kube, pods)
         self.report.api_calls += 1 + len(sizes) + len(unknown)
-        plan = plan_bridge(pods, sizes, jobs, hosts, bridge, self.lost_hosts(pods), unknown)
+        lost = self.lost_hosts(pods)
+        plan = plan_bridge(pods, sizes, jobs, hosts, bridge, lost, unknown)
+        if plan.details:  # jobs that just started: their CPUs per node say where each pod goes
+            detailed = {job.job_id: job for job in jobs_client.detailed(plan.details)}
+            self.report.slurm_calls += 1
+            jobs = [detailed.get(job.job_id, job) for job in jobs]
+            plan = plan_bridge(pods, sizes, jobs, hosts, bridge, lost, unknown)
         self.report.queue = bridge_queue(pods, plan.holds)
         self.act(cluster, plan, {"%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods},
                  jobs_client)

@@ -204,9 +204,14 @@ def perform(p: Pass, slurm: SlurmControl, action: NodeAction) -> None:
 
 def requeue_jobs(p: Pass, slurm: SlurmControl, action: NodeAction) -> None:
     """Requeue the node's running jobs, one Event each; a job sent with --no-requeue is left
-    to finish and noted (the node leaves when it ends, or when an admin cancels it)."""
+    to finish and noted (the node leaves when it ends, or when an admin cancels it). Kubernetes
+    pods' jobs (the bridge's external jobs, which Slurm cannot requeue) are cancelled: the bridge
+    then ends their pods, and the pods their controller makes again wait for Slurm anew."""
     for job in slurm.jobs_on([action.node]):
         if not job.states & ACTIVE_JOB_STATES:
+            continue
+        if job.external:
+            cancel_pods_job(p, slurm, job.job_id, action)
             continue
         if not job.requeue:
             p.not_requeued.append(JobNotRequeued(job.job_id, action.node))
@@ -218,3 +223,13 @@ def requeue_jobs(p: Pass, slurm: SlurmControl, action: NodeAction) -> None:
             continue
         p.events.append(Event("Normal", "JobRequeued", "requeued job %d from %s (%s)"
                               % (job.job_id, action.node, action.reason)))
+
+
+def cancel_pods_job(p: Pass, slurm: SlurmControl, job_id: int, action: NodeAction) -> None:
+    try:
+        slurm.cancel([job_id])
+    except SlurmError as exc:
+        p.events.append(Event("Warning", "JobCancelFailed", "job %d on %s: %s" % (job_id, action.node, exc)))
+        return
+    p.events.append(Event("Normal", "JobCancelled", "cancelled job %d of Kubernetes pods on %s (%s): Slurm requeues "
+                          "no external job; the bridge ends its pods" % (job_id, action.node, action.reason)))

@@ -90,6 +90,7 @@ class BridgePlan:
     cancels: List[Cancel] = field(default_factory=list)
     ends: List[EndPod] = field(default_factory=list)
     forced: List[EndPod] = field(default_factory=list)  # deleted without waiting for their kubelet
+    details: List[int] = field(default_factory=list)  # running jobs whose CPUs per node binding needs
     holds: List[Hold] = field(default_factory=list)
 
 
@@ -307,7 +308,7 @@ def plan_labelled(plan: BridgePlan, pod: Mapping[str, Any], job: Optional[Extern
     if job.ended:
         plan.ends.append(EndPod(meta["namespace"], meta["name"], job.job_id,
                                 "its Slurm job %d ended (%s)" % (job.job_id, job.state)))
-    elif job.state == "PENDING" or (job.running and node not in {n for n, _cpus in job.allocation}):
+    elif job.state == "PENDING" or (job.running and node not in job.nodes):
         plan.ends.append(EndPod(meta["namespace"], meta["name"], job.job_id,
                                 "its Slurm job %d was requeued: Slurm no longer holds its place on %s"
                                 % (job.job_id, node or "its node")))
@@ -353,7 +354,9 @@ def plan_gang(plan: BridgePlan, name: str, gang: List[Mapping[str, Any]], size: 
             request = job_request(gang, name, bridge)
             plan.submits.append(Submit(request, tuple(pod_key(p) for p in gang)))
         return key
-    if job.running:
+    if job.running and not job.allocation:
+        plan.details.append(job.job_id)
+    elif job.running:
         cpus = job_request(gang, name, bridge).cpus_per_task
         places = slots(job, cpus, hosts)
         for pod, (node, host) in zip(sorted(gang, key=lambda p: p["metadata"]["name"]), places):

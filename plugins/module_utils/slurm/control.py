@@ -55,6 +55,7 @@ class SlurmJob(NamedTuple):
     states: FrozenSet[str]
     nodes: str
     requeue: bool = True  # False for jobs sent with --no-requeue (or JobRequeue=0)
+    external: bool = False  # an external job (the bridge's: Kubernetes pods'): Slurm requeues batch jobs only
 
 
 def parse_nodes(text: str) -> List[SlurmNode]:
@@ -81,7 +82,7 @@ def parse_jobs(text: str) -> List[SlurmJob]:
     data = json.loads(text)
     return [
         SlurmJob(job_id=int(job["job_id"]), states=frozenset(job.get("job_state") or ()), nodes=job.get("nodes") or "",
-                 requeue=bool(job.get("requeue", True)))
+                 requeue=bool(job.get("requeue", True)), external="EXTERNAL_JOB" in (job.get("flags") or ()))
         for job in data.get("jobs", [])
     ]
 
@@ -133,6 +134,11 @@ class SlurmControl:
         """Forget dynamic nodes (Slurm refuses while a job runs there)."""
         if nodes:
             self.output(["scontrol", "delete", "nodename=%s" % ",".join(nodes)])
+
+    def cancel(self, job_ids: Sequence[int]) -> None:
+        """End jobs at once: what they hold goes back to Slurm."""
+        if job_ids:
+            self.output(["scancel", *(str(j) for j in job_ids)])
 
     def requeue(self, job_ids: Sequence[int]) -> None:
         """Put jobs back in the queue; they start again elsewhere."""

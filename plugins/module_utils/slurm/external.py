@@ -13,6 +13,7 @@ gang of pods they hold: only root can make a root job, so no user can forge one.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
@@ -44,13 +45,15 @@ class ExternalJobRequest:
 
 @dataclass(frozen=True)
 class ExternalJob:
-    """A bridge job as slurmctld reports it: ALLOCATION is (Slurm node, CPUs) in Slurm's order."""
+    """A bridge job as slurmctld reports it: NODES, the Slurm nodes it holds; ALLOCATION, (Slurm
+    node, CPUs) in Slurm's order, only when the job was read in detail (ExternalJobs.detailed)."""
 
     job_id: int
     gang: str
     state: str
     reason: str
     allocation: Tuple[Tuple[str, int], ...] = ()
+    nodes: Tuple[str, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -84,6 +87,57 @@ def parse_job_id(sbatch_output: str) -> int:
     return int(sbatch_output.strip().split(";")[0])
 
 
+# `squeue -O` fields, each as wide as its value (size 0) and followed by '|', but the comment: it
+# comes last, whatever it holds. One line per job: a few dozen bytes, not squeue --json's ~6 KB.
+LIST_FIELDS = ("JobID", "State", "BatchFlag", "Reason", "NodeList")
+LIST_FORMAT = ",".join("%s:0|" % name for name in LIST_FIELDS) + ",Comment:0"
+NO_VALUE = ("", "(null)", "None")
+
+
+def expand_hostlist(text: str) -> List[str]:
+    """The node names of a Slurm hostlist ("demo-cpu-[0-2,7],demo-wide-0"; zero padding kept)."""
+    if text.strip() in NO_VALUE:
+        return []
+    entries, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            entries.append(text[start:i])
+            start = i + 1
+    entries.append(text[start:])
+    return [name for entry in entries if entry for name in _expand_entry(entry.strip())]
+
+
+def _expand_entry(entry: str) -> List[str]:
+    match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", entry)
+    if not match:
+        return [entry]
+    prefix, ranges, rest = match.groups()
+    names = []
+    for part in ranges.split(","):
+        low, _dash, high = part.partition("-")
+        for number in range(int(low), int(high or low) + 1):
+            names.extend("%s%0*d%s" % (prefix, len(low), number, tail) for tail in _expand_entry(rest))
+    return names
+
+
+def parse_listed(squeue_lines: str) -> List[ExternalJob]:
+    """The bridge's jobs in `squeue -O LIST_FORMAT` lines of root's jobs: those no batch script
+    runs (external) with our comment."""
+    found = []
+    for line in squeue_lines.splitlines():
+        fields = line.split("|", len(LIST_FIELDS))
+        if len(fields) != len(LIST_FIELDS) + 1:
+            continue
+        job_id, state, batch, reason, nodes, comment = fields
+        if batch.strip() != "0" or not comment.startswith(COMMENT_PREFIX) or not job_id.strip().isdigit():
+            continue
+        found.append(ExternalJob(job_id=int(job_id), gang=comment[len(COMMENT_PREFIX):].strip(), state=state.strip(),
+                                 reason="" if reason.strip() in NO_VALUE else reason.strip(),
+                                 nodes=tuple(expand_hostlist(nodes))))
+    return found
+
+
 def _allocation(job: Mapping[str, Any]) -> Tuple[Tuple[str, int], ...]:
     nodes = ((job.get("job_resources") or {}).get("nodes") or {}).get("allocation") or []
     return tuple((n["name"], int((n.get("cpus") or {}).get("count") or 0)) for n in nodes)
@@ -98,8 +152,10 @@ def parse_external_jobs(squeue_json: str) -> List[ExternalJob]:
                 or not comment.startswith(COMMENT_PREFIX)):
             continue
         states = job.get("job_state") or ["UNKNOWN"]
+        allocation = _allocation(job)
         found.append(ExternalJob(job_id=int(job["job_id"]), gang=comment[len(COMMENT_PREFIX):], state=states[0],
-                                 reason=job.get("state_reason") or "", allocation=_allocation(job)))
+                                 reason=job.get("state_reason") or "", allocation=allocation,
+                                 nodes=tuple(node for node, _cpus in allocation)))
     return found
 
 
@@ -114,10 +170,17 @@ class ExternalJobs:
         return parse_job_id(self.slurm.output(sbatch_argv(request)))
 
     def listed(self) -> List[ExternalJob]:
-        """Every bridge job slurmctld still knows, ended ones included: one call per cycle."""
-        return parse_external_jobs(self.slurm.output(["squeue", "--json", "--states=all", "--user=root"]))
+        """Every bridge job slurmctld still knows, ended ones included, with its nodes: one call per
+        cycle, a line per job."""
+        return parse_listed(self.slurm.output(["squeue", "--noheader", "--states=all", "--user=root",
+                                               "--Format=" + LIST_FORMAT]))
+
+    def detailed(self, job_ids: Sequence[int]) -> List[ExternalJob]:
+        """These jobs with their allocation (CPUs per node): read only for the jobs whose pods are
+        to be bound."""
+        return parse_external_jobs(self.slurm.output(["squeue", "--json", "--states=all",
+                                                      "--jobs=" + ",".join(str(j) for j in job_ids)]))
 
     def cancel(self, job_ids: Sequence[int]) -> None:
         """End the jobs (their pods are gone): Slurm frees what they held at once."""
-        if job_ids:
-            self.slurm.output(["scancel", *(str(j) for j in job_ids)])
+        self.slurm.cancel(job_ids)

@@ -3,6 +3,7 @@ Event, backs off a gang Slurm refused, and asks Slurm nothing while no pod is br
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from memory_kube import MemoryKube
@@ -20,14 +21,21 @@ BRIDGE = Bridge(namespaces=["ml"])
 
 
 class FakeSlurm:
-    """Slurm's answers for one test: the jobs it lists, what a submission does."""
+    """Slurm's answers for one test: the jobs it lists (without their CPUs per node, as the
+    one-line listing has them; in detail when asked by id), what a submission does."""
 
     def __init__(self, jobs=(), refuse=""):
         self.jobs, self.refuse, self.submitted, self.cancelled, self.lists = list(jobs), refuse, [], [], 0
+        self.details = []
 
     def listed(self):
         self.lists += 1
-        return list(self.jobs)
+        return [dataclasses.replace(j, allocation=(), nodes=tuple(n for n, _cpus in j.allocation)) for j in self.jobs]
+
+    def detailed(self, job_ids):
+        self.details.append(list(job_ids))
+        return [dataclasses.replace(j, nodes=tuple(n for n, _cpus in j.allocation))
+                for j in self.jobs if j.job_id in job_ids]
 
     def submit(self, request):
         if self.refuse:
@@ -68,6 +76,7 @@ def test_a_pod_is_submitted_then_labelled_and_bound_where_its_job_runs():
     gang = slurm.submitted[0].gang
     slurm.jobs = [ExternalJob(41, gang, "RUNNING", "", (("demo-cpu-0", 1),))]
     assert cycle(kube, slurm, memory).bound == 1
+    assert slurm.details == [[41]]  # its CPUs per node read by id, once it ran
     bound = kube.get("v1", "Pod", "p", "ml")
     assert bound["spec"]["nodeName"] == "kind-worker"
     assert bound["metadata"]["labels"][C.LABEL_SLURM_JOB] == "41"
@@ -201,4 +210,4 @@ def test_a_cycle_reports_its_queue_and_each_bound_pods_wait_since_its_creation()
     report = at(12.5)
     assert report.bind_seconds == [12.5] and report.queue["pending"] == 1  # read before it was bound
     assert at(13).queue == {"pending": 0, "held": 1, "bound": 1}
-    assert report.api_calls >= 4 and report.slurm_calls == 1
+    assert report.api_calls >= 4 and report.slurm_calls == 2  # the listing, then the started job by id

@@ -40,8 +40,10 @@ def pod(name: str, cpu: str = "1", memory: str = "", owner: Optional[str] = JOB_
             "status": {"phase": phase}}
 
 
-def job(job_id: int, gang: str, state: str = "PENDING", allocation=()) -> ExternalJob:
-    return ExternalJob(job_id=job_id, gang=gang, state=state, reason="", allocation=tuple(allocation))
+def job(job_id: int, gang: str, state: str = "PENDING", allocation=(), detailed: bool = True) -> ExternalJob:
+    """As Slurm lists it (its nodes), and read in detail (its CPUs per node) unless DETAILED is False."""
+    return ExternalJob(job_id=job_id, gang=gang, state=state, reason="",
+                       allocation=tuple(allocation) if detailed else (), nodes=tuple(n for n, _cpus in allocation))
 
 
 def test_a_jobs_parallel_pods_wait_until_all_exist_then_go_as_one_slurm_job_of_one_task_each():
@@ -66,6 +68,13 @@ def test_a_running_job_binds_each_pod_to_the_kubernetes_node_of_its_slurm_node()
     plan = plan_bridge(pods, {GROUP: 2}, [running], HOSTS, BRIDGE)
     assert [(b.pod, b.slurm_node, b.host, b.job_id) for b in plan.binds] == [
         ("train-a", "demo-cpu-0", "kind-worker", 7), ("train-b", "demo-cpu-1", "kind-worker2", 7)]
+
+
+def test_a_running_job_read_without_its_cpus_per_node_is_asked_for_in_detail_before_any_pod_is_bound():
+    pods = [pod("train-a"), pod("train-b")]
+    listed = job(7, gang_key(pods), "RUNNING", [("demo-cpu-0", 1), ("demo-cpu-1", 1)], detailed=False)
+    plan = plan_bridge(pods, {GROUP: 2}, [listed], HOSTS, BRIDGE)
+    assert plan.details == [7] and plan.binds == [] and plan.submits == [] and plan.cancels == []
 
 
 def test_two_tasks_on_one_node_both_go_there():

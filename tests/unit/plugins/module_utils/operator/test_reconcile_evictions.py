@@ -71,6 +71,21 @@ def test_a_cordoned_hosts_workers_are_drained_and_their_jobs_requeued_after_the_
                    "of 3600s passed)") in outcome.events
 
 
+def test_kubernetes_pods_job_past_the_timeout_is_cancelled_not_requeued(world):
+    """Slurm requeues batch jobs only: the bridge's external job is cancelled, and the bridge ends
+    its pods (their controller makes them again, to wait for Slurm anew)."""
+    kube, cluster = world
+    kube.host("host-a", cordoned=True)
+    kube.job(71, "cpu-compute-0", external=True)
+    reconcile_at(kube, cluster, T0)
+    outcome = reconcile_at(kube, cluster, T0 + datetime.timedelta(minutes=61))
+    assert 71 not in kube.jobs and ("cpu-controller-0", C.CONTAINER_CONTROLLER, ("scancel", "71")) in kube.execs
+    assert not [e for e in kube.execs if e[2][:2] == ("scontrol", "requeue")]
+    (said,) = [e for e in outcome.events if e.reason == "JobCancelled"]
+    assert said.message.startswith("cancelled job 71 of Kubernetes pods on cpu-compute-0 (kubernetes eviction")
+    assert outcome.status["jobsNotRequeued"] == []
+
+
 def test_a_no_requeue_job_past_the_timeout_is_reported_once_and_never_requeued(world):
     kube, cluster = world
     kube.host("host-a", cordoned=True)

@@ -47,6 +47,10 @@ class SlurmKube(MemoryKube):
         if command[:2] == ["squeue", "--json"]:
             wanted = set(command[2].split("=", 1)[1].split(","))
             return 0, json.dumps({"jobs": [j for j in self.jobs.values() if j["nodes"] in wanted]}), ""
+        if command[0] == "scancel":
+            for job_id in command[1:]:
+                self.jobs.pop(int(job_id))
+            return 0, "", ""
         if command[:2] == ["scontrol", "requeue"]:
             for job_id in command[2].split(","):
                 job = self.jobs.pop(int(job_id))
@@ -74,9 +78,10 @@ class SlurmKube(MemoryKube):
     def node(self, name, *states, reason=""):
         self.nodes[name] = {"name": name, "state": list(states), "reason": reason, "features": ["compute"]}
 
-    def job(self, job_id, node, requeue=True):
-        """A running job on a node, as squeue --json shows it."""
-        self.jobs[job_id] = {"job_id": job_id, "job_state": ["RUNNING"], "nodes": node, "requeue": requeue}
+    def job(self, job_id, node, requeue=True, external=False):
+        """A running job on a node, as squeue --json shows it (EXTERNAL: the bridge's, Kubernetes pods')."""
+        self.jobs[job_id] = {"job_id": job_id, "job_state": ["RUNNING"], "nodes": node, "requeue": requeue,
+                             "flags": ["EXTERNAL_JOB"] if external else []}
         self.nodes[node]["state"] = sorted((set(self.nodes[node]["state"]) - {"IDLE"}) | {"ALLOCATED"})
 
     def host(self, name, cordoned, lost_since=None):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import (
     ExternalJobRequest,
+    expand_hostlist,
     parse_external_jobs,
     parse_job_id,
     sbatch_argv,
@@ -37,3 +38,10 @@ def test_the_sbatch_command_gives_each_option_one_argument_and_no_script():
     plain = sbatch_argv(ExternalJobRequest(gang="g", name="ml/p", tasks=1, cpus_per_task=1))
     assert not [a for a in plain if a.startswith(("--mem", "--gpus", "--partition", "--account", "--qos", "--time"))]
     assert parse_job_id("42\n") == 42 and parse_job_id("43;demo\n") == 43
+
+
+def test_a_hostlist_expands_to_its_nodes_keeping_zero_padding():
+    assert expand_hostlist("demo-cpu-[0-2,7],demo-wide-0") == ["demo-cpu-0", "demo-cpu-1", "demo-cpu-2",
+                                                               "demo-cpu-7", "demo-wide-0"]
+    assert expand_hostlist("r[1-2]n[08-09]") == ["r1n08", "r1n09", "r2n08", "r2n09"]
+    assert expand_hostlist("") == [] and expand_hostlist("(null)") == []
