@@ -1,6 +1,7 @@
 """The bridge's Slurm half on real daemons (the docker tier's slurmctld and slurmd): external jobs
 made by the operator's own code (slurm/external.py) hold CPUs on an ordinary node beside native
-jobs, core by core, and a request that does not fit waits until one of them ends."""
+jobs, core by core, a request that does not fit waits until one of them ends, and one larger than
+any node waits with Slurm's reason (PartitionConfig)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
         assert listed[third].state == "PENDING" and listed[third].reason == "Resources"
         assert listed[third].nodes == ()
         assert int(native) not in listed  # a native job is never the bridge's
+        # Larger than any node: Slurm takes it (EnforcePartLimits is not set: a partition of node sets
+        # may grow) and says why it waits, which the pod's Event repeats.
+        too_large = jobs.submit(ExternalJobRequest(gang="pod-c", name="ml/pod-c", tasks=1, cpus_per_task=64))
+        wait_for("Slurm's reason for the large request", lambda: {j.job_id: j.reason for j in jobs.listed()}
+                 .get(too_large) == "PartitionConfig", timeout=30)
+        jobs.cancel([too_large])
         jobs.cancel([pod])  # the pod is gone: what it held goes to the waiting one
         wait_for("the third request runs", lambda: state(cluster, third) == "RUNNING", timeout=60)
         assert state(cluster, int(native)) == "RUNNING"

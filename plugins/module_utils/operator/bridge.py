@@ -58,7 +58,7 @@ class BridgeMemory:
     """What one cluster's cycles remember."""
 
     backoff: Dict[str, Tuple[float, float]] = field(default_factory=dict)  # gang -> (retry at, delay)
-    said: Set[Tuple[str, str]] = field(default_factory=set)  # (pod uid, hold reason)
+    said: Set[Tuple[str, str]] = field(default_factory=set)  # (pod uid, hold or pending reason)
     had_pods: bool = True  # the first cycle after a start always asks Slurm
 
 
@@ -235,11 +235,14 @@ class BridgeCycle:
     def act(self, cluster: Mapping[str, Any], plan: BridgePlan, pods: Mapping[str, Mapping[str, Any]],
             jobs: ExternalJobs) -> None:
         for hold in plan.holds:
-            pod = pods["%s/%s" % (hold.namespace, hold.pod)]
-            said = (pod["metadata"]["uid"], hold.reason)
-            if said not in self.memory.said:
-                self.event(pod, "Warning", hold.reason, hold.message)
-                self.memory.said.add(said)
+            self.say_once(pods["%s/%s" % (hold.namespace, hold.pod)], "Warning", hold.reason, hold.message)
+        for wait in plan.waits:
+            message = "Slurm job %d waits: %s" % (wait.job_id, wait.reason)
+            if wait.never_as_asked:
+                message += " (it will not run as asked: change the pod's request or annotations)"
+            for key in wait.pods:
+                self.say_once(pods[key], "Warning" if wait.never_as_asked else "Normal", "SlurmJobPending", message,
+                              wait.reason)
         waiting = {submit.request.gang for submit in plan.submits}
         self.memory.backoff = {gang: when for gang, when in self.memory.backoff.items() if gang in waiting}
         for submit in plan.submits:
@@ -305,6 +308,13 @@ class BridgeCycle:
             self.report.bind_seconds.append(max(0.0, (self.wall() - created).total_seconds()))
         self.event(pod, "Normal", "Scheduled", "Slurm job %d placed it on Slurm node %s (Kubernetes node %s)"
                    % (job_id, slurm_node, host))
+
+    def say_once(self, pod: Mapping[str, Any], kind: str, reason: str, message: str, detail: str = "") -> None:
+        """An Event a pod gets once for the same reason (and detail) for as long as it exists."""
+        said = (pod["metadata"]["uid"], reason + (":" + detail if detail else ""))
+        if said not in self.memory.said:
+            self.event(pod, kind, reason, message)
+            self.memory.said.add(said)
 
     def event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         self.report.api_calls += 1

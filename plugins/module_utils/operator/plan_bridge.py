@@ -73,6 +73,28 @@ class EndPod:
     why: str
 
 
+# Slurm's reasons for a pending job that will not run as it was asked (no node of the partition is
+# that large, the limits or constraints forbid it, the account or QoS is not the user's); any
+# other reason (Resources, Priority, a limit reached for now) is the queue at work.
+NEVER_AS_ASKED = frozenset(("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
+                            "InvalidAccount", "InvalidQOS", "QOSMaxCpuPerJobLimit", "QOSMaxNodePerJobLimit",
+                            "AssocMaxCpuPerJobLimit", "AssocMaxNodePerJobLimit", "AssocMaxWallDurationPerJobLimit",
+                            "QOSMaxWallDurationPerJobLimit"))
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A gang whose job waits in Slurm's queue, and Slurm's reason (said once per reason)."""
+
+    pods: Tuple[str, ...]  # namespace/name
+    job_id: int
+    reason: str
+
+    @property
+    def never_as_asked(self) -> bool:
+        return self.reason in NEVER_AS_ASKED
+
+
 @dataclass(frozen=True)
 class Hold:
     """A pod the bridge leaves Pending, and why (said once, as an Event)."""
@@ -92,6 +114,7 @@ class BridgePlan:
     forced: List[EndPod] = field(default_factory=list)  # deleted without waiting for their kubelet
     details: List[int] = field(default_factory=list)  # running jobs whose CPUs per node binding needs
     holds: List[Hold] = field(default_factory=list)
+    waits: List[Wait] = field(default_factory=list)
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -354,6 +377,8 @@ def plan_gang(plan: BridgePlan, name: str, gang: List[Mapping[str, Any]], size: 
             request = job_request(gang, name, bridge)
             plan.submits.append(Submit(request, tuple(pod_key(p) for p in gang)))
         return key
+    if job.state == "PENDING" and job.reason:
+        plan.waits.append(Wait(tuple(pod_key(p) for p in gang), job.job_id, job.reason))
     if job.running and not job.allocation:
         plan.details.append(job.job_id)
     elif job.running:

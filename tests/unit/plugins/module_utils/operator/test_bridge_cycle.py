@@ -211,3 +211,17 @@ def test_a_cycle_reports_its_queue_and_each_bound_pods_wait_since_its_creation()
     assert report.bind_seconds == [12.5] and report.queue["pending"] == 1  # read before it was bound
     assert at(13).queue == {"pending": 0, "held": 1, "bound": 1}
     assert report.api_calls >= 4 and report.slurm_calls == 2  # the listing, then the started job by id
+
+
+def test_slurms_reason_for_a_waiting_pod_is_said_once_per_reason_a_request_too_large_as_a_warning():
+    kube, memory, slurm = kube_with(pod("p")), BridgeMemory(), FakeSlurm()
+    cycle(kube, slurm, memory)
+    gang = slurm.submitted[0].gang
+    for reason in ("Priority", "Priority", "PartitionConfig"):
+        slurm.jobs = [ExternalJob(41, gang, "PENDING", reason)]
+        cycle(kube, slurm, memory)
+    said = [e for e in kube.events if e[2] == "SlurmJobPending"]
+    assert [(e[1], e[3]) for e in said] == [
+        ("Normal", "Slurm job 41 waits: Priority"),
+        ("Warning", "Slurm job 41 waits: PartitionConfig (it will not run as asked: change the pod's request or "
+                    "annotations)")]

@@ -263,3 +263,14 @@ def test_a_leaderworkerset_groups_leader_and_workers_go_as_one_slurm_job_and_a_r
 def test_an_orphan_pod_of_a_job_that_is_gone_goes_alone():
     (submit,) = plan_bridge([pod("left")], {}, [], HOSTS, BRIDGE).submits
     assert (submit.pods, submit.request.tasks) == (("ml/left",), 1)
+
+
+def test_a_waiting_gangs_slurm_reason_is_passed_on_and_one_that_never_runs_as_asked_is_told_apart():
+    pods = [pod("train-a"), pod("train-b")]
+    queued = ExternalJob(job_id=7, gang=gang_key(pods), state="PENDING", reason="Resources")
+    (wait,) = plan_bridge(pods, {GROUP: 2}, [queued], HOSTS, BRIDGE).waits
+    assert (wait.pods, wait.job_id, wait.reason, wait.never_as_asked) == (
+        ("ml/train-a", "ml/train-b"), 7, "Resources", False)
+    too_large = ExternalJob(job_id=8, gang=gang_key(pods), state="PENDING", reason="PartitionConfig")
+    (wait,) = plan_bridge(pods, {GROUP: 2}, [too_large], HOSTS, BRIDGE).waits
+    assert wait.never_as_asked

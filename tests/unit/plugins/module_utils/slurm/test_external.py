@@ -1,6 +1,7 @@
-"""The bridge's jobs read from real `squeue --json` output (Slurm 26.05.5, the docker tier's
-cluster: a native job and external jobs sharing a 2-CPU node, one external job over two nodes,
-one waiting, one cancelled, and a native job carrying a bridge comment)."""
+"""The bridge's jobs read from real `squeue --json` output and from the cycle's one-line listing
+(Slurm 26.05.5, the docker tier's cluster: a native job and external jobs sharing a 2-CPU node, one
+external job over two nodes, one waiting, one cancelled, a native job carrying a bridge comment;
+the listing also has one larger than any node, which Slurm took and holds for PartitionConfig)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external impo
     expand_hostlist,
     parse_external_jobs,
     parse_job_id,
+    parse_listed,
     sbatch_argv,
 )
 
 SAMPLE = Path(__file__).resolve().parents[3] / "fixtures" / "slurm" / "squeue-external-26.05.json"
+LISTING = SAMPLE.with_suffix(".txt")
 
 
 def test_only_roots_external_jobs_with_the_bridge_comment_are_the_bridges():
@@ -45,3 +48,13 @@ def test_a_hostlist_expands_to_its_nodes_keeping_zero_padding():
                                                                "demo-cpu-7", "demo-wide-0"]
     assert expand_hostlist("r[1-2]n[08-09]") == ["r1n08", "r1n09", "r2n08", "r2n09"]
     assert expand_hostlist("") == [] and expand_hostlist("(null)") == []
+
+
+def test_the_listing_gives_roots_external_jobs_with_the_comment_their_nodes_and_no_cpus():
+    jobs = {j.job_id: j for j in parse_listed(LISTING.read_text())}
+    assert sorted(jobs) == [2, 3, 4, 5, 7]  # 1: no comment; 6: the comment, but a batch job
+    assert (jobs[2].gang, jobs[2].state, jobs[2].nodes, jobs[2].allocation) == (
+        "aaaa", "RUNNING", ("demo-cpu-0", "demo-cpu-1"), ())
+    assert (jobs[3].nodes, jobs[3].reason) == (("demo-wide-0",), "")
+    assert (jobs[4].state, jobs[4].reason, jobs[4].nodes) == ("PENDING", "Resources", ())
+    assert jobs[5].ended and jobs[7].reason == "PartitionConfig"
