@@ -39,9 +39,9 @@ from slurm_helpers import SLURM_IMAGES, Operator
 def pytest_collection_modifyitems(items: list) -> None:
     """Tests that need no Kubernetes first: in CI's second process they run while the first kind
     cluster waits for its node image (cold, for the Kubernetes build). Then the modules that make
-    kind clusters of their own, and the tests on the session's cluster last (in CI's third process
-    both kinds): it stays up to the session's end, and beside the other modules' clusters
-    (quickstart's) it took CPU from them on a two-core machine."""
+    kind clusters of their own, and the tests on the session's cluster last: it stays up to the
+    session's end, and beside the other modules' clusters (quickstart's) it took CPU from them on a
+    two-core machine."""
     def rank(item: pytest.Item) -> int:
         if not item.get_closest_marker("k8s"):
             return 0

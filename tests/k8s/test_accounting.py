@@ -35,7 +35,7 @@ from slurm_helpers import (
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import new_key_set, sign_token
 
-pytestmark = [pytest.mark.k8s, pytest.mark.third_lane]
+pytestmark = pytest.mark.k8s
 
 CLUSTER = "acct"
 NODESET = "cpu"

@@ -37,7 +37,7 @@ from slurm_helpers import (
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
-pytestmark = [pytest.mark.k8s, pytest.mark.third_lane]
+pytestmark = pytest.mark.k8s
 
 CLUSTER = "upg"
 CONTROLLER_POD = "%s-controller-0" % CLUSTER

@@ -30,7 +30,7 @@ from slurm_helpers import (
 sys.path.insert(0, str(REPO / "tests"))
 from slurm_release import images_slurm_series_text
 
-pytestmark = [pytest.mark.k8s, pytest.mark.third_lane]
+pytestmark = pytest.mark.k8s
 
 CLUSTER = "old"
 OLD_SERIES = "24.11"
