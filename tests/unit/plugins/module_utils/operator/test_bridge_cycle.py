@@ -202,7 +202,8 @@ def test_a_cycle_reports_its_queue_and_each_bound_pods_wait_since_its_creation()
     created = datetime.datetime(2026, 11, 29, 10, 0, tzinfo=datetime.timezone.utc)
 
     def at(seconds):
-        wall = lambda: created + datetime.timedelta(seconds=seconds)  # noqa: E731
+        def wall():
+            return created + datetime.timedelta(seconds=seconds)
         return BridgeCycle(kube, memory, wall=wall).run(CLUSTER, BRIDGE, lambda: slurm)
 
     assert at(1).queue == {"pending": 1, "held": 1, "bound": 0}
