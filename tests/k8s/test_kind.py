@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kind]
 NAMESPACE = "kt"
 
 
-def docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], text=True, capture_output=True, check=True, timeout=120).stdout
+def docker(*args: str, timeout: float = 120) -> str:
+    return subprocess.run(["docker", *args], text=True, capture_output=True, check=True, timeout=timeout).stdout
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +314,8 @@ def test_a_pinned_image_docker_can_pull_is_pulled_and_run_as_it_is(registry: str
                            check=True, timeout=3600).stdout.strip()  # fmt: skip
     repository = f"{registry}/kindest/node"
     docker("tag", built, f"{repository}:pinned")
-    docker("push", f"{repository}:pinned")
+    # Its layers gzipped on the way: 1.26 GB took over 120 s beside a cold CI run's other lane.
+    docker("push", f"{repository}:pinned", timeout=900)
     digests = json.loads(docker("image", "inspect", built))[0]["RepoDigests"]
     pinned = next(d for d in digests if d.startswith(repository + "@sha256:"))
     # Untagged, the image is known to docker by its digest no more: kind.sh has to pull it.
