@@ -397,8 +397,12 @@ def exporter_families() -> set:
     return {f.name + ("_total" if f.kind == "counter" and not f.name.endswith("_total") else "") for f in families}
 
 
-# Families that cannot have samples on this machine, and why (the test reports them by name).
-NO_SAMPLES_HERE = {"slurm_node_gpu_bus_bandwidth_bytes_per_second": "no GPUs: the NCCL long check never runs"}
+# Families that cannot have samples here, and why (the test reports them by name). The bridge's
+# series exist only for a cluster with spec.bridge (tests/unit/images/test_operator_program.py
+# reads them from the operator program).
+NO_SAMPLES_HERE = {"slurm_node_gpu_bus_bandwidth_bytes_per_second": "no GPUs: the NCCL long check never runs",
+                   **{name: "this cluster has no spec.bridge" for name in telemetry.served_names()
+                      if name.startswith("slurmkube_bridge_")}}
 
 
 def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_alert(
