@@ -11,7 +11,8 @@ stand for. Each pod waits alone (its own gang), its job PENDING: the steady stat
 
 Prints one JSON object: per size, the median CPU seconds of a cycle, its API and Slurm calls and
 the bytes squeue printed; the ratio of the large to the small; and, for the large queue, what
-parsing squeue's JSON answer instead would cost. No assertion on time.
+parsing squeue's JSON answer instead would cost. No assertion on time. Last measured:
+tests/bench/bridge_cycle.json.
 
 Usage: python tests/bench/bench_bridge_cycle.py [--pods N] [--repeat N]
 """
