@@ -34,11 +34,10 @@ sys.path.insert(0, str(TESTS / "unit"))
 from collection_path import ensure_importable  # noqa: E402
 
 ensure_importable()
-from memory_kube import MemoryKube  # noqa: E402
+sys.path.insert(0, str(TESTS / "unit" / "plugins" / "module_utils" / "operator"))
+from test_bridge_cycle import BRIDGE, CLUSTER, kube_with  # noqa: E402
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C  # noqa: E402
-from ansible_collections.slurmkube.core.plugins.module_utils import names  # noqa: E402
-from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge  # noqa: E402
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import (  # noqa: E402
     BridgeCycle,
     BridgeMemory,
@@ -54,8 +53,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external impo
 FIXTURES = TESTS / "unit" / "fixtures" / "slurm"
 LISTING = FIXTURES / "squeue-external-26.05.txt"
 JSON_ANSWER = FIXTURES / "squeue-external-26.05.json"
-CLUSTER = {"apiVersion": C.GROUP_VERSION, "kind": C.KIND_CLUSTER, "metadata": {"name": "demo", "namespace": "hpc"}}
-BRIDGE = Bridge(namespaces=["ml"])
 
 
 def pending_pod(index: int) -> Dict[str, Any]:
@@ -119,12 +116,7 @@ class RecordedSlurm:
 
 def measure(count: int, repeat: int) -> Dict[str, Any]:
     pods = [pending_pod(i) for i in range(count)]
-    kube = MemoryKube()
-    worker = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "demo-cpu-0", "namespace": "hpc", "labels": names.selector_labels("demo", C.COMPONENT_WORKER)},
-        "spec": {"nodeName": "node-1"}}
-    for obj in (worker, *pods):
-        kube.objects[("Pod", obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+    kube = kube_with(*pods)  # the cycle's unit tests' API: the cluster's worker pod and these pods
     slurm = RecordedSlurm(squeue_listing(pods))
     memory = BridgeMemory()
     seconds: List[float] = []
