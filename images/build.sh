@@ -9,7 +9,8 @@
 # The chain: a Debian trixie root made by debootstrap is `docker import`ed as
 # slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base,
 # each with the SPANK plugin copied out of the `spank-build` image (Slurm's clients load
-# plugstack.conf too); operator runs kopf with the collection; slurmdbd and mariadb (the
+# plugstack.conf too); jail-core is the jail without user software (images/jail/Dockerfile with
+# JAIL_PACKAGES=python3); operator runs kopf with the collection; slurmdbd and mariadb (the
 # accounting daemon and its in-cluster database) and exporter (Prometheus, with the
 # collection's metric families) FROM base.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
@@ -27,7 +28,8 @@
 set -euo pipefail
 
 readonly SUITE=trixie
-readonly ALL_IMAGES=(base spank-build controller worker login jail operator slurmdbd mariadb exporter prometheus)
+readonly ALL_IMAGES=(base spank-build controller worker login jail jail-core operator slurmdbd mariadb exporter
+  prometheus)
 # Python of the images (trixie's): wheels are fetched for it.
 readonly IMAGE_PYTHON=3.13
 
@@ -56,13 +58,23 @@ die() { log "error: $*"; exit 1; }
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
+# The folder an image is built from: its own, but jail-core is the jail's Dockerfile with
+# JAIL_CORE_PACKAGES (Python: the long checks run in the jail) instead of the user software.
+readonly JAIL_CORE_PACKAGES=python3
+folder_of() {
+  case "$1" in
+    jail-core) echo jail ;;
+    *) echo "$1" ;;
+  esac
+}
+
 # Parents of each image, in build order.
 parents_of() {
   case "$1" in
     base) echo rootfs ;;
     spank-build | operator | slurmdbd | mariadb | exporter | prometheus) echo base ;;
     # Every image that runs srun/sbatch needs the plugin: the clients load plugstack.conf too.
-    controller | worker | login | jail) echo "base spank-build" ;;
+    controller | worker | login | jail | jail-core) echo "base spank-build" ;;
     *) die "unknown image: $1 (known: ${ALL_IMAGES[*]})" ;;
   esac
 }
@@ -269,9 +281,9 @@ stage_shell_parts() {
 stage_context() {
   local name="$1" ctx="$staging/$1"
   mkdir -p "$ctx"
-  copy_tree "$here/$name" "$ctx"
+  copy_tree "$here/$(folder_of "$name")" "$ctx"
   case "$name" in
-    controller | worker | login | jail)
+    controller | worker | login | jail | jail-core)
       copy_tree "$here/common" "$ctx/common" --exclude=./lib --exclude=./roles
       stage_shell_parts "$name" "$ctx"
       write_constants_sh >"$ctx/common/constants.sh"
@@ -328,6 +340,7 @@ build_image() {
       args+=(--build-arg "$(echo "$parent" | tr 'a-z-' 'A-Z_')_IMAGE=${REF[$parent]}")
     fi
   done
+  [[ "$name" == jail-core ]] && args+=(--build-arg "JAIL_PACKAGES=$JAIL_CORE_PACKAGES")
   ctx="$(stage_context "$name")"
   tag="$(printf '%s\n' "$(hash_dir "$ctx")" "${args[@]}" | sha256sum | cut -c1-12)"
   ref="$prefix/$name:$tag"
@@ -338,7 +351,7 @@ build_image() {
     log "$ref is up to date"
     return 0
   fi
-  [[ "$name" == jail ]] && args+=(--build-arg "SLURMKUBE_IMAGE_TAG=$tag")
+  [[ "$name" == jail* ]] && args+=(--build-arg "SLURMKUBE_IMAGE_TAG=$tag")
   log "building $ref"
   local start=$SECONDS buildlog="$cache/logs/build-$name-$tag.$$.log"
   mkdir -p "$cache/logs"

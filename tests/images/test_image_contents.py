@@ -29,7 +29,7 @@ def test_every_slurm_image_carries_the_series_it_is_labelled_with(images):
     """slurmctld -V prints "slurm-wlm 26.05.5"; each image's label names the same Debian version."""
     out = docker("run", "--rm", images["controller"], "slurmctld", "-V").stdout
     assert " %s." % images_slurm_series_text() in out
-    for name in ("controller", "worker", "login", "jail", "slurmdbd", "exporter"):
+    for name in ("controller", "worker", "login", "jail", "jail-core", "slurmdbd", "exporter"):
         label = docker("image", "inspect", "--format", '{{index .Config.Labels "io.slurmkube.slurm-version"}}',
                        images[name]).stdout.strip()  # fmt: skip
         installed = docker("run", "--rm", "--entrypoint", "dpkg-query", images[name], "-W", "-f", "${Version}",
@@ -76,6 +76,23 @@ def test_jail_image_has_what_hpc_users_expect(images):
         docker("run", "--rm", images["jail"], "test", "-s", C.SPANK_PLUGIN_PATH)
 
 
+def test_the_core_jail_has_slurms_clients_python_and_the_populate_program_and_no_user_software(images):
+    """What a jail needs to work (the clients and their manuals, Python for the long checks, the
+    populate program, the plugin) and not the full jail's compilers, MPI and tools: a fifth of it."""
+    core = images["jail-core"]
+    docker("run", "--rm", core, "sh", "-c", "command -v srun sbatch squeue python3 >/dev/null"
+           " && test -x /usr/local/sbin/slurmkube-jail-populate && test -s /usr/local/lib/slurmkube/nodecheck.py"
+           " && test -s /usr/share/man/man1/sbatch.1.gz")  # fmt: skip
+    absent = docker("run", "--rm", core, "sh", "-c", "for t in gcc mpicc mpirun vim git ch-run; do"
+                    " command -v $t || true; done").stdout  # fmt: skip
+    assert absent == "", absent
+    env = docker("image", "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", core).stdout.split()
+    assert "SLURMKUBE_JAIL_VERSION=%s" % core.rsplit(":", 1)[1] in env, env
+    sizes = {name: int(docker("image", "inspect", "-f", "{{.Size}}", images[name]).stdout)
+             for name in ("jail", "jail-core")}
+    assert sizes["jail-core"] * 3 < sizes["jail"], sizes
+
+
 def test_operator_image_imports_its_handlers_unprivileged_on_a_read_only_root(images):
     script = (
         "import kubernetes, kopf, slurmkube_operator;"
@@ -87,7 +104,7 @@ def test_operator_image_imports_its_handlers_unprivileged_on_a_read_only_root(im
     assert "1.45" in docker("run", "--rm", images["operator"], "kopf", "--version").stdout
 
 
-@pytest.mark.parametrize("name", ["controller", "worker", "login", "jail"])
+@pytest.mark.parametrize("name", ["controller", "worker", "login", "jail", "jail-core"])
 def test_every_image_running_slurm_clients_has_the_spank_plugin(images, name):
     if not spank_plugin_expected():
         pytest.skip("spank/Makefile does not exist yet")
@@ -95,7 +112,7 @@ def test_every_image_running_slurm_clients_has_the_spank_plugin(images, name):
 
 
 def test_no_image_ships_a_munge_key_or_ssh_host_keys(images):
-    for name in ("controller", "worker", "login", "jail"):
+    for name in ("controller", "worker", "login", "jail", "jail-core"):
         docker(
             "run",
             "--rm",

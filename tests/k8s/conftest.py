@@ -33,7 +33,7 @@ from kube_helpers import (
     toolbox_archive,
 )
 from playbook_runner import run_module
-from slurm_helpers import SLURM_IMAGES, Operator
+from slurm_helpers import BUILT_AS, SLURM_IMAGES, Operator
 
 
 def pytest_collection_modifyitems(items: list) -> None:
@@ -41,11 +41,14 @@ def pytest_collection_modifyitems(items: list) -> None:
     cluster waits for its node image (cold, for the Kubernetes build). Then the modules that make
     kind clusters of their own, and the tests on the session's cluster last: it stays up to the
     session's end, and beside the other modules' clusters (quickstart's) it took CPU from them on a
-    two-core machine."""
+    two-core machine. Modules marked either_lane at the very end: whichever process gets there
+    first runs them."""
     def rank(item: pytest.Item) -> int:
         if not item.get_closest_marker("k8s"):
             return 0
-        return 1 if item.get_closest_marker("kind") else 2
+        if item.get_closest_marker("kind"):
+            return 1
+        return 3 if item.get_closest_marker("either_lane") else 2
 
     items.sort(key=rank)
 
@@ -81,14 +84,15 @@ def kube_cluster() -> Cluster:
 
 @pytest.fixture(scope="session")
 def slurm_images(kube_cluster: Cluster) -> dict:
-    """The project's images (Slurm and operator), built or found up to date, imported into the cluster."""
-    wanted = (*SLURM_IMAGES, "operator")
+    """The project's images (Slurm and operator), built or found up to date, imported into the
+    cluster; "jail" is the core jail (BUILT_AS)."""
+    wanted = (*(BUILT_AS[name] for name in SLURM_IMAGES), "operator")
     build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *wanted], capture_output=True,
                            text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
     load_images(*(refs[name] for name in wanted))
-    return refs
+    return dict(refs, **{name: refs[BUILT_AS[name]] for name in SLURM_IMAGES})
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from slurm_helpers import (
     TINY_NODES,
     Operator,
     SlurmView,
+    built_images,
     in_service,
     manifests,
     nodeset_manifest,
@@ -60,7 +61,9 @@ KEY_IN_POD = "/tmp/slurm-jobs-test-key"
 @pytest.fixture(scope="module")
 def slurm(kube_cluster: Cluster, slurm_images, operator: Operator) -> SlurmView:
     spec = dict(tiny_cluster_spec(), login={"replicas": 1, "resources": TINY})
-    with running_cluster(kube_cluster, operator, CLUSTER, slurm_images, spec,
+    # The full jail (not the test clusters' core one): its compilers and MPI are what jobs here use.
+    images = dict(slurm_images, **built_images("jail"))
+    with running_cluster(kube_cluster, operator, CLUSTER, images, spec,
                          [(NODESET, len(NODES), WIDE)]) as slurm:
         yield slurm
 

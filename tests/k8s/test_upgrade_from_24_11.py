@@ -34,8 +34,9 @@ pytestmark = pytest.mark.k8s
 
 CLUSTER = "old"
 OLD_SERIES = "24.11"
-# What a 24.11 cluster runs from its own images; MariaDB carries no Slurm.
-OLD_BUILT = ("controller", "worker", "slurmdbd", "jail")
+# What a 24.11 cluster runs from its own images (the core jail, as every test cluster's: BUILT_AS);
+# MariaDB carries no Slurm.
+OLD_BUILT = ("controller", "worker", "slurmdbd", "jail-core")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,8 @@ def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
     if images_slurm_series_text() == OLD_SERIES:
         pytest.skip("this run's images are 24.11 already")
     new = with_accounting_images(slurm_images)
-    old = dict(new, **built_images(*OLD_BUILT, series=OLD_SERIES))
+    old = built_images(*OLD_BUILT, series=OLD_SERIES)
+    old = dict(new, **old, jail=old["jail-core"])
     return {"new": new, "old": old}
 
 
