@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
@@ -20,6 +22,10 @@ ensure_importable()
 # Seconds spent per test module (setup, call and teardown), printed at the end: where the CI
 # budget goes, by module, in every CI log (what to split or trim by).
 _MODULE_SECONDS: Dict[str, float] = {}
+# When each module's first test began and its last ended (wall clock): with SLURMKUBE_TEST_EPOCH
+# (tests/run's start, set by it) the summary says when each ran, so a CI log shows each lane's
+# timeline (what waited for a build, which lane ended last), not only sums.
+_MODULE_SPANS: Dict[str, List[float]] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -33,6 +39,34 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("seconds per test module")
         for module, seconds in slow:
             terminalreporter.write_line("%8.1fs %s" % (seconds, module))
+    epoch = os.environ.get("SLURMKUBE_TEST_EPOCH")
+    if epoch and _MODULE_SPANS:
+        terminalreporter.section("when each module ran (seconds since tests/run began)")
+        for module, (began, ended) in _MODULE_SPANS.items():
+            terminalreporter.write_line("%6.0f to %6.0f %s" % (began - float(epoch), ended - float(epoch), module))
+
+
+# Module -> whether this process runs it (either_lane modules under tests/run).
+_CLAIMED: Dict[str, bool] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An either_lane module runs in the tests/run process that reaches it first: it claims the
+    module with a file in SLURMKUBE_TEST_CLAIMS (made by tests/run for both), and the other skips
+    it before any fixture is set up. Without that variable (pytest run by hand) every module runs."""
+    claims = os.environ.get("SLURMKUBE_TEST_CLAIMS")
+    if not claims or not item.get_closest_marker("either_lane"):
+        return
+    module = item.nodeid.split("::", 1)[0]
+    if module not in _CLAIMED:
+        try:
+            os.close(os.open(os.path.join(claims, module.replace("/", "_")), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            _CLAIMED[module] = True
+        except FileExistsError:
+            _CLAIMED[module] = False
+    if not _CLAIMED[module]:
+        pytest.skip("run by tests/run's other pytest, which reached this module first")
 
 
 # The test running now and the project's root, for the report of an interrupted run.
@@ -45,10 +79,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_runtest_logstart(nodeid: str) -> None:
     _RUNNING["nodeid"] = nodeid
+    now = time.time()
+    _MODULE_SPANS.setdefault(nodeid.split("::", 1)[0], [now, now])
 
 
-def pytest_runtest_logfinish() -> None:
+def pytest_runtest_logfinish(nodeid: str) -> None:
     _RUNNING["nodeid"] = ""
+    _MODULE_SPANS[nodeid.split("::", 1)[0]][1] = time.time()
 
 
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:

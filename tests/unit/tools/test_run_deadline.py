@@ -1,4 +1,5 @@
-"""A run interrupted at tests/run's deadline says which test was running and where it waited.
+"""A run interrupted at tests/run's deadline says which test was running, where it waited and when
+each module ran.
 
 tests/run interrupts what still runs at its deadline as ^C would (`timeout --signal=INT`), so that
 a hang ends in a report rather than in CI's silent time-out. pytest's own report names only the
@@ -9,8 +10,10 @@ with that conftest runs a test whose fixture hangs, under the same `timeout` cal
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from collection_path import REPO
@@ -35,9 +38,11 @@ def test_waits(stuck):
 """
 
 
-def test_an_interrupted_run_names_the_test_and_the_fixture_it_waited_in(tmp_path: Path):
+def test_an_interrupted_run_names_the_test_and_the_fixture_it_waited_in_and_when_each_module_ran(tmp_path: Path):
     (tmp_path / "test_hangs.py").write_text(HANGING)
-    env = dict(os.environ, PYTHONPATH=f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    # tests/run's start, 100 s ago: the summary says when each module ran, counted from it.
+    env = dict(os.environ, PYTHONPATH=f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               SLURMKUBE_TEST_EPOCH=str(time.time() - 100))
     pytest_cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "conftest", "test_hangs.py"]
     run = subprocess.run(["timeout", "--signal=INT", "--kill-after=30", "5", *pytest_cmd], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
@@ -45,3 +50,7 @@ def test_an_interrupted_run_names_the_test_and_the_fixture_it_waited_in(tmp_path
     assert "interrupted in test_hangs.py::test_waits" in run.stderr, run.stderr
     assert f"at {tmp_path / 'test_hangs.py'}:7, stuck" in run.stderr, run.stderr
     assert "1 passed" in run.stdout, run.stdout
+    # The interrupted module too, up to its last test that ended.
+    spans = re.search(r"when each module ran \(seconds since tests/run began\) =+\n\s*(\d+) to\s+(\d+) test_hangs.py\n",
+                      run.stdout)
+    assert spans and 100 <= int(spans.group(1)) <= int(spans.group(2)) < 130, run.stdout
