@@ -37,7 +37,9 @@ from slurm_helpers import (
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
-pytestmark = pytest.mark.k8s
+# On one Kubernetes node or several: in whichever of tests/run's two pytest processes reaches it
+# first (either_lane).
+pytestmark = [pytest.mark.k8s, pytest.mark.either_lane]
 
 CLUSTER = "upg"
 CONTROLLER_POD = "%s-controller-0" % CLUSTER

@@ -30,7 +30,9 @@ from slurm_helpers import (
 sys.path.insert(0, str(REPO / "tests"))
 from slurm_release import images_slurm_series_text
 
-pytestmark = pytest.mark.k8s
+# On one Kubernetes node or several: in whichever of tests/run's two pytest processes reaches it
+# first (either_lane).
+pytestmark = [pytest.mark.k8s, pytest.mark.either_lane]
 
 CLUSTER = "old"
 OLD_SERIES = "24.11"
