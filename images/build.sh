@@ -10,7 +10,7 @@
 # slurmkube/rootfs; `base` is built FROM it; controller, worker, login and jail FROM base,
 # each with the SPANK plugin copied out of the `spank-build` image (Slurm's clients load
 # plugstack.conf too); jail-core is the jail without user software (images/jail/Dockerfile with
-# JAIL_PACKAGES=python3); operator runs kopf with the collection; slurmdbd and mariadb (the
+# JAIL_PACKAGES="python3 curl"); operator runs kopf with the collection; slurmdbd and mariadb (the
 # accounting daemon and its in-cluster database) and exporter (Prometheus, with the
 # collection's metric families) FROM base.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
@@ -59,8 +59,9 @@ die() { log "error: $*"; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
 # The folder an image is built from: its own, but jail-core is the jail's Dockerfile with
-# JAIL_CORE_PACKAGES (Python: the long checks run in the jail) instead of the user software.
-readonly JAIL_CORE_PACKAGES=python3
+# JAIL_CORE_PACKAGES instead of the user software: Python (the long checks run in the jail) and
+# curl (slurmrestd from jobs and from pods running the jail image).
+readonly JAIL_CORE_PACKAGES="python3 curl"
 folder_of() {
   case "$1" in
     jail-core) echo jail ;;

@@ -77,10 +77,10 @@ def test_jail_image_has_what_hpc_users_expect(images):
 
 
 def test_the_core_jail_has_slurms_clients_python_and_the_populate_program_and_no_user_software(images):
-    """What a jail needs to work (the clients and their manuals, Python for the long checks, the
-    populate program, the plugin) and not the full jail's compilers, MPI and tools: a fifth of it."""
+    """What a jail needs to work (the clients and their manuals, Python for the long checks, curl for
+    slurmrestd, the populate program, the plugin) and not the full jail's compilers, MPI and tools: a fifth of it."""
     core = images["jail-core"]
-    docker("run", "--rm", core, "sh", "-c", "command -v srun sbatch squeue python3 >/dev/null"
+    docker("run", "--rm", core, "sh", "-c", "command -v srun sbatch squeue python3 curl >/dev/null"
            " && test -x /usr/local/sbin/slurmkube-jail-populate && test -s /usr/local/lib/slurmkube/nodecheck.py"
            " && test -s /usr/share/man/man1/sbatch.1.gz")  # fmt: skip
     absent = docker("run", "--rm", core, "sh", "-c", "for t in gcc mpicc mpirun vim git ch-run; do"
