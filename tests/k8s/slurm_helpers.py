@@ -19,11 +19,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster i
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
 # The built image each of those is (images/build.sh names). The test clusters' jail is the core one
-# (Slurm's clients, the plugin, Python, curl: test_accounting's REST clients run it): a fifth of the full jail's size, so each cluster's populate
-# Job copies ~0.3 GB instead of 1.3 GB (65 s in a cold CI run, for every cluster) and the session
-# clusters' nodes import that much less. What the full jail holds is proven where jobs use it:
-# test_slurm_jobs (MPI built and run in it), test_quickstart (site.yml's default images) and
-# tests/images (the docker tier).
+# (Slurm's clients, the plugin, Python, curl: test_accounting's REST clients run it): a fifth of the
+# full jail's size, so each cluster's populate Job copies ~0.3 GB instead of 1.3 GB (65 s in a cold
+# CI run, for every cluster) and the session clusters' nodes import that much less. What the full
+# jail holds is proven where jobs use it: test_slurm_jobs (MPI built and run in it), test_quickstart
+# (site.yml's default images) and tests/images (the docker tier).
 BUILT_AS = {"controller": "controller", "worker": "worker", "login": "login", "jail": "jail-core"}
 ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
 SMALL = {"cpu": "100m", "memory": "256Mi"}
