@@ -9,7 +9,6 @@ Modules marked `kind` make kind clusters of their own.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -29,11 +28,10 @@ from kube_helpers import (
     Cluster,
     exported_env,
     kind,
-    load_images,
     toolbox_archive,
 )
 from playbook_runner import run_module
-from slurm_helpers import BUILT_AS, SLURM_IMAGES, Operator
+from slurm_helpers import SLURM_IMAGES, Operator, built_cluster_images
 
 
 def pytest_collection_modifyitems(items: list) -> None:
@@ -86,13 +84,7 @@ def kube_cluster() -> Cluster:
 def slurm_images(kube_cluster: Cluster) -> dict:
     """The project's images (Slurm and operator), built or found up to date, imported into the
     cluster; "jail" is the core jail (BUILT_AS)."""
-    wanted = (*(BUILT_AS[name] for name in SLURM_IMAGES), "operator")
-    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *wanted], capture_output=True,
-                           text=True, timeout=3600, check=False)
-    assert build.returncode == 0, build.stderr[-4000:]
-    refs = json.loads(build.stdout)
-    load_images(*(refs[name] for name in wanted))
-    return dict(refs, **{name: refs[BUILT_AS[name]] for name in SLURM_IMAGES})
+    return built_cluster_images(*SLURM_IMAGES, "operator")
 
 
 @pytest.fixture(scope="session")

@@ -18,13 +18,14 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import is_ready
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
-# The built image each of those is (images/build.sh names). The test clusters' jail is the core one
+# The spec.images keys whose image, in the test clusters, is another build (images/build.sh names
+# the rest as the keys). The test clusters' jail is the core one
 # (Slurm's clients, the plugin, Python, curl: test_accounting's REST clients run it): a fifth of the
 # full jail's size, so each cluster's populate Job copies ~0.3 GB instead of 1.3 GB (65 s in a cold
 # CI run, for every cluster) and the session clusters' nodes import that much less. What the full
 # jail holds is proven where jobs use it: test_slurm_jobs (MPI built and run in it), test_quickstart
 # (site.yml's default images) and tests/images (the docker tier).
-BUILT_AS = {"controller": "controller", "worker": "worker", "login": "login", "jail": "jail-core"}
+BUILT_AS = {"jail": "jail-core"}
 ACCOUNTING_IMAGES = ("slurmdbd", "mariadb")
 SMALL = {"cpu": "100m", "memory": "256Mi"}
 # The local cluster's two cores are shared by every test cluster: ask the scheduler for little.
@@ -257,6 +258,12 @@ def built_images(*names: str, series: str = "") -> Dict[str, str]:
     refs = json.loads(build.stdout)
     load_images(*(refs[name] for name in names))
     return {name: refs[name] for name in names}
+
+
+def built_cluster_images(*names: str, series: str = "") -> Dict[str, str]:
+    """The images of spec.images keys NAMES, built as BUILT_AS says (by built_images), by those keys."""
+    built = built_images(*(BUILT_AS.get(name, name) for name in names), series=series)
+    return {name: built[BUILT_AS.get(name, name)] for name in names}
 
 
 def with_accounting_images(slurm_images: Mapping[str, str]) -> Dict[str, str]:

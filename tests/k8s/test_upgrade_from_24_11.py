@@ -19,7 +19,7 @@ from slurm_helpers import (
     TINY_NODES,
     Operator,
     SlurmView,
-    built_images,
+    built_cluster_images,
     cluster_status,
     running_cluster,
     tiny_cluster_spec,
@@ -38,7 +38,7 @@ CLUSTER = "old"
 OLD_SERIES = "24.11"
 # What a 24.11 cluster runs from its own images (the core jail, as every test cluster's: BUILT_AS);
 # MariaDB carries no Slurm.
-OLD_BUILT = ("controller", "worker", "slurmdbd", "jail-core")
+OLD_BUILT = ("controller", "worker", "slurmdbd", "jail")
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +47,7 @@ def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
     if images_slurm_series_text() == OLD_SERIES:
         pytest.skip("this run's images are 24.11 already")
     new = with_accounting_images(slurm_images)
-    old = built_images(*OLD_BUILT, series=OLD_SERIES)
-    old = dict(new, **old, jail=old["jail-core"])
+    old = dict(new, **built_cluster_images(*OLD_BUILT, series=OLD_SERIES))
     return {"new": new, "old": old}
 
 
