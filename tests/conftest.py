@@ -26,6 +26,9 @@ _MODULE_SECONDS: Dict[str, float] = {}
 # (tests/run's start, set by it) the summary says when each ran, so a CI log shows each lane's
 # timeline (what waited for a build, which lane ended last), not only sums.
 _MODULE_SPANS: Dict[str, List[float]] = {}
+# Consecutive modules shorter than this share a row of the timeline: the unit tier's hundred-odd
+# modules pushed the first lane's timeline out of the CI log's tail.
+TIMELINE_MIN_SECONDS = 10
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -42,8 +45,32 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     epoch = os.environ.get("SLURMKUBE_TEST_EPOCH")
     if epoch and _MODULE_SPANS:
         terminalreporter.section("when each module ran (seconds since tests/run began)")
-        for module, (began, ended) in _MODULE_SPANS.items():
-            terminalreporter.write_line("%6.0f to %6.0f %s" % (began - float(epoch), ended - float(epoch), module))
+        for began, ended, what in timeline_rows(_MODULE_SPANS):
+            terminalreporter.write_line("%6.0f to %6.0f %s" % (began - float(epoch), ended - float(epoch), what))
+
+
+def timeline_rows(spans: Dict[str, List[float]]) -> List[tuple]:
+    """(began, ended, what) per module, in the order they ran; consecutive modules of under
+    TIMELINE_MIN_SECONDS each share one row that counts them."""
+    rows: List[tuple] = []
+    run: List[tuple] = []
+
+    def close_run() -> None:
+        if len(run) == 1:
+            rows.append(run[0])
+        elif run:
+            rows.append((run[0][0], run[-1][1], "%d modules of under %d s each, %s to %s"
+                         % (len(run), TIMELINE_MIN_SECONDS, run[0][2], run[-1][2])))
+        run.clear()
+
+    for module, (began, ended) in spans.items():
+        if ended - began < TIMELINE_MIN_SECONDS:
+            run.append((began, ended, module))
+            continue
+        close_run()
+        rows.append((began, ended, module))
+    close_run()
+    return rows
 
 
 # Module -> whether this process runs it (either_lane modules under tests/run).

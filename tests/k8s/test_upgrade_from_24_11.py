@@ -86,7 +86,10 @@ def test_a_24_11_cluster_upgraded_in_place_keeps_its_jobs_and_history(slurm: Slu
         {"spec": {"images": {n: new[n] for n in (*SLURM_IMAGES, "slurmdbd")}}}))
 
     def explain() -> str:
-        return json.dumps(cluster_status(kube, CLUSTER)) + operator.logs()[-3000:]
+        jobs = kube.exec("%s-controller-0" % CLUSTER, "scontrol", "show", "job", check=False)
+        return "\n".join((json.dumps(cluster_status(kube, CLUSTER)),
+                          "sacct: %s" % sacct_states(slurm, [history, running, pending]),
+                          jobs.stdout[-2500:] + jobs.stderr[-500:], operator.logs()[-3000:]))
 
     def upgraded() -> dict:
         status = cluster_status(kube, CLUSTER).get("slurm") or {}

@@ -231,9 +231,16 @@ class Kube:
 
     def exec(self, namespace: str, pod: str, container: str, command: Sequence[str],
              timeout: int = 60) -> Tuple[int, str, str]:
-        """Run a command in a container through the exec API: (exit code, stdout, stderr)."""
+        """Run a command in a container through the exec API: (exit code, stdout, stderr).
+
+        On an ApiClient of its own: the library's stream() swaps the client's call_api for a
+        websocket one while it runs and then puts back what it found. On the client the
+        operator's threads share, their calls went over websocket meanwhile ("Handshake status
+        200 OK"), and two execs that overlapped left the swap in place for good: a CI run's
+        operator then failed every list and patch until it restarted."""
+        own = ApiClient(self.client.configuration)
         try:
-            resp = stream(CoreV1Api(self.client).connect_get_namespaced_pod_exec, pod, namespace,
+            resp = stream(CoreV1Api(own).connect_get_namespaced_pod_exec, pod, namespace,
                           container=container, command=list(command), stderr=True, stdin=False,
                           stdout=True, tty=False, _preload_content=False)
             resp.run_forever(timeout=timeout)
@@ -242,4 +249,6 @@ class Kube:
             resp.close()
         except Exception as exc:
             raise KubeError("cannot exec %s in %s/%s: %s" % (command[0], namespace, pod, error_cause(exc))) from exc
+        finally:
+            own.close()
         return (code if code is not None else -1), out or "", err or ""

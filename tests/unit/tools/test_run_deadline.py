@@ -9,6 +9,7 @@ with that conftest runs a test whose fixture hangs, under the same `timeout` cal
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -54,3 +55,18 @@ def test_an_interrupted_run_names_the_test_and_the_fixture_it_waited_in_and_when
     spans = re.search(r"when each module ran \(seconds since tests/run began\) =+\n\s*(\d+) to\s+(\d+) test_hangs.py\n",
                       run.stdout)
     assert spans and 100 <= int(spans.group(1)) <= int(spans.group(2)) < 130, run.stdout
+
+
+def test_the_timeline_lists_long_modules_and_counts_each_stretch_of_short_ones_in_one_row():
+    spec = importlib.util.spec_from_file_location("tests_conftest", TESTS / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    spans = {"a.py": [0.0, 1.0], "b.py": [1.0, 3.0], "long.py": [3.0, 300.0], "c.py": [300.0, 302.0],
+             "last.py": [302.0, 303.0], "alone_long.py": [303.0, 400.0], "tail.py": [400.0, 401.0]}
+    assert conftest.timeline_rows(spans) == [
+        (0.0, 3.0, "2 modules of under 10 s each, a.py to b.py"),
+        (3.0, 300.0, "long.py"),
+        (300.0, 303.0, "2 modules of under 10 s each, c.py to last.py"),
+        (303.0, 400.0, "alone_long.py"),
+        (400.0, 401.0, "tail.py"),
+    ]

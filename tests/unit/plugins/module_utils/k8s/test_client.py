@@ -1,0 +1,32 @@
+"""An exec never routes the calls of the client the operator's threads share over websocket.
+
+The kubernetes library's stream() swaps the call_api of the ApiClient it is given for a
+websocket one while the exec runs. Here the websocket is refused at the point it would connect,
+and what the shared client's call_api is at that moment is recorded.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.stream import ws_client
+
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+
+
+def test_while_an_exec_connects_the_shared_clients_calls_still_go_over_plain_https(monkeypatch):
+    shared = ApiClient(Configuration(host="https://127.0.0.1:1"))
+    plain = shared.call_api
+    kube = Kube.__new__(Kube)  # without its discovery client, which asks a server at once
+    kube.client = shared
+    seen = []
+
+    def connect(configuration, url, headers=None):
+        seen.append(shared.call_api == plain)
+        raise ConnectionRefusedError("no API server in a unit test")
+
+    monkeypatch.setattr(ws_client, "create_websocket", connect)
+    with pytest.raises(KubeError, match="cannot exec sinfo in ns/pod"):
+        kube.exec("ns", "pod", "slurmctld", ["sinfo"])
+    assert seen == [True]
+    assert shared.call_api == plain
