@@ -145,6 +145,8 @@ CGROUP_MOUNT_DIR = "/run/slurmkube/cgroup"
 SPANK_PLUGIN_PATH = "/usr/lib/slurmkube/spank_jail.so"
 # Runs the jail's own tools (useradd, ...) as a root job's task runs: never as the pod's root.
 JAIL_RUN_PROGRAM = "/usr/lib/slurmkube/slurmkube-jail-run"
+# Ends a bridge job with its pods' exit code (slurm_complete_job): no Slurm command does.
+COMPLETE_JOB_PROGRAM = "/usr/lib/slurmkube/slurmkube-complete-job"
 HEALTHCHECK_PROGRAM = "/usr/local/sbin/slurmkube-healthcheck"
 # slurmctld's and slurmd's readiness probe: Slurm's own GET /readyz on the daemon's port.
 READY_PROGRAM = "/usr/local/sbin/slurmkube-ready"

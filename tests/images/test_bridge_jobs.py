@@ -1,7 +1,8 @@
 """The bridge's Slurm half on real daemons (the docker tier's slurmctld and slurmd): external jobs
 made by the operator's own code (slurm/external.py) hold CPUs on an ordinary node beside native
-jobs, core by core, a request that does not fit waits until one of them ends, and one larger than
-any node waits with Slurm's reason (PartitionConfig)."""
+jobs, core by core, a request that does not fit waits until one of them ends, one larger than
+any node waits with Slurm's reason (PartitionConfig), and a job ends COMPLETED or FAILED with the
+exit code its pods ended with."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 import pytest
 from docker_cluster import CONTROLLER_POD, WIDE_MODEL, WIDE_NODE, WORKERS, Cluster, remove_worker, wait_for
 
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmError
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJobRequest, ExternalJobs
 
 pytestmark = pytest.mark.slurm
@@ -72,3 +74,25 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
         assert {j.job_id: j.state for j in jobs.listed()}[pod] == "CANCELLED"
     finally:
         cluster.exec(CONTROLLER_POD, "scancel", native, str(pod), str(third), check=False)
+
+
+def test_an_external_job_ends_as_its_pods_did_completed_or_failed_with_their_exit_code(cluster, wide):
+    """slurmkube-complete-job (the controller image's): what sacct and squeue then say of a bridge
+    job is how its pods ended, not that someone cancelled it."""
+    jobs = external_jobs(cluster)
+    done, broken = (jobs.submit(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
+                                                   mem_per_cpu_mib=64)) for g in ("done", "broken"))  # fmt: skip
+    try:
+        wait_for("both jobs run", lambda: {state(cluster, done), state(cluster, broken)} == {"RUNNING"}, timeout=60)
+        jobs.complete(done, 0)
+        jobs.complete(broken, 3)
+        wait_for("the jobs end as their pods did", lambda: (state(cluster, done), state(cluster, broken))
+                 == ("COMPLETED", "FAILED"), timeout=30)  # fmt: skip
+        shown = cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", str(broken)).stdout
+        assert "ExitCode=3:0" in shown, shown
+        with pytest.raises(SlurmError, match="already"):
+            jobs.complete(done, 0)
+        usage = cluster.exec(CONTROLLER_POD, C.COMPLETE_JOB_PROGRAM, str(done), "256", check=False)
+        assert usage.returncode == 2 and "EXITCODE 0-255" in usage.stderr, usage.stderr
+    finally:
+        cluster.exec(CONTROLLER_POD, "scancel", str(done), str(broken), check=False)

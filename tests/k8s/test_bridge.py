@@ -2,7 +2,7 @@
 two workers) with real slurmctld, slurmd, slurmdbd and MariaDB: pods created in an opted-in
 namespace get the bridge's scheduler at admission, wait for their Slurm job, run on the Kubernetes
 nodes of the Slurm nodes it got, share a node with a native job core by core, and their job is in
-sacct under the account they name. Pod deleted: job cancelled; job cancelled: pods ended;
+sacct under the account they name, COMPLETED when they succeeded. Pod deleted: job cancelled; job cancelled: pods ended;
 slurmctld and the operator restarted: nothing killed, nothing submitted twice; a pod's Kubernetes
 node lost: the pod deleted by force after the timeout, its job ended.
 """
@@ -144,10 +144,11 @@ def test_a_job_of_two_pods_runs_where_its_slurm_job_was_placed_and_is_accounted_
         bridged.worker_host(p["metadata"]["annotations"][C.ANNOTATION_SLURM_NODE]) for p in pods)
     wait_for(lambda: json.loads(bridged.kubectl("get", "job", "train", "-o", "json").stdout)
              .get("status", {}).get("succeeded") == 2, 180, 2, explain=bridged.explain)
-    # The pods done, their job ends: it is in sacct with the name and account users see in squeue.
+    # The pods done, their job ends as they did: it is in sacct, COMPLETED with their exit code, with
+    # the name and account users see in squeue.
     wait_for(lambda: not bridged.squeue("-j", job_id, "-t", "PD,R"), 60, 2, explain=bridged.explain)
-    row = bridged.slurm.run("sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName,Account,AllocCPUS")
-    assert row.split() == ["%s/train|%s|2" % (ns, ACCOUNT)]
+    row = bridged.slurm.run("sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName,Account,AllocCPUS,State,ExitCode")
+    assert row.split() == ["%s/train|%s|2|COMPLETED|0:0" % (ns, ACCOUNT)]
 
 
 def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_waits_then_pod_and_job_follow_each_other(bridged):

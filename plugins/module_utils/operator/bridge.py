@@ -34,6 +34,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.problems impo
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
     BridgePlan,
+    Complete,
     Group,
     Hold,
     controller_owner,
@@ -69,6 +70,7 @@ class CycleReport:
     submitted: int = 0
     bound: int = 0
     cancelled: int = 0
+    completed: int = 0
     ended: int = 0
     slurm_calls: int = 0
     api_calls: int = 0
@@ -77,11 +79,11 @@ class CycleReport:
 
     @property
     def acted(self) -> bool:
-        return bool(self.submitted or self.bound or self.cancelled or self.ended)
+        return bool(self.submitted or self.bound or self.cancelled or self.completed or self.ended)
 
     def summary(self) -> str:
-        return ("%d job(s) submitted, %d pod(s) bound, %d job(s) cancelled, %d pod(s) ended"
-                % (self.submitted, self.bound, self.cancelled, self.ended))
+        return ("%d job(s) submitted, %d pod(s) bound, %d job(s) cancelled, %d job(s) completed, %d pod(s) ended"
+                % (self.submitted, self.bound, self.cancelled, self.completed, self.ended))
 
 
 def bridged_pods(kube: Kube, namespaces: Sequence[str]) -> List[Dict[str, Any]]:
@@ -256,6 +258,8 @@ class BridgeCycle:
             for cancel in plan.cancels:
                 self.event(cluster, "Normal", "BridgeJobCancelled",
                            "cancelled Slurm job %d: %s" % (cancel.job_id, cancel.why))
+        for done in plan.completes:
+            self.complete(cluster, done, jobs)
         self.report.api_calls += len(plan.ends) + len(plan.forced)
         for end in plan.ends:
             pod = pods["%s/%s" % (end.namespace, end.pod)]
@@ -268,6 +272,23 @@ class BridgeCycle:
                 self.report.ended += 1
                 self.event(pod, "Warning", "BridgeNodeLost", "deleted by force, without its kubelet's word: %s"
                            % end.why)
+
+    def complete(self, cluster: Mapping[str, Any], done: Complete, jobs: ExternalJobs) -> None:
+        """End a job as its pods ended; cancelled when Slurm refuses (an image without the tool, a
+        job that ended meanwhile): it must not hold its nodes for want of an exit code."""
+        self.report.slurm_calls += 1
+        try:
+            jobs.complete(done.job_id, done.exit_code)
+        except SlurmError as exc:
+            jobs.cancel([done.job_id])
+            self.report.slurm_calls += 1
+            self.report.cancelled += 1
+            self.event(cluster, "Warning", "BridgeJobCancelled", "cancelled Slurm job %d, %s: Slurm did not "
+                       "take its exit code %d: %s" % (done.job_id, done.why, done.exit_code, exc))
+            return
+        self.report.completed += 1
+        self.event(cluster, "Normal", "BridgeJobCompleted", "completed Slurm job %d with exit code %d: %s"
+                   % (done.job_id, done.exit_code, done.why))
 
     def submit(self, request: Any, gang: List[Mapping[str, Any]], jobs: ExternalJobs) -> None:
         now = self.clock()

@@ -12,8 +12,10 @@ a second one. A pod is labelled with its job's id and the Slurm node it got befo
 a restart also finishes a binding it began.
 
 Fail-closed: a pod is ended only when Slurm reports its job ended (cancelled, preempted, timed
-out); a job is cancelled only when none of its pods is left, a terminating pod counting until
-its containers are gone, so Slurm never gives away what a pod still holds. The one exception is a
+out); a job is ended only when none of its pods is left, a terminating pod counting until its
+containers are gone, so Slurm never gives away what a pod still holds. A running job whose pods
+ran to their end is completed with their exit code (COMPLETED, or FAILED and the code, in sacct);
+one whose pods were deleted is cancelled. The one exception is a
 pod whose Kubernetes node has stopped reporting for spec.bridge.lostNodeTimeoutSeconds: its
 containers' end will never be confirmed, so it is deleted by force and its gang's job cancelled.
 """
@@ -66,6 +68,15 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Complete:
+    """A running job whose pods all ended: EXIT_CODE is the code Slurm records (0: COMPLETED)."""
+
+    job_id: int
+    exit_code: int
+    why: str
+
+
+@dataclass(frozen=True)
 class EndPod:
     namespace: str
     pod: str
@@ -110,6 +121,7 @@ class BridgePlan:
     submits: List[Submit] = field(default_factory=list)
     binds: List[Bind] = field(default_factory=list)
     cancels: List[Cancel] = field(default_factory=list)
+    completes: List[Complete] = field(default_factory=list)
     ends: List[EndPod] = field(default_factory=list)
     forced: List[EndPod] = field(default_factory=list)  # deleted without waiting for their kubelet
     details: List[int] = field(default_factory=list)  # running jobs whose CPUs per node binding needs
@@ -124,6 +136,17 @@ def pod_key(pod: Mapping[str, Any]) -> str:
 def is_gone(pod: Mapping[str, Any]) -> bool:
     """Its containers have stopped: what it held may go to others."""
     return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def gang_exit_code(pods: Sequence[Mapping[str, Any]]) -> int:
+    """What ended pods say to Slurm: 0 when every one succeeded, else the highest exit code of a
+    failed pod's containers (1 when none gives one; 255 at most, as for any job)."""
+    failed = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Failed"]
+    if not failed:
+        return 0
+    codes = [((status.get("state") or {}).get("terminated") or {}).get("exitCode") or 0
+             for pod in failed for status in (pod.get("status") or {}).get("containerStatuses") or ()]
+    return min(max([code for code in codes if code > 0] or [1]), 255)
 
 
 def job_label(pod: Mapping[str, Any]) -> Optional[int]:
@@ -286,6 +309,7 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
     by_id = {j.job_id: j for j in jobs}
     latest_by_gang = {j.gang: j for j in sorted(jobs, key=lambda j: j.job_id)}
     held_by: Dict[int, int] = {}  # job id -> its pods still holding resources
+    finished: Dict[int, List[Mapping[str, Any]]] = {}  # job id -> its pods that ran to their end
     lost_jobs: Dict[int, str] = {}  # job id -> why it is cancelled
     waiting = []
     for pod in pods:
@@ -303,6 +327,8 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
             continue
         if not is_gone(pod):
             held_by[job_id] = held_by.get(job_id, 0) + 1
+        else:
+            finished.setdefault(job_id, []).append(pod)
         plan_labelled(plan, pod, by_id.get(job_id), hosts)
     claimed = set()
     gangs, plan.holds = gangs_of(waiting, sizes, unknown or {})
@@ -314,8 +340,20 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
         if job.job_id in lost_jobs:
             plan.cancels.append(Cancel(job.job_id, lost_jobs[job.job_id]))
         elif job.gang not in claimed and not held_by.get(job.job_id):
-            plan.cancels.append(Cancel(job.job_id, "none of its pods is left"))
+            plan_job_end(plan, job, finished.get(job.job_id, []))
     return plan
+
+
+def plan_job_end(plan: BridgePlan, job: ExternalJob, finished: Sequence[Mapping[str, Any]]) -> None:
+    """A job none of whose pods holds anything: completed with its pods' exit code when it ran and
+    they ran to their end, else cancelled (its pods were deleted, or it never started)."""
+    if job.running and finished:
+        code = gang_exit_code(finished)
+        outcome = "succeeded" if code == 0 else "failed"
+        plan.completes.append(Complete(job.job_id, code, "its pods %s (%s)" % (
+            outcome, ", ".join(sorted(pod_key(p) for p in finished)))))
+    else:
+        plan.cancels.append(Cancel(job.job_id, "none of its pods is left"))
 
 
 def plan_labelled(plan: BridgePlan, pod: Mapping[str, Any], job: Optional[ExternalJob],

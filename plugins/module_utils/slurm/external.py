@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 
 COMMENT_PREFIX = "slurmkube-bridge:"
@@ -184,3 +185,8 @@ class ExternalJobs:
     def cancel(self, job_ids: Sequence[int]) -> None:
         """End the jobs (their pods are gone): Slurm frees what they held at once."""
         self.slurm.cancel(job_ids)
+
+    def complete(self, job_id: int, exit_code: int) -> None:
+        """End a running job as its pods ended: COMPLETED for 0, else FAILED with EXIT_CODE (what
+        sacct shows); SlurmError with Slurm's word when it refuses (the job already ended)."""
+        self.slurm.output([C.COMPLETE_JOB_PROGRAM, str(job_id), str(exit_code)])

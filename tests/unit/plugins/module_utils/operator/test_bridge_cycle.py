@@ -26,7 +26,7 @@ class FakeSlurm:
 
     def __init__(self, jobs=(), refuse=""):
         self.jobs, self.refuse, self.submitted, self.cancelled, self.lists = list(jobs), refuse, [], [], 0
-        self.details = []
+        self.details, self.completed, self.refuse_completion = [], [], ""
 
     def listed(self):
         self.lists += 1
@@ -45,6 +45,11 @@ class FakeSlurm:
 
     def cancel(self, job_ids):
         self.cancelled.extend(job_ids)
+
+    def complete(self, job_id, exit_code):
+        if self.refuse_completion:
+            raise SlurmError(self.refuse_completion)
+        self.completed.append((job_id, exit_code))
 
 
 def kube_with(*pods):
@@ -110,6 +115,34 @@ def test_a_pod_whose_job_ended_is_deleted_with_an_event():
     assert cycle(kube, slurm, BridgeMemory()).ended == 1
     assert kube.get("v1", "Pod", "p", "ml") is None
     assert kube.events[-1][2] == "SlurmJobEnded" and "PREEMPTED" in kube.events[-1][3]
+
+
+RUNNING_41 = ExternalJob(41, "g", "RUNNING", "", (("demo-cpu-0", 1),))
+
+
+def ended_pod(phase):
+    ended = dict(pod("p"), status={"phase": phase, "containerStatuses": [
+        {"name": "c", "state": {"terminated": {"exitCode": 0 if phase == "Succeeded" else 2}}}]})
+    ended["metadata"]["labels"] = {C.LABEL_SLURM_JOB: "41"}
+    ended["spec"] = dict(ended["spec"], nodeName="kind-worker")
+    return ended
+
+
+def test_a_running_job_whose_pod_ran_out_is_completed_with_its_exit_code_and_an_event():
+    for phase, code in (("Succeeded", 0), ("Failed", 2)):
+        kube, slurm = kube_with(ended_pod(phase)), FakeSlurm([RUNNING_41])
+        report = cycle(kube, slurm, BridgeMemory())
+        assert (report.completed, report.cancelled, slurm.completed, slurm.cancelled) == (1, 0, [(41, code)], [])
+        assert kube.events[-1][:3] == ("hpc/demo", "Normal", "BridgeJobCompleted")
+        assert "Slurm job 41 with exit code %d" % code in kube.events[-1][3] and "ml/p" in kube.events[-1][3]
+
+
+def test_a_job_slurm_will_not_complete_is_cancelled_rather_than_left_holding_its_nodes():
+    kube, slurm = kube_with(ended_pod("Succeeded")), FakeSlurm([RUNNING_41])
+    slurm.refuse_completion = "slurmkube-complete-job: not found"
+    report = cycle(kube, slurm, BridgeMemory())
+    assert (report.completed, report.cancelled, slurm.cancelled) == (0, 1, [41])
+    assert kube.events[-1][1:3] == ("Warning", "BridgeJobCancelled") and "not found" in kube.events[-1][3]
 
 
 def test_a_pod_groups_min_member_is_read_from_it_and_a_missing_group_is_said_once():

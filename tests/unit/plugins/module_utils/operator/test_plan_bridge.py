@@ -98,14 +98,42 @@ def test_a_binding_cut_short_by_a_restart_is_finished_from_the_pods_label():
     assert plan.cancels == []
 
 
-def test_a_job_is_cancelled_only_once_none_of_its_pods_is_left():
+def test_a_job_ends_only_once_none_of_its_pods_is_left_completed_when_they_ran_out_cancelled_when_deleted():
     terminating = pod("train-a", job=7, node="kind-worker", phase="Running")
     terminating["metadata"]["deletionTimestamp"] = "2026-11-29T10:05:00Z"
     running = job(7, "gang", "RUNNING", [("demo-cpu-0", 1)])
-    assert plan_bridge([terminating], {}, [running], HOSTS, BRIDGE).cancels == []  # containers still up
+    waiting = plan_bridge([terminating], {}, [running], HOSTS, BRIDGE)
+    assert waiting.cancels == [] and waiting.completes == []  # containers still up
     done = pod("train-a", job=7, node="kind-worker", phase="Succeeded")
-    assert [c.job_id for c in plan_bridge([done], {}, [running], HOSTS, BRIDGE).cancels] == [7]
-    assert [c.job_id for c in plan_bridge([], {}, [running], HOSTS, BRIDGE).cancels] == [7]
+    half = plan_bridge([done, pod("train-b", job=7, node="kind-worker2", phase="Running")], {}, [running], HOSTS,
+                       BRIDGE)  # fmt: skip
+    assert half.cancels == [] and half.completes == []
+    (completed,) = plan_bridge([done], {}, [running], HOSTS, BRIDGE).completes
+    assert (completed.job_id, completed.exit_code) == (7, 0) and "ml/train-a" in completed.why
+    deleted = plan_bridge([], {}, [running], HOSTS, BRIDGE)
+    assert [c.job_id for c in deleted.cancels] == [7] and deleted.completes == []
+
+
+def failed_pod(name: str, *exit_codes: int) -> Dict[str, Any]:
+    ended = pod(name, job=7, node="kind-worker", phase="Failed")
+    ended["status"]["containerStatuses"] = [{"name": "c%d" % i, "state": {"terminated": {"exitCode": code}}}
+                                            for i, code in enumerate(exit_codes)]
+    return ended
+
+
+def test_a_job_whose_pods_failed_ends_with_their_highest_exit_code():
+    running = job(7, "gang", "RUNNING", [("demo-cpu-0", 2)])
+    succeeded = pod("train-a", job=7, node="kind-worker", phase="Succeeded")
+    for pods, code in (([succeeded, failed_pod("train-b", 0, 3)], 3), ([failed_pod("a", 2), failed_pod("b", 137)], 137),
+                       ([failed_pod("evicted")], 1), ([failed_pod("odd", 300)], 255)):
+        (completed,) = plan_bridge(pods, {}, [running], HOSTS, BRIDGE).completes
+        assert completed.exit_code == code, pods
+
+
+def test_a_job_that_never_started_is_cancelled_even_if_its_pods_ended():
+    ended = pod("train-a", job=7, phase="Failed")  # ended by the bridge: Slurm requeued its job
+    plan = plan_bridge([ended], {}, [job(7, "gang", "PENDING")], HOSTS, BRIDGE)
+    assert [c.job_id for c in plan.cancels] == [7] and plan.completes == []
 
 
 def test_a_pending_job_whose_pods_were_deleted_is_cancelled_and_an_ended_one_is_left_alone():
