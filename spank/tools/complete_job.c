@@ -10,7 +10,6 @@
  * Slurm's message when it refused (the job unknown, or already ended), 2 on bad arguments.
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

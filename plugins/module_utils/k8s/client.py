@@ -236,8 +236,8 @@ class Kube:
         On an ApiClient of its own: the library's stream() swaps the client's call_api for a
         websocket one while it runs and then puts back what it found. On the client the
         operator's threads share, their calls went over websocket meanwhile ("Handshake status
-        200 OK"), and two execs that overlapped left the swap in place for good: a CI run's
-        operator then failed every list and patch until it restarted."""
+        200 OK": leases, lists and patches failed in CI's operator logs), and two execs that
+        overlapped could leave the swap in place for good."""
         own = ApiClient(self.client.configuration)
         try:
             resp = stream(CoreV1Api(own).connect_get_namespaced_pod_exec, pod, namespace,
