@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from itertools import groupby
 from pathlib import Path
 from typing import Dict, List
 
@@ -53,23 +54,13 @@ def timeline_rows(spans: Dict[str, List[float]]) -> List[tuple]:
     """(began, ended, what) per module, in the order they ran; consecutive modules of under
     TIMELINE_MIN_SECONDS each share one row that counts them."""
     rows: List[tuple] = []
-    run: List[tuple] = []
-
-    def close_run() -> None:
-        if len(run) == 1:
-            rows.append(run[0])
-        elif run:
-            rows.append((run[0][0], run[-1][1], "%d modules of under %d s each, %s to %s"
-                         % (len(run), TIMELINE_MIN_SECONDS, run[0][2], run[-1][2])))
-        run.clear()
-
-    for module, (began, ended) in spans.items():
-        if ended - began < TIMELINE_MIN_SECONDS:
-            run.append((began, ended, module))
-            continue
-        close_run()
-        rows.append((began, ended, module))
-    close_run()
+    for short, group in groupby(spans.items(), key=lambda span: span[1][1] - span[1][0] < TIMELINE_MIN_SECONDS):
+        modules = [(began, ended, module) for module, (began, ended) in group]
+        if short and len(modules) > 1:
+            rows.append((modules[0][0], modules[-1][1], "%d modules of under %d s each, %s to %s"
+                         % (len(modules), TIMELINE_MIN_SECONDS, modules[0][2], modules[-1][2])))
+        else:
+            rows.extend(modules)
     return rows
 
 
