@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 from kube_helpers import REPO, Cluster, load_images, wait_for
@@ -269,3 +271,42 @@ def built_cluster_images(*names: str, series: str = "") -> Dict[str, str]:
 def with_accounting_images(slurm_images: Mapping[str, str]) -> Dict[str, str]:
     """The Slurm images and slurmdbd's and MariaDB's, built or found up to date, imported into the cluster."""
     return {**slurm_images, **built_images(*ACCOUNTING_IMAGES)}
+
+
+# What slurmctld logs as control passes between controllers, and as it loads or saves state.
+HANDOVER_WORDS = ("REQUEST_CONTROL", "REQUEST_TAKEOVER", "taking over", "Running as primary", "background mode",
+                  "Recovered information", "Saving all slurm state", "Old state possible", "send/recv",
+                  "relinquish", "Terminate signal", "slurmkube-controller-stop", "version", "error:", "fatal:")
+
+
+def controller_log(kube: Cluster, pod: str) -> str:
+    """The slurmctld container's log of controller POD, as far as it is kept."""
+    return kube.kubectl("-n", kube.namespace, "logs", pod, "-c", C.CONTAINER_CONTROLLER, check=False).stdout
+
+
+@contextlib.contextmanager
+def log_followed(kube: Cluster, pod: str) -> Iterator[Callable[[], str]]:
+    """POD's slurmctld log as it grows, until the pod ends (a replaced pod's log is gone once it
+    is); yields what reads it so far."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "log"
+        with path.open("w") as out:
+            proc = subprocess.Popen(["kubectl", "-n", kube.namespace, "logs", "-f", pod, "-c",
+                                     C.CONTAINER_CONTROLLER], env=kube.env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            yield path.read_text
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def handover_story(logs: Dict[str, str], jobs: Tuple[str, ...], most: int = 150) -> str:
+    """For a lost job: each controller's lines about control, state, errors and JOBS (its last
+    MOST such lines)."""
+    about_jobs = re.compile(r"JobId=(%s)\b" % "|".join(map(re.escape, jobs)))
+
+    def told(log: str) -> List[str]:
+        return [line for line in log.splitlines()
+                if about_jobs.search(line) or any(word in line for word in HANDOVER_WORDS)][-most:]
+
+    return "\n".join("--- %s\n%s" % (name, "\n".join(told(log))) for name, log in logs.items())

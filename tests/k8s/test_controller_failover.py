@@ -26,6 +26,9 @@ from slurm_helpers import (
     Operator,
     SlurmView,
     cluster_status,
+    controller_log,
+    handover_story,
+    log_followed,
     manifests,
     nodeset_manifest,
     running_cluster,
@@ -210,20 +213,29 @@ def test_a_backup_is_added_to_a_live_cluster_and_loses_no_job(ha: LoginSlurm):
     ha.wait_running(running)
     workers_before = {p: kube.pod_uid(p) for p in (names.pod(names.nodeset(CLUSTER, NODESET), i) for i in (0, 1))}
     primary_before = kube.pod_uid(PRIMARY)
-    submitting = submit_while(kube, 1000, 0.5)
-    patch_cluster(kube, {"controller": {"replicas": 2}})
-    settled(kube, PRIMARY, [BACKUP])
-    rows = stop_submitting(kube, submitting)
+    with log_followed(kube, PRIMARY) as old_primary:
+        submitting = submit_while(kube, 1000, 0.5)
+        patch_cluster(kube, {"controller": {"replicas": 2}})
+        settled(kube, PRIMARY, [BACKUP])
+        rows = stop_submitting(kube, submitting)
+        old_primary_log = old_primary()
     assert kube.pod_uid(PRIMARY) != primary_before
     assert node_of(kube, BACKUP) == ha.host_b
     failed = [row for row in rows if row[3].startswith("FAILED")]
     assert rows and not failed, failed
     # The backup took control when asked, not after SlurmctldTimeout without the primary.
     backup_log = kube.kubectl("-n", kube.namespace, "logs", BACKUP, "-c", C.CONTAINER_CONTROLLER).stdout
-    assert "REQUEST_TAKEOVER" in backup_log, backup_log[-3000:]
+    # (It logs the request before it checks it: the takeover follows.)
+    asked = backup_log.find("REQUEST_TAKEOVER")
+    assert 0 <= asked < backup_log.find("taking over", asked), backup_log[-3000:]
     jobs = known_jobs(ha)
-    assert jobs.get(running) == "RUNNING" and jobs.get(held) == "PENDING", jobs
-    assert {job_id(row) for row in rows} <= set(jobs), "a submission the old primary accepted is gone"
+
+    def story() -> str:
+        logs = {"old primary": old_primary_log, "backup": backup_log, "new primary": controller_log(kube, PRIMARY)}
+        return "jobs %s\n%s" % (sorted(jobs.items(), key=lambda j: int(j[0])), handover_story(logs, (running, held)))
+
+    assert jobs.get(running) == "RUNNING" and jobs.get(held) == "PENDING", story()
+    assert {job_id(row) for row in rows} <= set(jobs), "a submission the old primary accepted is gone: " + story()
     # slurmd reaches the controllers at SlurmctldAddr, which did not change: no worker restarted.
     assert {p: kube.pod_uid(p) for p in workers_before} == workers_before
     ha.run("scontrol", "release", held)

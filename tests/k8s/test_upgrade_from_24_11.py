@@ -21,6 +21,9 @@ from slurm_helpers import (
     SlurmView,
     built_cluster_images,
     cluster_status,
+    controller_log,
+    handover_story,
+    log_followed,
     running_cluster,
     tiny_cluster_spec,
     wait_ready,
@@ -81,32 +84,36 @@ def test_a_24_11_cluster_upgraded_in_place_keeps_its_jobs_and_history(slurm: Slu
     pending = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--dependency=afterany:" + running,
                         "--wrap", "true").split()[0]  # fmt: skip
 
-    new = images["new"]
-    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
-        {"spec": {"images": {n: new[n] for n in (*SLURM_IMAGES, "slurmdbd")}}}))
+    controller = "%s-controller-0" % CLUSTER
+    with log_followed(kube, controller) as old_controller:
+        new = images["new"]
+        kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
+            {"spec": {"images": {n: new[n] for n in (*SLURM_IMAGES, "slurmdbd")}}}))
 
-    def explain() -> str:
-        jobs = kube.exec("%s-controller-0" % CLUSTER, "scontrol", "show", "job", check=False)
-        return "\n".join((json.dumps(cluster_status(kube, CLUSTER)),
-                          "sacct: %s" % sacct_states(slurm, [history, running, pending]),
-                          jobs.stdout[-2500:] + jobs.stderr[-500:], operator.logs()[-3000:]))
+        def explain() -> str:
+            jobs = kube.exec(controller, "scontrol", "show", "job", check=False)
+            logs = {"old controller": old_controller(), "controller": controller_log(kube, controller)}
+            return "\n".join((json.dumps(cluster_status(kube, CLUSTER)),
+                              "sacct: %s" % sacct_states(slurm, [history, running, pending]),
+                              jobs.stdout[-2500:] + jobs.stderr[-500:], operator.logs()[-3000:],
+                              handover_story(logs, (running, pending))))
 
-    def upgraded() -> dict:
-        status = cluster_status(kube, CLUSTER).get("slurm") or {}
-        return status if status.get("images", {}).get("controller") == new["controller"] else {}
+        def upgraded() -> dict:
+            status = cluster_status(kube, CLUSTER).get("slurm") or {}
+            return status if status.get("images", {}).get("controller") == new["controller"] else {}
 
-    status = wait_for(upgraded, 600, 3, explain=explain)
-    assert status["version"].startswith(images_slurm_series_text() + "."), status
-    wait_ready(kube, CLUSTER, operator, timeout=600)
-    config = slurm.run("scontrol", "show", "config")
-    assert "SLURM_VERSION           = %s" % status["version"] in config, config[:2000]
-    # The running job finished, the pending one ran on the new slurmd, the history is there.
+        status = wait_for(upgraded, 600, 3, explain=explain)
+        assert status["version"].startswith(images_slurm_series_text() + "."), status
+        wait_ready(kube, CLUSTER, operator, timeout=600)
+        config = slurm.run("scontrol", "show", "config")
+        assert "SLURM_VERSION           = %s" % status["version"] in config, config[:2000]
+        # The running job finished, the pending one ran on the new slurmd, the history is there.
 
-    def all_ended() -> dict:
-        states = sacct_states(slurm, [history, running, pending])
-        return states if states.get(running) == states.get(pending) == "COMPLETED" else {}
+        def all_ended() -> dict:
+            states = sacct_states(slurm, [history, running, pending])
+            return states if states.get(running) == states.get(pending) == "COMPLETED" else {}
 
-    states = wait_for(all_ended, 600, 5, explain=explain)
+        states = wait_for(all_ended, 600, 5, explain=explain)
     assert states[history] == "COMPLETED", states
     worker = kube.get_json("pod", "%s-cpu-0" % CLUSTER)["spec"]["containers"][0]["image"]
     assert worker == new["worker"]
