@@ -276,12 +276,16 @@ def with_accounting_images(slurm_images: Mapping[str, str]) -> Dict[str, str]:
 # What slurmctld logs as control passes between controllers, and as it loads or saves state.
 HANDOVER_WORDS = ("REQUEST_CONTROL", "REQUEST_TAKEOVER", "taking over", "Running as primary", "background mode",
                   "Recovered information", "Saving all slurm state", "Old state possible", "send/recv",
-                  "relinquish", "Terminate signal", "slurmkube-controller-stop", "version", "error:", "fatal:")
+                  "relinquish", "Terminate signal", "slurmkube-controller-stop", "slurmkube-entrypoint",
+                  "job state", "Purged", "version", "error:", "fatal:")
 
 
 def controller_log(kube: Cluster, pod: str) -> str:
-    """The slurmctld container's log of controller POD, as far as it is kept."""
-    return kube.kubectl("-n", kube.namespace, "logs", pod, "-c", C.CONTAINER_CONTROLLER, check=False).stdout
+    """The slurmctld container's log of controller POD, as far as it is kept: its container's
+    before the last restart first (a primary that starts stops a serving backup, whose container
+    starts again)."""
+    return "".join(kube.kubectl("-n", kube.namespace, "logs", pod, "-c", C.CONTAINER_CONTROLLER, *previous,
+                                check=False).stdout for previous in (["--previous"], []))
 
 
 @contextlib.contextmanager

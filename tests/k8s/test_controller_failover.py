@@ -223,17 +223,15 @@ def test_a_backup_is_added_to_a_live_cluster_and_loses_no_job(ha: LoginSlurm):
     assert node_of(kube, BACKUP) == ha.host_b
     failed = [row for row in rows if row[3].startswith("FAILED")]
     assert rows and not failed, failed
-    # The backup took control when asked, not after SlurmctldTimeout without the primary.
-    backup_log = kube.kubectl("-n", kube.namespace, "logs", BACKUP, "-c", C.CONTAINER_CONTROLLER).stdout
-    # (It logs the request before it checks it: the takeover follows.)
-    asked = backup_log.find("REQUEST_TAKEOVER")
-    assert 0 <= asked < backup_log.find("taking over", asked), backup_log[-3000:]
+    # The old primary's stop hook asked the backup to take control, not left it to notice the silence.
+    backup_log = controller_log(kube, BACKUP)
     jobs = known_jobs(ha)
 
     def story() -> str:
         logs = {"old primary": old_primary_log, "backup": backup_log, "new primary": controller_log(kube, PRIMARY)}
         return "jobs %s\n%s" % (sorted(jobs.items(), key=lambda j: int(j[0])), handover_story(logs, (running, held)))
 
+    assert "REQUEST_TAKEOVER" in backup_log, story()
     assert jobs.get(running) == "RUNNING" and jobs.get(held) == "PENDING", story()
     assert {job_id(row) for row in rows} <= set(jobs), "a submission the old primary accepted is gone: " + story()
     # slurmd reaches the controllers at SlurmctldAddr, which did not change: no worker restarted.
@@ -283,7 +281,11 @@ def test_the_backup_serves_within_seconds_when_the_primary_node_stops(ha: LoginS
 
 
 def test_the_primary_back_takes_control_and_never_serves_beside_the_backup(ha: LoginSlurm):
+    """The primary back takes control from the backup, which saved its state first: a job only
+    the backup knew is known to the primary."""
     kube, host_a = ha.kube, ha.host_a
+    assert controllers_status(kube).get("serving") == BACKUP
+    held = ha.run("sbatch", "--parsable", "-o", "/dev/null", "--hold", "--wrap", "true").strip()
     sampling = readyz_samples(kube, 150)
     time.sleep(2)
     docker("start", host_a)
@@ -298,6 +300,9 @@ def test_the_primary_back_takes_control_and_never_serves_beside_the_backup(ha: L
     first_primary = min(float(s[0]) for s in samples if s[1].startswith("2"))
     assert last_backup < first_primary, "the backup served after the primary took control"
     settled(kube, PRIMARY, [BACKUP])
+    assert known_jobs(ha).get(held) == "PENDING", handover_story(
+        {"backup": controller_log(kube, BACKUP), "primary": controller_log(kube, PRIMARY)}, (held,))
+    ha.run("scancel", held)
     job = ha.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true").strip()
     wait_for(lambda: known_jobs(ha).get(job) == "COMPLETED", 120, 2, explain=ha.explain)
     record("primary back", {"handover_gap_s": round(first_primary - last_backup, 1)})
