@@ -195,6 +195,8 @@ def test_with_one_controller_a_stopped_node_leaves_the_cluster_without_one(ha: L
     docker("start", host_a)
     submitting.kill()
     rows = submissions(submitting)
+    # The loop runs on in the login pod without its kubectl: end it, or it floods the next tests.
+    kube.exec(LOGIN, "touch", STOP_SUBMITTING)
     assert first_accepted_after(rows, stopped) is None, rows[-5:]
     wait_for(lambda: kubernetes_node_ready(kube, host_a), 180, 3)
     settled(kube, PRIMARY, [])
