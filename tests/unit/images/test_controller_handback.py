@@ -80,7 +80,8 @@ def backup_server(request, tmp_path: Path) -> Iterator[Backup]:
         server.server_close()
 
 
-def relieve(tmp_path: Path, me: str, backup: Backup, with_backup: bool = True) -> subprocess.CompletedProcess:
+def relieve(tmp_path: Path, me: str, backup: Backup, with_backup: bool = True,
+            release: str = "26.05.5-1") -> subprocess.CompletedProcess:
     """relieve_serving_backup as pod ME of a cluster whose controllers are primary and, WITH_BACKUP,
     backup (at BACKUP's address)."""
     conf = tmp_path / "slurm.conf"
@@ -99,7 +100,8 @@ def relieve(tmp_path: Path, me: str, backup: Backup, with_backup: bool = True) -
               + function(LIBRARY, "slurm_conf_value") + "".join(function(ROLE, name) for name in functions)
               + "relieve_serving_backup\n")
     return subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=120,
-                          check=False, env=dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"])))
+                          check=False, env=dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]),
+                                                SLURMKUBE_SLURM_RELEASE=release))
 
 
 @pytest.mark.parametrize("backup_server", [(True, 1)], indirect=True)
@@ -139,5 +141,12 @@ def test_a_backup_that_starts_asks_nothing(tmp_path, backup_server):
 @pytest.mark.parametrize("backup_server", [(True, 0)], indirect=True)
 def test_a_lone_controller_asks_nothing(tmp_path, backup_server):
     done = relieve(tmp_path, "primary", backup_server, with_backup=False)
+    assert done.returncode == 0, done.stderr
+    assert not backup_server.shutdown_file.exists() and backup_server.asked == []
+
+
+@pytest.mark.parametrize("backup_server", [(True, 0)], indirect=True)
+def test_a_24_11_primary_asks_nothing_its_backup_could_not_answer(tmp_path, backup_server):
+    done = relieve(tmp_path, "primary", backup_server, release="24.11.5-1")
     assert done.returncode == 0, done.stderr
     assert not backup_server.shutdown_file.exists() and backup_server.asked == []
