@@ -96,3 +96,28 @@ def test_an_external_job_ends_as_its_pods_did_completed_or_failed_with_their_exi
         assert usage.returncode == 2 and "EXITCODE 0-255" in usage.stderr, usage.stderr
     finally:
         cluster.exec(CONTROLLER_POD, "scancel", str(done), str(broken), check=False)
+
+
+def test_a_higher_priority_pods_job_takes_the_first_cpu_that_frees_before_older_jobs(cluster, wide):
+    """The bridge gives a job its gang's pod priority as a negative nice (plan_bridge.gang_nice):
+    Slurm adds it to the job's priority, and of three jobs waiting for the node, the last submitted
+    but most important gets the one CPU that frees."""
+    jobs = external_jobs(cluster)
+    # Small (the partition's default memory per CPU is a 1-CPU node's: one such job would fill the node).
+    natives = [cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "-c1", "--mem=64", "-w", wide,
+                            "--wrap", "sleep 600").stdout.strip() for _cpu in range(2)]
+    asked = (("old-a", 0), ("old-b", 0), ("urgent", -1000))
+    waiting = [jobs.submit(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1, mem_per_cpu_mib=64,
+                                              nice=nice)) for g, nice in asked]
+    try:
+        wait_for("both native jobs run", lambda: {state(cluster, int(n)) for n in natives} == {"RUNNING"}, timeout=60)
+        shown = cluster.exec(CONTROLLER_POD, "squeue", "-h", "-t", "PD", "-o", "%i %Q %y").stdout.split("\n")
+        priority = {int(i): (int(p), int(y)) for i, p, y in (line.split() for line in shown if line.strip())}
+        (old_a, old_b, urgent) = (priority[j] for j in waiting)
+        assert urgent[1] == -1000 and old_a[1] == old_b[1] == 0, shown
+        assert urgent[0] >= max(old_a[0], old_b[0]) + 1000 - 10, shown  # 10: their age meanwhile
+        cluster.exec(CONTROLLER_POD, "scancel", natives[0])
+        wait_for("the urgent job runs", lambda: state(cluster, waiting[2]) == "RUNNING", timeout=60)
+        assert [state(cluster, j) for j in waiting[:2]] == ["PENDING", "PENDING"]
+    finally:
+        cluster.exec(CONTROLLER_POD, "scancel", *natives, *(str(j) for j in waiting), check=False)

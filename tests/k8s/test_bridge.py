@@ -3,31 +3,24 @@ two workers) with real slurmctld, slurmd, slurmdbd and MariaDB: pods created in 
 namespace get the bridge's scheduler at admission, wait for their Slurm job, run on the Kubernetes
 nodes of the Slurm nodes it got, share a node with a native job core by core, and their job is in
 sacct under the account they name, COMPLETED when they succeeded. Pod deleted: job cancelled; job cancelled: pods ended;
-slurmctld and the operator restarted: nothing killed, nothing submitted twice; a pod's Kubernetes
-node lost: the pod deleted by force after the timeout, its job ended.
+slurmctld and the operator restarted: nothing killed, nothing submitted twice; a pod of a high
+PriorityClass placed before 200 older low ones, which all run after; a pod's Kubernetes node lost:
+the pod deleted by force after the timeout, its job ended.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import pytest
 import yaml
-from kube_helpers import TOOLBOX_IMAGE, Cluster, wait_for
+from bridge_helpers import ONE_CPU, SMALL_POD, TWO_CPU, Bridged, bare_pod, bridged_cluster, parallel_job
+from kube_helpers import Cluster, wait_for
 from node_loss import docker, keep_an_operator_off, kubernetes_node_ready, through_a_node_loss, workers
-from slurm_helpers import (
-    ACCOUNTING_IMAGES,
-    OPERATOR_LABEL,
-    SLURM_IMAGES,
-    TINY,
-    Operator,
-    SlurmView,
-    running_cluster,
-    tiny_cluster_spec,
-    with_accounting_images,
-)
+from slurm_helpers import OPERATOR_LABEL, Operator, in_service
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
@@ -35,92 +28,21 @@ pytestmark = [pytest.mark.k8s, pytest.mark.second_lane]
 
 CLUSTER = "bridge"
 ACCOUNT = "ml"
-# The 1-CPU nodes take the Job's pods; the 2-CPU node, alone in partition 'wide', is shared.
-ONE_CPU = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
-TWO_CPU = {"resources": {"cpu": 2, "cpuRequest": "10m", "memory": "1Gi"}}
+# The 1-CPU nodes take the Job's pods; the 2-CPU node, alone in partition 'wide', is shared;
+# partition 'pool' (three 2-CPU nodes) runs the priority test's 201 pods six at a time.
 WIDE_NODE = "%s-wide-0" % CLUSTER
-# What a pod asks Kubernetes: half a core (Slurm counts a whole CPU), so two fit a kind node
-# beside the cluster's own pods.
-POD_RESOURCES = {"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}}
-
-
-class Bridged:
-    """The cluster and the namespace whose pods it schedules."""
-
-    def __init__(self, kube: Cluster, slurm: SlurmView, namespace: str, operator: Operator) -> None:
-        self.kube, self.slurm, self.namespace, self.operator = kube, slurm, namespace, operator
-
-    def kubectl(self, *args: str, **kw):
-        return self.kube.kubectl("-n", self.namespace, *args, **kw)
-
-    def pod(self, name: str) -> Optional[dict]:
-        found = self.kubectl("get", "pod", name, "-o", "json", check=False)
-        return json.loads(found.stdout) if found.returncode == 0 else None
-
-    def pods(self, selector: str) -> List[dict]:
-        return json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json").stdout)["items"]
-
-    def running(self, selector: str, count: int) -> Optional[List[dict]]:
-        """The pods the selector finds, once there are COUNT and all of them run."""
-        pods = self.pods(selector)
-        return pods if len(pods) == count and all(p["status"].get("phase") == "Running" for p in pods) else None
-
-    def squeue(self, *args: str) -> str:
-        return self.slurm.run("squeue", "-h", *args)
-
-    def worker_host(self, slurm_node: str) -> str:
-        return self.kube.get_json("pod", slurm_node)["spec"]["nodeName"]
-
-    def explain(self) -> str:
-        pods = self.kubectl("get", "pods", "-o", "wide", "--show-labels", check=False).stdout
-        events = self.kubectl("get", "events", "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
-        return "bridged pods:\n%s\nevents:\n%s\n%s" % (pods, events, self.slurm.explain())
-
-
-def parallel_job(namespace: str, name: str, command: str, annotations: Dict[str, str]) -> dict:
-    """A Kubernetes Job of two pods that run at once (one gang, one Slurm job)."""
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {
-                "metadata": {"annotations": annotations},
-                "spec": bare_pod(namespace, "x", command, {})["spec"]}}}
-
-
-def bare_pod(namespace: str, name: str, command: str, annotations: Dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                     "containers": [{"name": "main", "image": TOOLBOX_IMAGE, "imagePullPolicy": "Never",
-                                     "command": ["sh", "-c", command], "resources": POD_RESOURCES}]}}
+POOL_NODES = 3
+PARTITION_OF_NODE_SET = {"cpu": "main", "wide": "wide", "pool": "pool"}
 
 
 @pytest.fixture(scope="module")
 def bridged(kube_cluster: Cluster, slurm_images: dict, operator: Operator, tmp_path_factory) -> Bridged:
-    kube = kube_cluster
-    namespace = kube.namespace + "-ml"
-    kube.kubectl("create", "namespace", namespace)
-    operator.install(tmp_path_factory.mktemp("operator-bridge"), [kube.namespace], bridge_namespaces=[namespace])
-    images = with_accounting_images(slurm_images)
-    spec = dict(tiny_cluster_spec(), bridge={"namespaces": [namespace],
-                                             "accounts": [{"namespace": namespace, "accounts": [ACCOUNT]}]},
-                partitions=[{"name": "main", "default": True, "nodeSets": ["cpu"]},
-                            {"name": "wide", "nodeSets": ["wide"]}],
-                accounting={"enabled": True, "resources": TINY,
-                            "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}})
-    spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
-    try:
-        nodesets = [("cpu", 2, ONE_CPU), ("wide", 1, TWO_CPU)]
-        with running_cluster(kube, operator, CLUSTER, images, spec, nodesets) as view:
-            wait_for(lambda: CLUSTER in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
-                     180, 2)
-            view.run("sacctmgr", "-i", "add", "account", ACCOUNT)
-            view.run("sacctmgr", "-i", "add", "user", "root", "Account=" + ACCOUNT)
-            wait_for(lambda: ACCOUNT in view.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=" + ACCOUNT),
-                     60, 2)
-            yield Bridged(kube, view, namespace, operator)
-    finally:
-        # The operator keeps the bridge namespace it was given (no reinstall: a minute of CI): with
-        # the namespace gone, its policy binding matches no pod, and a later install replaces it.
-        kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    partitions = [{"name": "main", "default": True, "nodeSets": ["cpu"]}, {"name": "wide", "nodeSets": ["wide"]},
+                  {"name": "pool", "nodeSets": ["pool"]}]
+    nodesets = [("cpu", 2, ONE_CPU), ("wide", 1, TWO_CPU), ("pool", POOL_NODES, TWO_CPU)]
+    with bridged_cluster(kube_cluster, slurm_images, operator, tmp_path_factory.mktemp("operator-bridge"), CLUSTER,
+                         partitions, nodesets, account=ACCOUNT) as found:
+        yield found
 
 
 def test_a_job_of_two_pods_runs_where_its_slurm_job_was_placed_and_is_accounted_under_its_account(bridged):
@@ -289,6 +211,104 @@ def test_slurmctld_and_the_operator_restarted_mid_run_kill_no_job_delete_no_pod_
         bridged.kubectl("delete", "job", "steady", "queued", "--ignore-not-found", "--wait=false", check=False)
 
 
+def test_a_cordoned_kubernetes_node_drains_its_slurm_nodes_and_past_the_drain_timeout_cancels_a_pods_job(bridged):
+    """Cordon (the first step of kubectl drain) of the kind worker under a bridged pod: the operator
+    drains its Slurm nodes for the eviction, as for native jobs; past the node set's drain timeout
+    the pod's job, which Slurm cannot requeue, is cancelled and the bridge ends the pod. Uncordoned,
+    the nodes serve again."""
+    kube, ns, slurm = bridged.kube, bridged.namespace, bridged.slurm
+    host = bridged.worker_host(WIDE_NODE)
+    wide = {C.ANNOTATION_BRIDGE_PARTITION: "wide", C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT}
+    bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(bare_pod(ns, "evicted", "sleep 600", wide)))
+    placed = wait_for(lambda: (bridged.pod("evicted") or {}).get("status", {}).get("phase") == "Running"
+                      and bridged.pod("evicted"), 180, 2, explain=bridged.explain)
+    assert placed["spec"]["nodeName"] == host
+    job_id = placed["metadata"]["labels"][C.LABEL_SLURM_JOB]
+    kube.kubectl("-n", kube.namespace, "patch", "nodeset", "wide", "--type=merge",
+                 "-p", json.dumps({"spec": {"drainTimeoutSeconds": 5}}))
+    kube.kubectl("cordon", host)
+    try:
+        eviction = "%s kubernetes eviction since " % C.DRAIN_REASON_PREFIX
+        wait_for(lambda: slurm.run("sinfo", "-h", "-N", "-n", WIDE_NODE, "-o", "%E").startswith(eviction), 60, 2,
+                 explain=bridged.explain)
+        wait_for(lambda: slurm.job_state(job_id) == "CANCELLED", 90, 2, explain=bridged.explain)
+        wait_for(lambda: bridged.pod("evicted") is None, 90, 2, explain=bridged.explain)
+    finally:
+        kube.kubectl("uncordon", host)
+        kube.kubectl("-n", kube.namespace, "patch", "nodeset", "wide", "--type=merge",
+                     "-p", json.dumps({"spec": {"drainTimeoutSeconds": 600}}))
+        bridged.kubectl("delete", "pod", "evicted", "--ignore-not-found", "--wait=false", check=False)
+    said = kube.kubectl("-n", kube.namespace, "get", "events", "--field-selector", "reason=JobCancelled",
+                        "-o", "json").stdout
+    assert [e for e in json.loads(said)["items"] if "job %s " % job_id in e["message"]], said[-2000:]
+    wait_for(lambda: all(in_service(states) for node, states in slurm.nodes().items()
+                         if bridged.worker_host(node) == host), 120, 3, explain=bridged.explain)
+
+
+LOW_PODS = 200
+
+
+def priority_class(name: str, value: int) -> dict:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "preemptionPolicy": "Never", "description": "slurmkube bridge test"}
+
+
+def prioritised_pod(namespace: str, name: str, command: str, priority_class_name: str) -> dict:
+    pod = bare_pod(namespace, name, command, {C.ANNOTATION_BRIDGE_PARTITION: "pool"}, SMALL_POD)
+    pod["metadata"]["labels"] = {"priority-test": priority_class_name}
+    pod["spec"]["priorityClassName"] = priority_class_name
+    return pod
+
+
+def test_a_high_priority_pod_gets_the_first_cpu_that_frees_before_200_older_low_priority_pods_which_all_run(bridged):
+    """The pool's six CPUs held by native jobs, 200 pods of a low PriorityClass wait in Slurm's
+    queue, then one of a high class: the first CPU that frees goes to the high one (its job's
+    Slurm priority is raised by its class's value, plan_bridge.gang_nice), and once the natives
+    end every low pod runs too (no starvation)."""
+    ns, slurm = bridged.namespace, bridged.slurm
+    low, high = "%s-low" % ns, "%s-high" % ns
+    classes = [priority_class(low, 10), priority_class(high, 100000)]
+    bridged.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(classes))
+    natives = [slurm.run("sbatch", "--parsable", "-p", "pool", "-c1", "--mem=64", "-o", "/dev/null", "--wrap",
+                         "sleep 600").split()[0] for _cpu in range(2 * POOL_NODES)]
+
+    def queue() -> str:
+        pods = bridged.pods("priority-test")
+        phases = sorted((p["metadata"]["labels"]["priority-test"], p["status"].get("phase", "")) for p in pods)
+        counted = {key: len(list(group)) for key, group in itertools.groupby(phases)}
+        return "pods by class and phase: %s\nSlurm's pool queue (state, nice, count): %s\n%s" % (
+            counted, slurm.run("sh", "-c", "squeue -h -p pool -o '%T %y' | sort | uniq -c"), slurm.explain()[-2500:])
+
+    try:
+        for native in natives:
+            slurm.wait_running(native)
+        bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+            [prioritised_pod(ns, "low-%03d" % i, "true", low) for i in range(LOW_PODS)]))
+        wait_for(lambda: len(bridged.squeue("-p", "pool", "-t", "PD", "-o", "%i").split()) == LOW_PODS, 300, 3,
+                 explain=queue)
+        bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(prioritised_pod(ns, "urgent", "sleep 20", high)))
+        urgent = "%s/urgent" % ns
+        wait_for(lambda: bridged.squeue("-n", urgent, "-o", "%T").split() == ["PENDING"], 120, 2, explain=queue)
+        (nice,) = bridged.squeue("-n", urgent, "-o", "%y").split()
+        assert nice == "-100000"
+        slurm.run("scancel", natives[0])  # one CPU frees: Slurm gives it to the urgent pod's job
+        placed = wait_for(lambda: (bridged.pod("urgent") or {}).get("spec", {}).get("nodeName"), 120, 1,
+                          explain=queue)
+        assert not [p["metadata"]["name"] for p in bridged.pods("priority-test=" + low) if p["spec"].get("nodeName")]
+        print("the urgent pod placed on %s before any of %d older pods" % (placed, LOW_PODS))
+        slurm.run("scancel", *natives[1:])
+        wait_for(lambda: sum(p["status"].get("phase") == "Succeeded" for p in bridged.pods("priority-test=" + low))
+                 == LOW_PODS, 900, 5, explain=queue)
+        wait_for(lambda: not bridged.squeue("-p", "pool", "-t", "PD,R"), 120, 3, explain=queue)
+        done = slurm.run("sacct", "-X", "-n", "-P", "-r", "pool", "-S", "now-1hour", "-o", "JobName,State")
+        states = [line.split("|") for line in done.split()]
+        assert sum(name.startswith(ns + "/low-") and state == "COMPLETED" for name, state in states) == LOW_PODS
+    finally:
+        slurm.run("scancel", *natives)
+        bridged.kubectl("delete", "pods", "-l", "priority-test", "--wait=false", check=False)
+        bridged.kube.kubectl("delete", "priorityclass", low, high, "--ignore-not-found", check=False)
+
+
 def test_a_pod_on_a_lost_kubernetes_node_is_ended_by_force_and_its_job_ends_after_the_timeout(bridged):
     """`docker stop` of the kind worker under a bridged pod: its kubelet will never say the pod
     stopped. The operator sets the node's Slurm nodes DOWN (Slurm ends the pod's job), and after
@@ -300,6 +320,7 @@ def test_a_pod_on_a_lost_kubernetes_node_is_ended_by_force_and_its_job_ends_afte
     there = sorted(node for node in slurm.nodes() if bridged.worker_host(node) == lost)
     elsewhere = sorted(node for node in slurm.nodes() if node not in there)
     assert there, "no Slurm node on %s" % lost
+    (partition,) = {PARTITION_OF_NODE_SET[node.split("-")[-2]] for node in there[:1]}
     keep_an_operator_off(kube, lost)
     kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge",
                  "-p", json.dumps({"spec": {"bridge": {"lostNodeTimeoutSeconds": 15}}}))
@@ -307,8 +328,7 @@ def test_a_pod_on_a_lost_kubernetes_node_is_ended_by_force_and_its_job_ends_afte
         slurm.run("scontrol", "update", "nodename=" + node, "state=drain", "reason=test: keep free")
     try:
         bridged.kubectl("apply", "-f", "-", input=yaml.safe_dump(bare_pod(ns, "stranded", "sleep 3600", {
-            C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT, C.ANNOTATION_BRIDGE_PARTITION: "wide" if there == [WIDE_NODE]
-            else "main"})))
+            C.ANNOTATION_BRIDGE_ACCOUNT: ACCOUNT, C.ANNOTATION_BRIDGE_PARTITION: partition})))
         placed = wait_for(lambda: (bridged.pod("stranded") or {}).get("status", {}).get("phase") == "Running"
                           and bridged.pod("stranded"), 180, 2, explain=bridged.explain)
     finally:

@@ -40,6 +40,8 @@ MIB = 1024 * 1024
 UNSUPPORTED_FIELDS = (("nodeSelector", "nodeSelector"), ("affinity", "affinity"),
                       ("topologySpreadConstraints", "topologySpreadConstraints"))
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# The widest adjustment `sbatch --nice` takes, either way.
+NICE_LIMIT = 2147483645
 # Slurm's time formats (minutes, [days-]hours:minutes:seconds and their shorter forms).
 SLURM_TIME = r"^([0-9]+-)?[0-9]+(:[0-9]+){0,2}$|^(UNLIMITED|INFINITE)$"
 ANNOTATION_FORMS = ((C.ANNOTATION_BRIDGE_ACCOUNT, SLURM_NAME), (C.ANNOTATION_BRIDGE_PARTITION, SLURM_NAME),
@@ -198,6 +200,14 @@ def pod_request(pod: Mapping[str, Any]) -> Tuple[int, int, int]:
     return max(1, math.ceil(cpu)), math.ceil(memory / MIB), int(gpus)
 
 
+def gang_nice(pods: Sequence[Mapping[str, Any]]) -> int:
+    """The Slurm nice of a gang's job: minus its highest pod priority (the value of the pods'
+    PriorityClass, which Kubernetes sets at admission), so a pod's priority adds to its job's
+    Slurm priority as `sprio` shows under NICE, beside fair share, age and QoS."""
+    priority = max(int((p.get("spec") or {}).get("priority") or 0) for p in pods)
+    return max(-NICE_LIMIT, min(NICE_LIMIT, -priority))
+
+
 def gang_key(pods: Sequence[Mapping[str, Any]]) -> str:
     uids = sorted(p["metadata"]["uid"] for p in pods)
     return hashlib.sha256(",".join(uids).encode()).hexdigest()[:16]
@@ -219,7 +229,8 @@ def job_request(pods: Sequence[Mapping[str, Any]], name: str, bridge: Bridge) ->
         mem_per_cpu_mib=math.ceil(memory / cpus) if memory else 0, gpus_per_task=gpus,
         partition=annotation(pods, C.ANNOTATION_BRIDGE_PARTITION) or bridge.partition,
         account=annotation(pods, C.ANNOTATION_BRIDGE_ACCOUNT), qos=annotation(pods, C.ANNOTATION_BRIDGE_QOS),
-        time_limit=annotation(pods, C.ANNOTATION_BRIDGE_TIME_LIMIT), exclusive=bridge.exclusive)
+        time_limit=annotation(pods, C.ANNOTATION_BRIDGE_TIME_LIMIT), exclusive=bridge.exclusive,
+        nice=gang_nice(pods))
 
 
 class Group(NamedTuple):

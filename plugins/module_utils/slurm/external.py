@@ -42,6 +42,7 @@ class ExternalJobRequest:
     qos: Optional[str] = None
     time_limit: Optional[str] = None
     exclusive: bool = False
+    nice: int = 0  # Slurm's nice: negative raises the job's priority (only root may, as the bridge submits)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ def sbatch_argv(request: ExternalJobRequest) -> List[str]:
             argv.append("--%s=%s" % (option, value))
     if request.exclusive:
         argv.append("--exclusive")
+    if request.nice:
+        argv.append("--nice=%d" % request.nice)
     return argv
 
 

@@ -194,6 +194,19 @@ def test_a_pods_request_counts_its_largest_init_container_and_whole_cpus():
     assert pod_request(pod("q", cpu="100m")) == (1, 0, 0)
 
 
+def test_a_gangs_highest_pod_priority_raises_its_jobs_slurm_priority_by_as_much():
+    def prioritised(name: str, priority: Optional[int]) -> Dict[str, Any]:
+        return pod(name, **({"priority": priority} if priority is not None else {}))
+
+    (submit,) = plan_bridge([prioritised("a", 10), prioritised("b", 1000)], {GROUP: 2}, [], HOSTS, BRIDGE).submits
+    assert submit.request.nice == -1000
+    assert [s.request.nice for s in plan_bridge([prioritised("c", None)], {GROUP: 1}, [], HOSTS, BRIDGE).submits] == [0]
+    # Kubernetes allows negative priorities, and more than `sbatch --nice` takes: lowered, and bounded.
+    assert [s.request.nice for s in plan_bridge([prioritised("d", -5)], {GROUP: 1}, [], HOSTS, BRIDGE).submits] == [5]
+    assert [s.request.nice for s in plan_bridge([prioritised("e", -2 ** 31)], {GROUP: 1}, [], HOSTS,
+                                                BRIDGE).submits] == [2147483645]
+
+
 def grouped(name: str) -> Dict[str, Any]:
     member = pod(name, owner=None)
     member["metadata"]["labels"][C.LABEL_POD_GROUP] = "pg"

@@ -33,13 +33,14 @@ def test_only_roots_external_jobs_with_the_bridge_comment_are_the_bridges():
 def test_the_sbatch_command_gives_each_option_one_argument_and_no_script():
     request = ExternalJobRequest(gang="abc", name="ml/train", tasks=2, cpus_per_task=4, mem_per_cpu_mib=512,
                                  gpus_per_task=1, partition="gpu", account="physics", qos="high",
-                                 time_limit="2:00:00", exclusive=True)
+                                 time_limit="2:00:00", exclusive=True, nice=-1000)
     assert sbatch_argv(request) == [
         "sbatch", "--external", "--parsable", "--job-name=ml/train", "--comment=slurmkube-bridge:abc", "--ntasks=2",
         "--cpus-per-task=4", "--mem-per-cpu=512", "--gpus-per-task=1", "--partition=gpu", "--account=physics",
-        "--qos=high", "--time=2:00:00", "--exclusive"]
+        "--qos=high", "--time=2:00:00", "--exclusive", "--nice=-1000"]
     plain = sbatch_argv(ExternalJobRequest(gang="g", name="ml/p", tasks=1, cpus_per_task=1))
-    assert not [a for a in plain if a.startswith(("--mem", "--gpus", "--partition", "--account", "--qos", "--time"))]
+    assert not [a for a in plain if a.startswith(("--mem", "--gpus", "--partition", "--account", "--qos", "--time",
+                                                  "--exclusive", "--nice"))]
     assert parse_job_id("42\n") == 42 and parse_job_id("43;demo\n") == 43
 
 
