@@ -7,6 +7,7 @@ exit code its pods ended with."""
 from __future__ import annotations
 
 import json
+from typing import List
 
 import pytest
 from docker_cluster import CONTROLLER_POD, WIDE_MODEL, WIDE_NODE, WORKERS, Cluster, remove_worker, wait_for
@@ -40,6 +41,13 @@ def external_jobs(cluster: Cluster) -> ExternalJobs:
     return ExternalJobs(SlurmControl(run))
 
 
+def submitted(jobs: ExternalJobs, *requests: ExternalJobRequest) -> List[int]:
+    """The jobs' ids, submitted by one call as the bridge's cycle does; fails on any refusal."""
+    ids = jobs.submit(requests)
+    assert all(isinstance(i, int) for i in ids), ids
+    return ids
+
+
 def state(cluster: Cluster, job: int) -> str:
     out = cluster.exec(CONTROLLER_POD, "squeue", "--json", "--states=all", "--jobs=%d" % job).stdout
     return json.loads(out)["jobs"][0]["job_state"][0]
@@ -49,8 +57,8 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
     jobs = external_jobs(cluster)
     native = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "-c1", "-w", wide,
                           "--wrap", "sleep 600").stdout.strip()
-    pod = jobs.submit(ExternalJobRequest(gang="pod-a", name="ml/pod-a", tasks=1, cpus_per_task=1, mem_per_cpu_mib=64))
-    third = jobs.submit(ExternalJobRequest(gang="pod-b", name="ml/pod-b", tasks=1, cpus_per_task=1, mem_per_cpu_mib=64))
+    pod, third = submitted(jobs, *(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
+                                                        mem_per_cpu_mib=64) for g in ("pod-a", "pod-b")))
     try:
         wait_for("the native job and the pod's job run", lambda: {state(cluster, int(native)), state(cluster, pod)}
                  == {"RUNNING"}, timeout=60)
@@ -62,9 +70,13 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
         wait_for("the third request waits for Resources", lambda: {j.job_id: j.reason for j in jobs.listed()}
                  .get(third) == "Resources", timeout=60)
         assert int(native) not in listed  # a native job is never the bridge's
+        # The update a cycle that ended a job makes (slurmctld then schedules at once): taken, and
+        # the job still the bridge's, with its gang.
+        jobs.nudge(listed[third])
+        assert {j.job_id: j.gang for j in jobs.listed()}[third] == "pod-b"
         # Larger than any node: Slurm takes it (EnforcePartLimits is not set: a partition of node sets
         # may grow) and says why it waits, which the pod's Event repeats.
-        too_large = jobs.submit(ExternalJobRequest(gang="pod-c", name="ml/pod-c", tasks=1, cpus_per_task=64))
+        (too_large,) = submitted(jobs, ExternalJobRequest(gang="pod-c", name="ml/pod-c", tasks=1, cpus_per_task=64))
         wait_for("Slurm's reason for the large request", lambda: {j.job_id: j.reason for j in jobs.listed()}
                  .get(too_large) == "PartitionConfig", timeout=30)
         jobs.cancel([too_large])
@@ -80,18 +92,17 @@ def test_an_external_job_ends_as_its_pods_did_completed_or_failed_with_their_exi
     """slurmkube-complete-job (the controller image's): what sacct and squeue then say of a bridge
     job is how its pods ended, not that someone cancelled it."""
     jobs = external_jobs(cluster)
-    done, broken = (jobs.submit(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
-                                                   mem_per_cpu_mib=64)) for g in ("done", "broken"))  # fmt: skip
+    done, broken = submitted(jobs, *(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
+                                                        mem_per_cpu_mib=64) for g in ("done", "broken")))
     try:
         wait_for("both jobs run", lambda: {state(cluster, done), state(cluster, broken)} == {"RUNNING"}, timeout=60)
-        jobs.complete(done, 0)
-        jobs.complete(broken, 3)
+        assert jobs.complete([(done, 0), (broken, 3)]) == [None, None]  # one call for both
         wait_for("the jobs end as their pods did", lambda: (state(cluster, done), state(cluster, broken))
                  == ("COMPLETED", "FAILED"), timeout=30)  # fmt: skip
         shown = cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", str(broken)).stdout
         assert "ExitCode=3:0" in shown, shown
-        with pytest.raises(SlurmError, match="already"):
-            jobs.complete(done, 0)
+        (again,) = jobs.complete([(done, 0)])
+        assert isinstance(again, SlurmError) and "already" in str(again), again
         usage = cluster.exec(CONTROLLER_POD, C.COMPLETE_JOB_PROGRAM, str(done), "256", check=False)
         assert usage.returncode == 2 and "EXITCODE 0-255" in usage.stderr, usage.stderr
     finally:
@@ -107,10 +118,12 @@ def test_a_higher_priority_pods_job_takes_the_first_cpu_that_frees_before_older_
     natives = [cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "-c1", "--mem=64", "-w", wide,
                             "--wrap", "sleep 600").stdout.strip() for _cpu in range(2)]
     asked = (("old-a", 0), ("old-b", 0), ("urgent", -1000))
-    waiting = [jobs.submit(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1, mem_per_cpu_mib=64,
-                                              nice=nice)) for g, nice in asked]
+    waiting: List[int] = []
     try:
+        # Both run before the others come: a native job still waiting would rank below the urgent one.
         wait_for("both native jobs run", lambda: {state(cluster, int(n)) for n in natives} == {"RUNNING"}, timeout=60)
+        waiting = submitted(jobs, *(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
+                                                       mem_per_cpu_mib=64, nice=nice) for g, nice in asked))
         shown = cluster.exec(CONTROLLER_POD, "squeue", "-h", "-t", "PD", "-o", "%i %Q %y").stdout.split("\n")
         priority = {int(i): (int(p), int(y)) for i, p, y in (line.split() for line in shown if line.strip())}
         (old_a, old_b, urgent) = (priority[j] for j in waiting)

@@ -301,7 +301,7 @@ def test_a_high_priority_pod_gets_the_first_cpu_that_frees_before_200_older_low_
                  == LOW_PODS, 900, 5, explain=queue)
         wait_for(lambda: not bridged.squeue("-p", "pool", "-t", "PD,R"), 120, 3, explain=queue)
         done = slurm.run("sacct", "-X", "-n", "-P", "-r", "pool", "-S", "now-1hour", "-o", "JobName,State")
-        states = [line.split("|") for line in done.split()]
+        states = [line.split("|") for line in done.splitlines()]  # "CANCELLED by 0": a state with spaces
         assert sum(name.startswith(ns + "/low-") and state == "COMPLETED" for name, state in states) == LOW_PODS
     finally:
         slurm.run("scancel", *natives)

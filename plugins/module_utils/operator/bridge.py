@@ -13,6 +13,7 @@ not asked at all).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridg
     Complete,
     Group,
     Hold,
+    Submit,
     controller_owner,
     gang_group,
     is_gone,
@@ -44,7 +46,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridg
     plan_bridge,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJobs
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJob, ExternalJobs
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control
 
 # A gang Slurm refused (no such account, larger than any node) is tried again after this long,
@@ -247,8 +249,7 @@ class BridgeCycle:
                               wait.reason)
         waiting = {submit.request.gang for submit in plan.submits}
         self.memory.backoff = {gang: when for gang, when in self.memory.backoff.items() if gang in waiting}
-        for submit in plan.submits:
-            self.submit(submit.request, [pods[p] for p in submit.pods], jobs)
+        self.submit(plan.submits, pods, jobs)
         for bind in plan.binds:
             self.bind(pods["%s/%s" % (bind.namespace, bind.pod)], bind.job_id, bind.slurm_node, bind.host)
         if plan.cancels:
@@ -258,8 +259,9 @@ class BridgeCycle:
             for cancel in plan.cancels:
                 self.event(cluster, "Normal", "BridgeJobCancelled",
                            "cancelled Slurm job %d: %s" % (cancel.job_id, cancel.why))
-        for done in plan.completes:
-            self.complete(cluster, done, jobs)
+        self.complete(cluster, plan.completes, jobs)
+        if plan.nudge is not None:
+            self.nudge(plan.nudge, jobs)
         self.report.api_calls += len(plan.ends) + len(plan.forced)
         for end in plan.ends:
             pod = pods["%s/%s" % (end.namespace, end.pod)]
@@ -273,44 +275,60 @@ class BridgeCycle:
                 self.event(pod, "Warning", "BridgeNodeLost", "deleted by force, without its kubelet's word: %s"
                            % end.why)
 
-    def complete(self, cluster: Mapping[str, Any], done: Complete, jobs: ExternalJobs) -> None:
-        """End a job as its pods ended; cancelled when Slurm refuses (an image without the tool, a
-        job that ended meanwhile): it must not hold its nodes for want of an exit code."""
+    def complete(self, cluster: Mapping[str, Any], completes: Sequence[Complete], jobs: ExternalJobs) -> None:
+        """End jobs as their pods ended (one Slurm call); those Slurm refuses (an image without the
+        tool, a job that ended meanwhile) are cancelled: none may hold its nodes for want of an
+        exit code."""
+        if not completes:
+            return
         self.report.slurm_calls += 1
-        try:
-            jobs.complete(done.job_id, done.exit_code)
-        except SlurmError as exc:
-            jobs.cancel([done.job_id])
+        refused = []
+        for done, error in zip(completes, jobs.complete([(done.job_id, done.exit_code) for done in completes])):
+            if error is not None:
+                refused.append((done, error))
+                continue
+            self.report.completed += 1
+            self.event(cluster, "Normal", "BridgeJobCompleted", "completed Slurm job %d with exit code %d: %s"
+                       % (done.job_id, done.exit_code, done.why))
+        if refused:
+            jobs.cancel([done.job_id for done, _error in refused])
             self.report.slurm_calls += 1
-            self.report.cancelled += 1
+            self.report.cancelled += len(refused)
+        for done, error in refused:
             self.event(cluster, "Warning", "BridgeJobCancelled", "cancelled Slurm job %d, %s: Slurm did not "
-                       "take its exit code %d: %s" % (done.job_id, done.why, done.exit_code, exc))
-            return
-        self.report.completed += 1
-        self.event(cluster, "Normal", "BridgeJobCompleted", "completed Slurm job %d with exit code %d: %s"
-                   % (done.job_id, done.exit_code, done.why))
+                       "take its exit code %d: %s" % (done.job_id, done.why, done.exit_code, error))
 
-    def submit(self, request: Any, gang: List[Mapping[str, Any]], jobs: ExternalJobs) -> None:
+    def nudge(self, waiting: ExternalJob, jobs: ExternalJobs) -> None:
+        """What the cycle's ended jobs held goes to the waiting jobs now, not at Slurm's next
+        periodic pass; a job that ended meanwhile is no reason to fail the cycle."""
+        self.report.slurm_calls += 1
+        with contextlib.suppress(SlurmError):
+            jobs.nudge(waiting)
+
+    def submit(self, submits: Sequence[Submit], pods: Mapping[str, Mapping[str, Any]], jobs: ExternalJobs) -> None:
+        """Submit the gangs not backing off (one Slurm call); a gang Slurm refuses backs off,
+        doubling its delay each time, and its pods are told why."""
         now = self.clock()
-        retry_at, delay = self.memory.backoff.get(request.gang, (0.0, 0.0))
-        if now < retry_at:
+        due = [s for s in submits if now >= self.memory.backoff.get(s.request.gang, (0.0, 0.0))[0]]
+        if not due:
             return
-        try:
-            job_id = jobs.submit(request)
-        except SlurmError as exc:
-            delay = min(BACKOFF_MAX_SECONDS, delay * 2 if delay else BACKOFF_FIRST_SECONDS)
-            self.memory.backoff[request.gang] = (now + delay, delay)
+        self.report.slurm_calls += 1
+        for submit, outcome in zip(due, jobs.submit([s.request for s in due])):
+            gang = [pods[p] for p in submit.pods]
+            if isinstance(outcome, SlurmError):
+                delay = self.memory.backoff.get(submit.request.gang, (0.0, 0.0))[1]
+                delay = min(BACKOFF_MAX_SECONDS, delay * 2 if delay else BACKOFF_FIRST_SECONDS)
+                self.memory.backoff[submit.request.gang] = (now + delay, delay)
+                for pod in gang:
+                    self.event(pod, "Warning", "SlurmRefused", "%s (tried again in %d s)" % (outcome, delay))
+                continue
+            self.memory.backoff.pop(submit.request.gang, None)
+            self.report.submitted += 1
+            request = submit.request
             for pod in gang:
-                self.event(pod, "Warning", "SlurmRefused", "%s (tried again in %d s)" % (exc, delay))
-            return
-        finally:
-            self.report.slurm_calls += 1
-        self.memory.backoff.pop(request.gang, None)
-        self.report.submitted += 1
-        for pod in gang:
-            self.event(pod, "Normal", "SlurmJobSubmitted",
-                       "Slurm job %d (%s: %d task(s) of %d CPU(s)) waits for Slurm to place it"
-                       % (job_id, request.name, request.tasks, request.cpus_per_task))
+                self.event(pod, "Normal", "SlurmJobSubmitted",
+                           "Slurm job %d (%s: %d task(s) of %d CPU(s)) waits for Slurm to place it"
+                           % (outcome, request.name, request.tasks, request.cpus_per_task))
 
     def bind(self, pod: Mapping[str, Any], job_id: int, slurm_node: str, host: str) -> None:
         """Label first, then bind: a restart between the two finds the pod labelled and binds it."""

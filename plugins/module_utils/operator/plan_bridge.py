@@ -129,6 +129,12 @@ class BridgePlan:
     details: List[int] = field(default_factory=list)  # running jobs whose CPUs per node binding needs
     holds: List[Hold] = field(default_factory=list)
     waits: List[Wait] = field(default_factory=list)
+    nudge: Optional[ExternalJob] = None  # a waiting job whose update makes Slurm schedule now
+
+    @property
+    def frees(self) -> bool:
+        """Whether the plan ends jobs, giving their CPUs back to Slurm."""
+        return bool(self.cancels or self.completes)
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -352,6 +358,9 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
             plan.cancels.append(Cancel(job.job_id, lost_jobs[job.job_id]))
         elif job.gang not in claimed and not held_by.get(job.job_id):
             plan_job_end(plan, job, finished.get(job.job_id, []))
+    if plan.frees:
+        ending = {c.job_id for c in plan.cancels} | {c.job_id for c in plan.completes}
+        plan.nudge = next((j for j in jobs if j.state == "PENDING" and j.job_id not in ending), None)
     return plan
 
 

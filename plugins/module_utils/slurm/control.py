@@ -24,6 +24,24 @@ class SlurmError(SlurmkubeError):
     """A Slurm command failed; the message carries its error output."""
 
 
+# SlurmControl.each's program: runs each command of its arguments (ended by EACH_END) and prints,
+# per command, a line: its exit status, a space, its output (stdout and stderr, newlines folded).
+# The commands' words are the script's positional parameters: the shell never parses them ($0,
+# the script's name, is the separator).
+EACH_END = "--slurmkube-end--"
+EACH_SCRIPT = r"""
+run() {
+  local out code=0
+  out=$("$@" 2>&1) || code=$?
+  printf '%s %s\n' "$code" "${out//$'\n'/ }"
+}
+words=()
+for word in "$@"; do
+  if [[ "$word" == "$0" ]]; then run "${words[@]}"; words=(); else words+=("$word"); fi
+done
+"""
+
+
 class SlurmNode(NamedTuple):
     """One node as slurmctld sees it."""
 
@@ -99,6 +117,25 @@ class SlurmControl:
         if code != 0:
             raise SlurmError("%s failed (exit %d): %s" % (" ".join(argv), code, (err or out).strip()))
         return out
+
+    def each(self, commands: Sequence[Sequence[str]]) -> List[Tuple[int, str]]:
+        """(exit status, output) of each command, run one after the other by one call (a call to
+        the controller pod is an exec: half a second each on a busy node, where sbatch takes a
+        twentieth); SlurmError when the call itself fails."""
+        if not commands:
+            return []
+        argv = ["bash", "-c", EACH_SCRIPT, EACH_END]
+        for command in commands:
+            if EACH_END in command:
+                raise ValueError("a command word is the separator %s" % EACH_END)
+            argv.extend([*command, EACH_END])
+        results = []
+        for line in self.output(argv).splitlines():
+            code, _space, text = line.partition(" ")
+            results.append((int(code), text.strip()))
+        if len(results) != len(commands):
+            raise SlurmError("%d of %d commands reported" % (len(results), len(commands)))
+        return results
 
     def release(self) -> str:
         """The Slurm release slurmctld's clients report ("slurm-wlm 26.05.5")."""

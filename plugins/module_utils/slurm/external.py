@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl, SlurmError
 
 COMMENT_PREFIX = "slurmkube-bridge:"
 # The states of a job that will hold nothing again (Slurm keeps them MinJobAge, 300 s by default).
@@ -169,9 +169,11 @@ class ExternalJobs:
     def __init__(self, slurm: SlurmControl) -> None:
         self.slurm = slurm
 
-    def submit(self, request: ExternalJobRequest) -> int:
-        """The new job's id; SlurmError with sbatch's message when Slurm refuses it."""
-        return parse_job_id(self.slurm.output(sbatch_argv(request)))
+    def submit(self, requests: Sequence[ExternalJobRequest]) -> List[Union[int, SlurmError]]:
+        """For each request in order, its new job's id, or a SlurmError with sbatch's message when
+        Slurm refused it: one call for them all (SlurmError when the call itself fails)."""
+        return [parse_job_id(out) if code == 0 else SlurmError("sbatch failed (exit %d): %s" % (code, out))
+                for code, out in self.slurm.each([sbatch_argv(r) for r in requests])]
 
     def listed(self) -> List[ExternalJob]:
         """Every bridge job slurmctld still knows, ended ones included, with its nodes: one call per
@@ -189,7 +191,19 @@ class ExternalJobs:
         """End the jobs (their pods are gone): Slurm frees what they held at once."""
         self.slurm.cancel(job_ids)
 
-    def complete(self, job_id: int, exit_code: int) -> None:
-        """End a running job as its pods ended: COMPLETED for 0, else FAILED with EXIT_CODE (what
-        sacct shows); SlurmError with Slurm's word when it refuses (the job already ended)."""
-        self.slurm.output([C.COMPLETE_JOB_PROGRAM, str(job_id), str(exit_code)])
+    def nudge(self, job: ExternalJob) -> None:
+        """Have slurmctld schedule now: an external job that ends frees its nodes without the
+        epilog-complete message after which Slurm schedules (node_scheduler.c's deallocate_nodes
+        returns before it), so what it held would wait for the next backfill pass (bf_interval,
+        30 s by default) or main pass (sched_interval, 60 s). A job update that succeeds queues a
+        pass; this one sets a waiting bridge job's comment to what it already is. SlurmError when
+        the job has ended meanwhile."""
+        self.slurm.output(["scontrol", "update", "JobId=%d" % job.job_id,
+                           "Comment=%s%s" % (COMMENT_PREFIX, job.gang)])
+
+    def complete(self, ends: Sequence[Tuple[int, int]]) -> List[Optional[SlurmError]]:
+        """End running jobs as their pods ended, (job id, exit code) each: COMPLETED for 0, else
+        FAILED with the code (what sacct shows). For each in order, None, or a SlurmError with
+        Slurm's word when it refused (the job already ended): one call for them all."""
+        return [None if code == 0 else SlurmError("%s failed (exit %d): %s" % (C.COMPLETE_JOB_PROGRAM, code, out))
+                for code, out in self.slurm.each([[C.COMPLETE_JOB_PROGRAM, str(j), str(e)] for j, e in ends])]

@@ -12,6 +12,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import BridgeCycle, BridgeMemory
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import gang_key
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import ExternalJob
 
@@ -26,7 +27,8 @@ class FakeSlurm:
 
     def __init__(self, jobs=(), refuse=""):
         self.jobs, self.refuse, self.submitted, self.cancelled, self.lists = list(jobs), refuse, [], [], 0
-        self.details, self.completed, self.refuse_completion = [], [], ""
+        self.details, self.completed, self.refuse_completion, self.nudged, self.refuse_nudge = [], [], "", [], ""
+        self.submissions = 0
 
     def listed(self):
         self.lists += 1
@@ -37,19 +39,26 @@ class FakeSlurm:
         return [dataclasses.replace(j, nodes=tuple(n for n, _cpus in j.allocation))
                 for j in self.jobs if j.job_id in job_ids]
 
-    def submit(self, request):
+    def submit(self, requests):
+        self.submissions += 1
         if self.refuse:
-            raise SlurmError(self.refuse)
-        self.submitted.append(request)
-        return 40 + len(self.submitted)
+            return [SlurmError(self.refuse) for _request in requests]
+        self.submitted.extend(requests)
+        return list(range(40 + len(self.submitted) - len(requests) + 1, 40 + len(self.submitted) + 1))
 
     def cancel(self, job_ids):
         self.cancelled.extend(job_ids)
 
-    def complete(self, job_id, exit_code):
+    def nudge(self, job):
+        self.nudged.append(job.job_id)
+        if self.refuse_nudge:
+            raise SlurmError(self.refuse_nudge)
+
+    def complete(self, ends):
         if self.refuse_completion:
-            raise SlurmError(self.refuse_completion)
-        self.completed.append((job_id, exit_code))
+            return [SlurmError(self.refuse_completion) for _end in ends]
+        self.completed.extend(ends)
+        return [None for _end in ends]
 
 
 def kube_with(*pods):
@@ -87,6 +96,14 @@ def test_a_pod_is_submitted_then_labelled_and_bound_where_its_job_runs():
     assert bound["metadata"]["labels"][C.LABEL_SLURM_JOB] == "41"
     assert bound["metadata"]["annotations"][C.ANNOTATION_SLURM_NODE] == "demo-cpu-0"
     assert kube.events[-1][2] == "Scheduled" and "Slurm job 41" in kube.events[-1][3]
+
+
+def test_the_pods_of_a_cycle_are_submitted_by_one_slurm_call_each_told_its_job():
+    kube, slurm = kube_with(pod("a"), pod("b"), pod("c")), FakeSlurm()
+    report = cycle(kube, slurm, BridgeMemory())
+    assert (report.submitted, slurm.submissions, report.slurm_calls) == (3, 1, 2)  # the listing, the submission
+    told = sorted((e[0], e[3].split(" (")[0]) for e in kube.events if e[2] == "SlurmJobSubmitted")
+    assert told == [("ml/a", "Slurm job 41"), ("ml/b", "Slurm job 42"), ("ml/c", "Slurm job 43")]
 
 
 def test_a_refused_gang_is_said_once_and_tried_again_only_after_its_backoff():
@@ -135,6 +152,25 @@ def test_a_running_job_whose_pod_ran_out_is_completed_with_its_exit_code_and_an_
         assert (report.completed, report.cancelled, slurm.completed, slurm.cancelled) == (1, 0, [(41, code)], [])
         assert kube.events[-1][:3] == ("hpc/demo", "Normal", "BridgeJobCompleted")
         assert "Slurm job 41 with exit code %d" % code in kube.events[-1][3] and "ml/p" in kube.events[-1][3]
+
+
+def test_a_cycle_that_ends_a_job_has_slurm_schedule_its_waiting_jobs_now():
+    """An external job's end does not make slurmctld schedule (no epilog to wait for): a job update
+    does, so a cycle that ended one touches a waiting job of its own."""
+    waiting = pod("q")
+    queued = ExternalJob(job_id=42, gang=gang_key([waiting]), state="PENDING", reason="Resources")
+    kube, slurm = kube_with(ended_pod("Succeeded"), waiting), FakeSlurm([RUNNING_41, queued])
+    report = cycle(kube, slurm, BridgeMemory())
+    assert (slurm.completed, slurm.nudged, slurm.submitted) == ([(41, 0)], [42], [])
+    assert report.slurm_calls == 3  # the listing, the completion, the update
+    # Nothing ended: no update. A waiting job gone meanwhile: the cycle goes on.
+    calm = FakeSlurm([queued])
+    cycle(kube_with(waiting), calm, BridgeMemory())
+    assert calm.nudged == []
+    gone = FakeSlurm([RUNNING_41, queued])
+    gone.refuse_nudge = "scontrol update: Job has already finished"
+    assert cycle(kube_with(ended_pod("Succeeded"), waiting), gone, BridgeMemory()).completed == 1
+    assert gone.nudged == [42]
 
 
 def test_a_job_slurm_will_not_complete_is_cancelled_rather_than_left_holding_its_nodes():

@@ -207,6 +207,18 @@ def test_a_gangs_highest_pod_priority_raises_its_jobs_slurm_priority_by_as_much(
                                                 BRIDGE).submits] == [2147483645]
 
 
+def test_a_plan_that_ends_a_job_names_a_waiting_job_to_touch_so_that_slurm_schedules_now():
+    done = pod("done", owner=None, job=7, node="kind-worker", phase="Succeeded", slurm_node="demo-cpu-0")
+    waiting = pod("waiting", owner=None)
+    running = job(7, gang_key([done]), "RUNNING", [("demo-cpu-0", 1)])
+    queued = job(8, gang_key([waiting]))
+    plan = plan_bridge([done, waiting], {}, [running, queued], HOSTS, BRIDGE)
+    assert [c.job_id for c in plan.completes] == [7] and plan.nudge == queued
+    assert plan_bridge([waiting], {}, [queued], HOSTS, BRIDGE).nudge is None  # nothing ends
+    # The only waiting job is the one cancelled (its pod deleted): nothing to touch.
+    assert plan_bridge([done], {}, [running, queued], HOSTS, BRIDGE).nudge is None
+
+
 def grouped(name: str) -> Dict[str, Any]:
     member = pod(name, owner=None)
     member["metadata"]["labels"][C.LABEL_POD_GROUP] = "pg"

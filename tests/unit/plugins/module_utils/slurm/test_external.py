@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import EACH_END, SlurmControl
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.external import (
+    ExternalJob,
     ExternalJobRequest,
+    ExternalJobs,
     expand_hostlist,
     parse_external_jobs,
     parse_job_id,
@@ -42,6 +46,33 @@ def test_the_sbatch_command_gives_each_option_one_argument_and_no_script():
     assert not [a for a in plain if a.startswith(("--mem", "--gpus", "--partition", "--account", "--qos", "--time",
                                                   "--exclusive", "--nice"))]
     assert parse_job_id("42\n") == 42 and parse_job_id("43;demo\n") == 43
+
+
+def test_a_nudge_sets_a_waiting_jobs_comment_to_what_it_is():
+    calls = []
+    jobs = ExternalJobs(SlurmControl(lambda argv: calls.append(list(argv)) or (0, "", "")))
+    jobs.nudge(ExternalJob(job_id=8, gang="abc", state="PENDING", reason="Resources"))
+    assert calls == [["scontrol", "update", "JobId=8", "Comment=slurmkube-bridge:abc"]]
+
+
+def test_many_submissions_and_completions_are_one_call_each_with_an_outcome_per_job():
+    calls = []
+
+    def answered(output):
+        def run(argv):
+            calls.append(list(argv))
+            return 0, output, ""
+        return ExternalJobs(SlurmControl(run))
+
+    requests = [ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1) for g in ("a", "b")]
+    submitted = answered("0 42\n1 sbatch: error: Invalid account or account/partition combination\n").submit(requests)
+    assert submitted[0] == 42 and "Invalid account" in str(submitted[1])
+    assert calls[-1][:2] == ["bash", "-c"] and calls[-1].count("--comment=slurmkube-bridge:b") == 1
+    ended = answered("0 \n1 slurmkube-complete-job: Job/step already completing or completed\n").complete(
+        [(42, 0), (43, 2)])
+    assert ended[0] is None and "already completing" in str(ended[1])
+    assert calls[-1][-8:] == [C.COMPLETE_JOB_PROGRAM, "42", "0", EACH_END, C.COMPLETE_JOB_PROGRAM, "43", "2", EACH_END]
+    assert len(calls) == 2
 
 
 def test_a_hostlist_expands_to_its_nodes_keeping_zero_padding():
