@@ -57,8 +57,9 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
     jobs = external_jobs(cluster)
     native = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "-c1", "-w", wide,
                           "--wrap", "sleep 600").stdout.strip()
-    pod, third = submitted(jobs, *(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
-                                                        mem_per_cpu_mib=64) for g in ("pod-a", "pod-b")))
+    asked = [ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1, mem_per_cpu_mib=64)
+             for g in ("pod-a", "pod-b")]
+    pod, third = submitted(jobs, *asked)
     try:
         wait_for("the native job and the pod's job run", lambda: {state(cluster, int(native)), state(cluster, pod)}
                  == {"RUNNING"}, timeout=60)
@@ -92,8 +93,9 @@ def test_an_external_job_ends_as_its_pods_did_completed_or_failed_with_their_exi
     """slurmkube-complete-job (the controller image's): what sacct and squeue then say of a bridge
     job is how its pods ended, not that someone cancelled it."""
     jobs = external_jobs(cluster)
-    done, broken = submitted(jobs, *(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
-                                                        mem_per_cpu_mib=64) for g in ("done", "broken")))
+    asked = [ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1, mem_per_cpu_mib=64)
+             for g in ("done", "broken")]
+    done, broken = submitted(jobs, *asked)
     try:
         wait_for("both jobs run", lambda: {state(cluster, done), state(cluster, broken)} == {"RUNNING"}, timeout=60)
         assert jobs.complete([(done, 0), (broken, 3)]) == [None, None]  # one call for both
@@ -122,8 +124,8 @@ def test_a_higher_priority_pods_job_takes_the_first_cpu_that_frees_before_older_
     try:
         # Both run before the others come: a native job still waiting would rank below the urgent one.
         wait_for("both native jobs run", lambda: {state(cluster, int(n)) for n in natives} == {"RUNNING"}, timeout=60)
-        waiting = submitted(jobs, *(ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
-                                                       mem_per_cpu_mib=64, nice=nice) for g, nice in asked))
+        waiting = submitted(jobs, *[ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1,
+                                                       mem_per_cpu_mib=64, nice=nice) for g, nice in asked])
         shown = cluster.exec(CONTROLLER_POD, "squeue", "-h", "-t", "PD", "-o", "%i %Q %y").stdout.split("\n")
         priority = {int(i): (int(p), int(y)) for i, p, y in (line.split() for line in shown if line.strip())}
         (old_a, old_b, urgent) = (priority[j] for j in waiting)

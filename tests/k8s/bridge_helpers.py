@@ -1,4 +1,4 @@
-"""What the bridge's kind modules share (test_bridge.py, test_bridge_bench.py): a cluster whose
+"""What the bridge's kind tests share (test_bridge.py; the latency bench next): a cluster whose
 operator schedules one namespace's pods, that namespace's view, and the pods and Jobs they make."""
 
 from __future__ import annotations
@@ -83,30 +83,26 @@ def bare_pod(namespace: str, name: str, command: str, annotations: Dict[str, str
 @contextlib.contextmanager
 def bridged_cluster(kube: Cluster, slurm_images: dict, operator: Operator, workdir: Path, name: str,
                     partitions: Sequence[Mapping[str, Any]], nodesets: Sequence[Tuple[Any, ...]],
-                    account: str = "", suffix: str = "ml") -> Iterator[Bridged]:
-    """A cluster NAME whose operator schedules the pods of namespace <kube's>-SUFFIX; with ACCOUNT,
-    accounting too (slurmdbd and MariaDB) and the account, given to that namespace and to root."""
-    namespace = "%s-%s" % (kube.namespace, suffix)
+                    account: str) -> Iterator[Bridged]:
+    """A cluster NAME with accounting (slurmdbd and MariaDB) whose operator schedules the pods of
+    namespace <kube's>-ml, which may charge ACCOUNT (root has an association with it)."""
+    namespace = kube.namespace + "-ml"
     kube.kubectl("create", "namespace", namespace)
     operator.install(workdir, [kube.namespace], bridge_namespaces=[namespace])
-    bridge: Dict[str, Any] = {"namespaces": [namespace]}
-    spec = dict(tiny_cluster_spec(), partitions=list(partitions), bridge=bridge)
-    images = with_accounting_images(slurm_images) if account else dict(slurm_images)
-    spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *(ACCOUNTING_IMAGES if account else ()))},
-                          pullPolicy="Never")
-    if account:
-        bridge["accounts"] = [{"namespace": namespace, "accounts": [account]}]
-        spec["accounting"] = {"enabled": True, "resources": TINY,
-                              "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}}
+    images = with_accounting_images(slurm_images)
+    spec = dict(tiny_cluster_spec(), partitions=list(partitions),
+                bridge={"namespaces": [namespace], "accounts": [{"namespace": namespace, "accounts": [account]}]},
+                accounting={"enabled": True, "resources": TINY,
+                            "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}})
+    spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
     try:
         with running_cluster(kube, operator, name, images, spec, nodesets) as view:
-            if account:
-                wait_for(lambda: name in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
-                         180, 2)
-                view.run("sacctmgr", "-i", "add", "account", account)
-                view.run("sacctmgr", "-i", "add", "user", "root", "Account=" + account)
-                wait_for(lambda: account in view.run("scontrol", "show", "assoc_mgr", "flags=assoc",
-                                                     "accounts=" + account), 60, 2)
+            wait_for(lambda: name in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
+                     180, 2)
+            view.run("sacctmgr", "-i", "add", "account", account)
+            view.run("sacctmgr", "-i", "add", "user", "root", "Account=" + account)
+            wait_for(lambda: account in view.run("scontrol", "show", "assoc_mgr", "flags=assoc", "accounts=" + account),
+                     60, 2)
             yield Bridged(kube, view, namespace, operator)
     finally:
         # The operator keeps the bridge namespace it was given (no reinstall: a minute of CI): with

@@ -29,9 +29,9 @@ pytestmark = [pytest.mark.k8s, pytest.mark.second_lane]
 CLUSTER = "bridge"
 ACCOUNT = "ml"
 # The 1-CPU nodes take the Job's pods; the 2-CPU node, alone in partition 'wide', is shared;
-# partition 'pool' (three 2-CPU nodes) runs the priority test's 201 pods six at a time.
+# partition 'pool' (six 2-CPU nodes) runs the priority test's 201 pods twelve at a time.
 WIDE_NODE = "%s-wide-0" % CLUSTER
-POOL_NODES = 3
+POOL_NODES = 6
 PARTITION_OF_NODE_SET = {"cpu": "main", "wide": "wide", "pool": "pool"}
 
 
@@ -261,7 +261,7 @@ def prioritised_pod(namespace: str, name: str, command: str, priority_class_name
 
 
 def test_a_high_priority_pod_gets_the_first_cpu_that_frees_before_200_older_low_priority_pods_which_all_run(bridged):
-    """The pool's six CPUs held by native jobs, 200 pods of a low PriorityClass wait in Slurm's
+    """The pool's twelve CPUs held by native jobs, 200 pods of a low PriorityClass wait in Slurm's
     queue, then one of a high class: the first CPU that frees goes to the high one (its job's
     Slurm priority is raised by its class's value, plan_bridge.gang_nice), and once the natives
     end every low pod runs too (no starvation)."""
