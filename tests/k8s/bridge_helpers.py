@@ -1,4 +1,4 @@
-"""What the bridge's kind tests share (test_bridge.py; the latency bench next): a cluster whose
+"""What the bridge's kind modules share (test_bridge.py, test_bridge_bench.py): a cluster whose
 operator schedules one namespace's pods, that namespace's view, and the pods and Jobs they make."""
 
 from __future__ import annotations
@@ -83,10 +83,11 @@ def bare_pod(namespace: str, name: str, command: str, annotations: Dict[str, str
 @contextlib.contextmanager
 def bridged_cluster(kube: Cluster, slurm_images: dict, operator: Operator, workdir: Path, name: str,
                     partitions: Sequence[Mapping[str, Any]], nodesets: Sequence[Tuple[Any, ...]],
-                    account: str) -> Iterator[Bridged]:
+                    account: str, suffix: str = "ml") -> Iterator[Bridged]:
     """A cluster NAME with accounting (slurmdbd and MariaDB) whose operator schedules the pods of
-    namespace <kube's>-ml, which may charge ACCOUNT (root has an association with it)."""
-    namespace = kube.namespace + "-ml"
+    namespace <kube's>-SUFFIX, which may charge ACCOUNT (root has an association with it). Each
+    module its own SUFFIX: a namespace deleted by the one before may still be terminating."""
+    namespace = "%s-%s" % (kube.namespace, suffix)
     kube.kubectl("create", "namespace", namespace)
     operator.install(workdir, [kube.namespace], bridge_namespaces=[namespace])
     images = with_accounting_images(slurm_images)
