@@ -25,15 +25,18 @@ class SlurmError(SlurmkubeError):
 
 
 # SlurmControl.each's program: runs each command of its arguments (ended by EACH_END) and prints,
-# per command, a line: its exit status, a space, its output (stdout and stderr, newlines folded).
-# The commands' words are the script's positional parameters: the shell never parses them ($0,
-# the script's name, is the separator).
+# per command, a line: its exit status, its standard output and its error output, tab-separated
+# (tabs and newlines within them folded to spaces). The commands' words are the script's positional
+# parameters: the shell never parses them ($0, the script's name, is the separator).
 EACH_END = "--slurmkube-end--"
 EACH_SCRIPT = r"""
+errors=$(mktemp) || exit 1
+trap 'rm -f "$errors"' EXIT
 run() {
-  local out code=0
-  out=$("$@" 2>&1) || code=$?
-  printf '%s %s\n' "$code" "${out//$'\n'/ }"
+  local out err code=0
+  out=$("$@" 2>"$errors") || code=$?
+  err=$(<"$errors")
+  printf '%s\t%s\t%s\n' "$code" "${out//[$'\t\n']/ }" "${err//[$'\t\n']/ }"
 }
 words=()
 for word in "$@"; do
@@ -118,10 +121,10 @@ class SlurmControl:
             raise SlurmError("%s failed (exit %d): %s" % (" ".join(argv), code, (err or out).strip()))
         return out
 
-    def each(self, commands: Sequence[Sequence[str]]) -> List[Tuple[int, str]]:
-        """(exit status, output) of each command, run one after the other by one call (a call to
-        the controller pod is an exec: half a second each on a busy node, where sbatch takes a
-        twentieth); SlurmError when the call itself fails."""
+    def each(self, commands: Sequence[Sequence[str]]) -> List[Tuple[int, str, str]]:
+        """(exit status, output, error output) of each command, run one after the other by one
+        call (a call to the controller pod is an exec: half a second each on a busy node, where
+        sbatch takes a twentieth); SlurmError when the call itself fails."""
         if not commands:
             return []
         argv = ["bash", "-c", EACH_SCRIPT, EACH_END]
@@ -131,8 +134,8 @@ class SlurmControl:
             argv.extend([*command, EACH_END])
         results = []
         for line in self.output(argv).splitlines():
-            code, _space, text = line.partition(" ")
-            results.append((int(code), text.strip()))
+            code, out, err = (line.split("\t") + ["", ""])[:3]
+            results.append((int(code), out.strip(), err.strip()))
         if len(results) != len(commands):
             raise SlurmError("%d of %d commands reported" % (len(results), len(commands)))
         return results

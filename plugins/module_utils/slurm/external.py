@@ -172,8 +172,8 @@ class ExternalJobs:
     def submit(self, requests: Sequence[ExternalJobRequest]) -> List[Union[int, SlurmError]]:
         """For each request in order, its new job's id, or a SlurmError with sbatch's message when
         Slurm refused it: one call for them all (SlurmError when the call itself fails)."""
-        return [parse_job_id(out) if code == 0 else SlurmError("sbatch failed (exit %d): %s" % (code, out))
-                for code, out in self.slurm.each([sbatch_argv(r) for r in requests])]
+        return [parse_job_id(out) if code == 0 else SlurmError("sbatch failed (exit %d): %s" % (code, err or out))
+                for code, out, err in self.slurm.each([sbatch_argv(r) for r in requests])]
 
     def listed(self) -> List[ExternalJob]:
         """Every bridge job slurmctld still knows, ended ones included, with its nodes: one call per
@@ -205,5 +205,7 @@ class ExternalJobs:
         """End running jobs as their pods ended, (job id, exit code) each: COMPLETED for 0, else
         FAILED with the code (what sacct shows). For each in order, None, or a SlurmError with
         Slurm's word when it refused (the job already ended): one call for them all."""
-        return [None if code == 0 else SlurmError("%s failed (exit %d): %s" % (C.COMPLETE_JOB_PROGRAM, code, out))
-                for code, out in self.slurm.each([[C.COMPLETE_JOB_PROGRAM, str(j), str(e)] for j, e in ends])]
+        outcomes = self.slurm.each([[C.COMPLETE_JOB_PROGRAM, str(job), str(code)] for job, code in ends])
+        return [None if code == 0 else SlurmError("%s failed (exit %d): %s"
+                                                  % (C.COMPLETE_JOB_PROGRAM, code, err or out))
+                for code, out, err in outcomes]

@@ -25,10 +25,12 @@ def test_each_command_reports_its_exit_status_and_output_in_order_and_no_word_is
 
     results = SlurmControl(counted).each([
         ["printf", "%s|", "two words", "$HOME;`id`", "'quoted'"],
-        ["sh", "-c", "echo out; echo err >&2; exit 3"],
-        ["true"],
+        ["sh", "-c", "echo out; echo more; echo err >&2; exit 3"],
+        ["sh", "-c", "echo 42; echo 'a warning' >&2"],  # sbatch --parsable: the id alone on stdout
+        ["printf", "a\tb"],
     ])
-    assert results == [(0, "two words|$HOME;`id`|'quoted'|"), (3, "out err"), (0, "")]
+    assert results == [(0, "two words|$HOME;`id`|'quoted'|", ""), (3, "out more", "err"), (0, "42", "a warning"),
+                       (0, "a b", "")]
     assert len(calls) == 1
 
 
@@ -45,4 +47,4 @@ def test_a_call_that_fails_or_reports_fewer_commands_is_an_error():
     with pytest.raises(SlurmError):
         SlurmControl(lambda argv: (126, "", "cannot exec")).each([["true"]])
     with pytest.raises(SlurmError, match="1 of 2"):
-        SlurmControl(lambda argv: (0, "0 \n", "")).each([["true"], ["true"]])
+        SlurmControl(lambda argv: (0, "0\t\t\n", "")).each([["true"], ["true"]])

@@ -65,10 +65,11 @@ def test_many_submissions_and_completions_are_one_call_each_with_an_outcome_per_
         return ExternalJobs(SlurmControl(run))
 
     requests = [ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1) for g in ("a", "b")]
-    submitted = answered("0 42\n1 sbatch: error: Invalid account or account/partition combination\n").submit(requests)
+    submitted = answered("0\t42\tsbatch: warning: a word\n1\t\tsbatch: error: Invalid account or account/partition "
+                         "combination\n").submit(requests)
     assert submitted[0] == 42 and "Invalid account" in str(submitted[1])
     assert calls[-1][:2] == ["bash", "-c"] and calls[-1].count("--comment=slurmkube-bridge:b") == 1
-    ended = answered("0 \n1 slurmkube-complete-job: Job/step already completing or completed\n").complete(
+    ended = answered("0\t\t\n1\t\tslurmkube-complete-job: Job/step already completing or completed\n").complete(
         [(42, 0), (43, 2)])
     assert ended[0] is None and "already completing" in str(ended[1])
     assert calls[-1][-8:] == [C.COMPLETE_JOB_PROGRAM, "42", "0", EACH_END, C.COMPLETE_JOB_PROGRAM, "43", "2", EACH_END]
