@@ -22,6 +22,7 @@ containers' end will never be confirmed, so it is deleted by force and its gang'
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import math
 import re
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_terminating
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import parse_time, pod_terminating
 from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import SLURM_NAME
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity
@@ -144,6 +145,20 @@ def pod_key(pod: Mapping[str, Any]) -> str:
 def is_gone(pod: Mapping[str, Any]) -> bool:
     """Its containers have stopped: what it held may go to others."""
     return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def ended_by_deletion(pod: Mapping[str, Any]) -> bool:
+    """Its containers stopped because it was deleted: they ended once its deletion was asked
+    (deletionTimestamp less its grace period), or have not ended. Kubernetes gives a deleted pod a
+    terminal phase before it removes it; that pod did not run to its end."""
+    meta = pod.get("metadata") or {}
+    deleted = parse_time(meta.get("deletionTimestamp"))
+    if deleted is None:
+        return False
+    asked = deleted - datetime.timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+    ends = [parse_time(((status.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+            for status in (pod.get("status") or {}).get("containerStatuses") or ()]
+    return not ends or any(end is None or end >= asked for end in ends)
 
 
 def gang_exit_code(pods: Sequence[Mapping[str, Any]]) -> int:
@@ -344,7 +359,7 @@ def plan_bridge(pods: Sequence[Mapping[str, Any]], sizes: Mapping[str, int], job
             continue
         if not is_gone(pod):
             held_by[job_id] = held_by.get(job_id, 0) + 1
-        else:
+        elif not ended_by_deletion(pod):
             finished.setdefault(job_id, []).append(pod)
         plan_labelled(plan, pod, by_id.get(job_id), hosts)
     claimed = set()

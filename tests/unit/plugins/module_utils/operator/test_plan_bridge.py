@@ -130,6 +130,21 @@ def test_a_job_whose_pods_failed_ends_with_their_highest_exit_code():
         assert completed.exit_code == code, pods
 
 
+def test_a_pod_deleted_while_it_ran_counts_as_deleted_though_kubernetes_gave_it_a_terminal_phase():
+    """Kubernetes sets a deleted pod's phase (Failed: its container killed) before removing it: its
+    job is cancelled, as for a pod already gone (CI saw it COMPLETED as FAILED 143 instead)."""
+    running = job(7, "gang", "RUNNING", [("demo-cpu-0", 1)])
+    killed = failed_pod("first", 143)
+    killed["metadata"].update(deletionTimestamp="2026-11-29T10:05:01Z", deletionGracePeriodSeconds=1)
+    killed["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "2026-11-29T10:05:01Z"
+    plan = plan_bridge([killed], {}, [running], HOSTS, BRIDGE)
+    assert [c.job_id for c in plan.cancels] == [7] and plan.completes == []
+    # One that had ended before anyone deleted it ran to its end: its job ends as it did.
+    killed["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "2026-11-29T10:04:00Z"
+    (completed,) = plan_bridge([killed], {}, [running], HOSTS, BRIDGE).completes
+    assert completed.exit_code == 143
+
+
 def test_a_job_that_never_started_is_cancelled_even_if_its_pods_ended():
     ended = pod("train-a", job=7, phase="Failed")  # ended by the bridge: Slurm requeued its job
     plan = plan_bridge([ended], {}, [job(7, "gang", "PENDING")], HOSTS, BRIDGE)
