@@ -320,7 +320,7 @@ def test_a_pod_on_a_lost_kubernetes_node_is_ended_by_force_and_its_job_ends_afte
     there = sorted(node for node in slurm.nodes() if bridged.worker_host(node) == lost)
     elsewhere = sorted(node for node in slurm.nodes() if node not in there)
     assert there, "no Slurm node on %s" % lost
-    (partition,) = {PARTITION_OF_NODE_SET[node.split("-")[-2]] for node in there[:1]}
+    partition = PARTITION_OF_NODE_SET[there[0].split("-")[-2]]  # <cluster>-<node set>-<n>
     keep_an_operator_off(kube, lost)
     kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge",
                  "-p", json.dumps({"spec": {"bridge": {"lostNodeTimeoutSeconds": 15}}}))
