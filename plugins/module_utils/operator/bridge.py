@@ -3,7 +3,10 @@
 """The bridge's cycle for one cluster: read the bridged pods, their Jobs, the worker pods, the
 Kubernetes nodes (when a pod is bound) and Slurm's bridge jobs (one squeue, a line per job; a second,
 in detail, only for the jobs whose pods are to be bound), plan (plan_bridge.py), then act: submit,
-label and bind, cancel, end pods (by force on a lost node), and say each action as an Event.
+label and bind, cancel, end pods (by force on a lost node), and say each action as an Event. The
+binds and the Events of a cycle go to the API server side by side, as kube-scheduler binds pods in
+goroutines: one after the other, a cycle binding 68 of 100 pods took 28 s on a loaded kind cluster
+(tests/bench/bridge_latency.json), every pod behind it waiting.
 
 State kept between cycles (in memory: a restarted operator rebuilds it from Kubernetes and
 Slurm) is only what keeps it quiet and cheap: the backoff of gangs Slurm refused, the holds
@@ -16,8 +19,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -34,8 +38,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import (
+    Bind,
     BridgePlan,
     Complete,
+    EndPod,
     Group,
     Hold,
     Submit,
@@ -54,6 +60,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 BACKOFF_FIRST_SECONDS = 15.0
 BACKOFF_MAX_SECONDS = 300.0
 SOURCE = C.OPERATOR_NAME
+# How many of a cycle's binds and Events are asked of the API server at once.
+API_WORKERS = 8
 
 
 @dataclass
@@ -86,6 +94,16 @@ class CycleReport:
     def summary(self) -> str:
         return ("%d job(s) submitted, %d pod(s) bound, %d job(s) cancelled, %d job(s) completed, %d pod(s) ended"
                 % (self.submitted, self.bound, self.cancelled, self.completed, self.ended))
+
+
+class Said(NamedTuple):
+    """An Event a cycle posts; SAID, a hold or wait said once per pod (BridgeMemory.said)."""
+
+    obj: Mapping[str, Any]
+    kind: str
+    reason: str
+    message: str
+    said: Optional[Tuple[str, str]]
 
 
 def bridged_pods(kube: Kube, namespaces: Sequence[str]) -> List[Dict[str, Any]]:
@@ -195,6 +213,7 @@ class BridgeCycle:
         self.clock = clock
         self.wall = wall  # what the nodes' condition times are compared with
         self.report = CycleReport()
+        self.events: List[Said] = []
 
     def run(self, cluster: Mapping[str, Any], bridge: Bridge,
             slurm: Callable[[], Optional[ExternalJobs]]) -> CycleReport:
@@ -221,8 +240,13 @@ class BridgeCycle:
             jobs = [detailed.get(job.job_id, job) for job in jobs]
             plan = plan_bridge(pods, sizes, jobs, hosts, bridge, lost, unknown)
         self.report.queue = bridge_queue(pods, plan.holds)
-        self.act(cluster, plan, {"%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods},
-                 jobs_client)
+        try:
+            self.act(cluster, plan, {"%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]): p
+                                     for p in pods}, jobs_client)
+        finally:  # what was done is said, also when a later step failed
+            unsaid = self.say_all()
+        if unsaid is not None:
+            raise unsaid
         self.memory.had_pods = bool(pods)
         return self.report
 
@@ -250,8 +274,7 @@ class BridgeCycle:
         waiting = {submit.request.gang for submit in plan.submits}
         self.memory.backoff = {gang: when for gang, when in self.memory.backoff.items() if gang in waiting}
         self.submit(plan.submits, pods, jobs)
-        for bind in plan.binds:
-            self.bind(pods["%s/%s" % (bind.namespace, bind.pod)], bind.job_id, bind.slurm_node, bind.host)
+        self.bind(plan.binds, pods)
         if plan.cancels:
             jobs.cancel([c.job_id for c in plan.cancels])
             self.report.slurm_calls += 1
@@ -262,18 +285,35 @@ class BridgeCycle:
         self.complete(cluster, plan.completes, jobs)
         if plan.nudge is not None:
             self.nudge(plan.nudge, jobs)
-        self.report.api_calls += len(plan.ends) + len(plan.forced)
-        for end in plan.ends:
+        self.end(plan.ends, plan.forced, pods)
+
+    def end(self, ends: Sequence[EndPod], forced: Sequence[EndPod], pods: Mapping[str, Mapping[str, Any]]) -> None:
+        """Delete the pods of ended jobs, and by force those on lost nodes, side by side; the first
+        deletion the API server refused is raised once every pod was tried and said."""
+        def deleted(end_force: Tuple[EndPod, bool]) -> Union[bool, KubeError]:
+            end, force = end_force
+            try:
+                return self.kube.delete("v1", "Pod", end.pod, end.namespace, grace_period_seconds=0 if force else None)
+            except KubeError as exc:
+                return exc
+
+        todo = [(end, False) for end in ends] + [(end, True) for end in forced]
+        with ThreadPoolExecutor(API_WORKERS) as pool:
+            outcomes = list(pool.map(deleted, todo))
+        self.report.api_calls += len(todo)
+        for (end, force), outcome in zip(todo, outcomes):
+            if outcome is not True:
+                continue
+            self.report.ended += 1
             pod = pods["%s/%s" % (end.namespace, end.pod)]
-            if self.kube.delete("v1", "Pod", end.pod, end.namespace):
-                self.report.ended += 1
-                self.event(pod, "Normal", "SlurmJobEnded", "deleted: %s" % end.why)
-        for end in plan.forced:
-            pod = pods["%s/%s" % (end.namespace, end.pod)]
-            if self.kube.delete("v1", "Pod", end.pod, end.namespace, grace_period_seconds=0):
-                self.report.ended += 1
+            if force:
                 self.event(pod, "Warning", "BridgeNodeLost", "deleted by force, without its kubelet's word: %s"
                            % end.why)
+            else:
+                self.event(pod, "Normal", "SlurmJobEnded", "deleted: %s" % end.why)
+        refused = [outcome for outcome in outcomes if isinstance(outcome, KubeError)]
+        if refused:
+            raise refused[0]
 
     def complete(self, cluster: Mapping[str, Any], completes: Sequence[Complete], jobs: ExternalJobs) -> None:
         """End jobs as their pods ended (one Slurm call); those Slurm refuses (an image without the
@@ -330,34 +370,74 @@ class BridgeCycle:
                            "Slurm job %d (%s: %d task(s) of %d CPU(s)) waits for Slurm to place it"
                            % (outcome, request.name, request.tasks, request.cpus_per_task))
 
-    def bind(self, pod: Mapping[str, Any], job_id: int, slurm_node: str, host: str) -> None:
+    def bind(self, binds: Sequence[Bind], pods: Mapping[str, Mapping[str, Any]]) -> None:
+        """Label and bind each pod (placed), the pods side by side; a pod that could not be is told
+        why, and the next cycle tries again."""
+        with ThreadPoolExecutor(API_WORKERS) as pool:
+            errors = list(pool.map(lambda bind: self.placed(pods["%s/%s" % (bind.namespace, bind.pod)], bind),
+                                   binds))
+        self.report.api_calls += 2 * len(binds)
+        for bind, error in zip(binds, errors):
+            pod = pods["%s/%s" % (bind.namespace, bind.pod)]
+            if error is not None:
+                self.event(pod, "Warning", "FailedBinding", str(error))
+                continue
+            self.report.bound += 1
+            created = parse_time(pod["metadata"].get("creationTimestamp"))
+            if created is not None:
+                self.report.bind_seconds.append(max(0.0, (self.wall() - created).total_seconds()))
+            self.event(pod, "Normal", "Scheduled", "Slurm job %d placed it on Slurm node %s (Kubernetes node %s)"
+                       % (bind.job_id, bind.slurm_node, bind.host))
+
+    def placed(self, pod: Mapping[str, Any], bind: Bind) -> Optional[KubeError]:
         """Label first, then bind: a restart between the two finds the pod labelled and binds it."""
         meta = pod["metadata"]
-        self.report.api_calls += 2
-        self.kube.merge_patch("v1", "Pod", meta["name"], meta["namespace"], {"metadata": {
-            "labels": {C.LABEL_SLURM_JOB: str(job_id)}, "annotations": {C.ANNOTATION_SLURM_NODE: slurm_node}}})
         try:
-            self.kube.bind(meta["namespace"], meta["name"], host)
+            self.kube.merge_patch("v1", "Pod", meta["name"], meta["namespace"], {"metadata": {
+                "labels": {C.LABEL_SLURM_JOB: str(bind.job_id)},
+                "annotations": {C.ANNOTATION_SLURM_NODE: bind.slurm_node}}})
+            self.kube.bind(meta["namespace"], meta["name"], bind.host)
         except KubeError as exc:
-            self.event(pod, "Warning", "FailedBinding", str(exc))
-            return
-        self.report.bound += 1
-        created = parse_time(meta.get("creationTimestamp"))
-        if created is not None:
-            self.report.bind_seconds.append(max(0.0, (self.wall() - created).total_seconds()))
-        self.event(pod, "Normal", "Scheduled", "Slurm job %d placed it on Slurm node %s (Kubernetes node %s)"
-                   % (job_id, slurm_node, host))
+            return exc
+        return None
 
     def say_once(self, pod: Mapping[str, Any], kind: str, reason: str, message: str, detail: str = "") -> None:
         """An Event a pod gets once for the same reason (and detail) for as long as it exists."""
         said = (pod["metadata"]["uid"], reason + (":" + detail if detail else ""))
         if said not in self.memory.said:
-            self.event(pod, kind, reason, message)
-            self.memory.said.add(said)
+            self.event(pod, kind, reason, message, said)
 
-    def event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+    def event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str,
+              said: Optional[Tuple[str, str]] = None) -> None:
+        """An Event posted once the cycle has acted (say_all); SAID is remembered once it is posted."""
         self.report.api_calls += 1
-        self.kube.post_event(obj, kind, reason, message, SOURCE)
+        self.events.append(Said(obj, kind, reason, message, said))
+
+    def say_all(self) -> Optional[KubeError]:
+        """Post the cycle's Events, the objects side by side and each object's in order; the first
+        that could not be posted, once all were tried (the operator logs it, as any API error of a
+        cycle)."""
+        by_object: Dict[Tuple[str, str, str], List[Said]] = {}
+        for said in self.events:
+            meta = said.obj["metadata"]
+            by_object.setdefault((said.obj["kind"], meta.get("namespace") or "", meta["name"]), []).append(said)
+        self.events = []
+        with ThreadPoolExecutor(API_WORKERS) as pool:
+            failed = [error for errors in pool.map(self.posted, by_object.values()) for error in errors]
+        return failed[0] if failed else None
+
+    def posted(self, events: Sequence[Said]) -> List[KubeError]:
+        """Post EVENTS in order; what could not be posted."""
+        failed = []
+        for event in events:
+            try:
+                self.kube.post_event(event.obj, event.kind, event.reason, event.message, SOURCE)
+            except KubeError as exc:
+                failed.append(exc)
+                continue
+            if event.said is not None:
+                self.memory.said.add(event.said)
+        return failed
 
 
 def bridge_cycle(kube: Kube, cluster: Mapping[str, Any], memories: Dict[str, BridgeMemory]) -> Optional[CycleReport]:

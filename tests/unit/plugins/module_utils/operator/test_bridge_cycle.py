@@ -1,15 +1,17 @@
-"""The bridge's cycle acting on what it planned: labels before it binds, says each action as an
+"""The bridge's cycle acting on what it planned: labels before it binds (pods side by side), says each action as an
 Event, backs off a gang Slurm refused, and asks Slurm nothing while no pod is bridged."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import threading
 
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import BridgeCycle, BridgeMemory
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_bridge import gang_key
@@ -98,6 +100,88 @@ def test_a_pod_is_submitted_then_labelled_and_bound_where_its_job_runs():
     assert kube.events[-1][2] == "Scheduled" and "Slurm job 41" in kube.events[-1][3]
 
 
+def running_jobs(slurm):
+    return [ExternalJob(41 + i, request.gang, "RUNNING", "", (("demo-cpu-0", 1),))
+            for i, request in enumerate(slurm.submitted)]
+
+
+class SideBySideKube(MemoryKube):
+    """A kube whose binds each wait until FOUR are in flight: binds made one after the other never
+    get there (the barrier breaks after 10 s and the bind fails)."""
+
+    def __init__(self, four):
+        super().__init__()
+        self.barrier = threading.Barrier(four, timeout=10)
+
+    def bind(self, namespace, pod, node):
+        self.barrier.wait()
+        super().bind(namespace, pod, node)
+
+
+def test_a_cycles_binds_are_asked_side_by_side():
+    kube, memory, slurm = SideBySideKube(4), BridgeMemory(), FakeSlurm()
+    kube.objects.update(kube_with(*(pod("p%d" % i) for i in range(4))).objects)
+    cycle(kube, slurm, memory)
+    slurm.jobs = running_jobs(slurm)
+    assert cycle(kube, slurm, memory).bound == 4
+    assert not [e for e in kube.events if e[2] == "FailedBinding"]
+
+
+class RefusingKube(MemoryKube):
+    """A kube that refuses to bind, or to delete, the pods it is told to (by name), and to post the
+    Events it is told to (by reason)."""
+
+    def __init__(self, pods=(), reasons=(), deletes=()):
+        super().__init__()
+        self.refused_pods, self.refused_reasons, self.refused_deletes = set(pods), set(reasons), set(deletes)
+
+    def delete(self, api_version, kind, name, namespace=None, propagation="Background", grace_period_seconds=None):
+        if name in self.refused_deletes:
+            raise KubeError("cannot delete %s %s/%s: the server timed out" % (kind, namespace, name))
+        return super().delete(api_version, kind, name, namespace, propagation, grace_period_seconds)
+
+    def bind(self, namespace, pod, node):
+        if pod in self.refused_pods:
+            raise KubeError("cannot bind pod %s/%s to node %s: node not found" % (namespace, pod, node))
+        super().bind(namespace, pod, node)
+
+    def post_event(self, obj, kind, reason, message, source):
+        if reason in self.refused_reasons:
+            raise KubeError("cannot post event %s: etcdserver: request timed out" % reason)
+        super().post_event(obj, kind, reason, message, source)
+
+
+def test_a_pod_that_cannot_be_bound_is_told_why_and_the_others_are_bound():
+    kube, memory, slurm = RefusingKube(pods=["b"]), BridgeMemory(), FakeSlurm()
+    kube.objects.update(kube_with(pod("a"), pod("b"), pod("c")).objects)
+    cycle(kube, slurm, memory)
+    slurm.jobs = running_jobs(slurm)
+    assert cycle(kube, slurm, memory).bound == 2
+    (failed,) = [e for e in kube.events if e[2] == "FailedBinding"]
+    assert failed[0] == "ml/b" and "node not found" in failed[3]
+    assert not kube.get("v1", "Pod", "b", "ml")["spec"].get("nodeName")
+    kube.refused_pods.clear()
+    assert cycle(kube, slurm, memory).bound == 1  # labelled already: bound by the next cycle
+
+
+def test_an_event_the_api_server_did_not_take_fails_the_cycle_after_the_others_and_a_hold_is_said_again():
+    held = pod("q")
+    held["spec"] = dict(held["spec"], nodeSelector={"disk": "ssd"})
+    kube, memory, slurm = RefusingKube(reasons=["BridgeUnsupported"]), BridgeMemory(), FakeSlurm()
+    kube.objects.update(kube_with(pod("p"), held).objects)
+    try:
+        cycle(kube, slurm, memory)
+    except KubeError as exc:
+        assert "BridgeUnsupported" in str(exc)
+    else:
+        raise AssertionError("the cycle did not say the Event it could not post")
+    assert [e[:3] for e in kube.events] == [("ml/p", "Normal", "SlurmJobSubmitted")]
+    kube.refused_reasons.clear()
+    cycle(kube, slurm, memory)
+    cycle(kube, slurm, memory)
+    assert [e[2] for e in kube.events if e[0] == "ml/q"] == ["BridgeUnsupported"]  # said once it could be
+
+
 def test_the_pods_of_a_cycle_are_submitted_by_one_slurm_call_each_told_its_job():
     kube, slurm = kube_with(pod("a"), pod("b"), pod("c")), FakeSlurm()
     report = cycle(kube, slurm, BridgeMemory())
@@ -132,6 +216,26 @@ def test_a_pod_whose_job_ended_is_deleted_with_an_event():
     assert cycle(kube, slurm, BridgeMemory()).ended == 1
     assert kube.get("v1", "Pod", "p", "ml") is None
     assert kube.events[-1][2] == "SlurmJobEnded" and "PREEMPTED" in kube.events[-1][3]
+
+
+def test_the_pods_of_ended_jobs_are_deleted_all_though_one_deletion_is_refused_which_fails_the_cycle():
+    pods = []
+    for i, name in enumerate(("a", "b", "c")):
+        running = dict(pod(name), status={"phase": "Running"})
+        running["metadata"]["labels"] = {C.LABEL_SLURM_JOB: str(41 + i)}
+        running["spec"] = dict(running["spec"], nodeName="kind-worker")
+        pods.append(running)
+    kube = RefusingKube(deletes=["b"])
+    kube.objects.update(kube_with(*pods).objects)
+    slurm = FakeSlurm([ExternalJob(41 + i, "g%d" % i, "CANCELLED", "") for i in range(3)])
+    try:
+        cycle(kube, slurm, BridgeMemory())
+    except KubeError as exc:
+        assert "ml/b" in str(exc)
+    else:
+        raise AssertionError("the refused deletion was not raised")
+    assert [name for name in "abc" if kube.get("v1", "Pod", name, "ml")] == ["b"]
+    assert sorted(e[0] for e in kube.events if e[2] == "SlurmJobEnded") == ["ml/a", "ml/c"]
 
 
 RUNNING_41 = ExternalJob(41, "g", "RUNNING", "", (("demo-cpu-0", 1),))
@@ -218,8 +322,9 @@ def test_a_pod_whose_node_is_lost_past_the_timeout_is_deleted_by_force_and_its_j
     assert kube.forced == [] and slurm.cancelled == [] and kube.get("v1", "Pod", "p", "ml") is not None
     assert at(300).ended == 1
     assert kube.forced == [("Pod", "p")] and slurm.cancelled == [41]
-    assert [e[2] for e in kube.events[-2:]] == ["BridgeJobCancelled", "BridgeNodeLost"]
-    assert "kind-worker" in kube.events[-1][3] and "by force" in kube.events[-1][3]
+    said = {e[2]: e for e in kube.events[-2:]}  # on two objects, posted side by side
+    assert sorted(said) == ["BridgeJobCancelled", "BridgeNodeLost"]
+    assert "kind-worker" in said["BridgeNodeLost"][3] and "by force" in said["BridgeNodeLost"][3]
 
 
 def member(name, owner=None, labels=(), annotations=()):
