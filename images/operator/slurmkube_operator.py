@@ -72,6 +72,8 @@ EVENTS = served(telemetry.EVENTS)
 STATE = {name: served(metric) for name, metric in telemetry.STATE.items()}
 BRIDGE_PODS = served(telemetry.BRIDGE_PODS)
 BRIDGE_BIND_SECONDS = served(telemetry.BRIDGE_BIND_SECONDS)
+BRIDGE_CYCLE_SECONDS = served(telemetry.BRIDGE_CYCLE_SECONDS)
+BRIDGE_SLURM_SECONDS = served(telemetry.BRIDGE_SLURM_SECONDS)
 BRIDGE_CALLS = served(telemetry.BRIDGE_CALLS)
 # The clusters whose bridge gauges are set (namespace/name), so they go when the bridge does.
 _bridged: set = set()
@@ -215,6 +217,8 @@ def record_bridge(namespace: str, name: str, report: Optional[CycleReport]) -> N
         BRIDGE_BIND_SECONDS.labels(namespace, name).observe(seconds)
     BRIDGE_CALLS.labels(namespace, name, "slurm").inc(report.slurm_calls)
     BRIDGE_CALLS.labels(namespace, name, "api").inc(report.api_calls)
+    BRIDGE_CYCLE_SECONDS.labels(namespace, name).observe(report.seconds)
+    BRIDGE_SLURM_SECONDS.labels(namespace, name).inc(report.slurm_seconds)
 
 
 def forget_deleted_clusters(clusters: List[Mapping[str, Any]]) -> None:

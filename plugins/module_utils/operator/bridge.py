@@ -21,7 +21,7 @@ import datetime
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -84,6 +84,8 @@ class CycleReport:
     ended: int = 0
     slurm_calls: int = 0
     api_calls: int = 0
+    seconds: float = 0.0  # the whole cycle's
+    slurm_seconds: float = 0.0  # its calls into the controller pod's
     queue: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(telemetry.BRIDGE_POD_STATES, 0))
     bind_seconds: List[float] = field(default_factory=list)  # each bound pod's wait since its creation
 
@@ -92,8 +94,10 @@ class CycleReport:
         return bool(self.submitted or self.bound or self.cancelled or self.completed or self.ended)
 
     def summary(self) -> str:
-        return ("%d job(s) submitted, %d pod(s) bound, %d job(s) cancelled, %d job(s) completed, %d pod(s) ended"
-                % (self.submitted, self.bound, self.cancelled, self.completed, self.ended))
+        return ("%d job(s) submitted, %d pod(s) bound, %d job(s) cancelled, %d job(s) completed, %d pod(s) ended "
+                "in %.1f s (%.1f s of them in %d Slurm call(s), %d API call(s))"
+                % (self.submitted, self.bound, self.cancelled, self.completed, self.ended, self.seconds,
+                   self.slurm_seconds, self.slurm_calls, self.api_calls))
 
 
 class Said(NamedTuple):
@@ -217,6 +221,15 @@ class BridgeCycle:
 
     def run(self, cluster: Mapping[str, Any], bridge: Bridge,
             slurm: Callable[[], Optional[ExternalJobs]]) -> CycleReport:
+        """The cycle (cycle), timed."""
+        started = self.clock()
+        try:
+            return self.cycle(cluster, bridge, slurm)
+        finally:
+            self.report.seconds = self.clock() - started
+
+    def cycle(self, cluster: Mapping[str, Any], bridge: Bridge,
+              slurm: Callable[[], Optional[ExternalJobs]]) -> CycleReport:
         meta = cluster["metadata"]
         pods = bridged_pods(self.kube, bridge.namespaces)
         self.report.api_calls += len(bridge.namespaces)
@@ -227,16 +240,16 @@ class BridgeCycle:
         jobs_client = slurm()
         if jobs_client is None:
             return self.report  # no serving controller: nothing is decided without Slurm's word
-        jobs = jobs_client.listed()
-        self.report.slurm_calls += 1
+        with self.asking_slurm():
+            jobs = jobs_client.listed()
         hosts = worker_hosts(self.kube, meta["name"], meta["namespace"])
         sizes, unknown = gang_sizes(self.kube, pods)
         self.report.api_calls += 1 + len(sizes) + len(unknown)
         lost = self.lost_hosts(pods)
         plan = plan_bridge(pods, sizes, jobs, hosts, bridge, lost, unknown)
         if plan.details:  # jobs that just started: their CPUs per node say where each pod goes
-            detailed = {job.job_id: job for job in jobs_client.detailed(plan.details)}
-            self.report.slurm_calls += 1
+            with self.asking_slurm():
+                detailed = {job.job_id: job for job in jobs_client.detailed(plan.details)}
             jobs = [detailed.get(job.job_id, job) for job in jobs]
             plan = plan_bridge(pods, sizes, jobs, hosts, bridge, lost, unknown)
         self.report.queue = bridge_queue(pods, plan.holds)
@@ -249,6 +262,16 @@ class BridgeCycle:
             raise unsaid
         self.memory.had_pods = bool(pods)
         return self.report
+
+    @contextlib.contextmanager
+    def asking_slurm(self) -> Iterator[None]:
+        """A call into the controller pod, counted and timed in the cycle's report."""
+        started = self.clock()
+        try:
+            yield
+        finally:
+            self.report.slurm_calls += 1
+            self.report.slurm_seconds += self.clock() - started
 
     def lost_hosts(self, pods: Sequence[Mapping[str, Any]]) -> Dict[str, float]:
         """For each Kubernetes node under a bridged pod that does not report Ready, for how many
@@ -276,8 +299,8 @@ class BridgeCycle:
         self.submit(plan.submits, pods, jobs)
         self.bind(plan.binds, pods)
         if plan.cancels:
-            jobs.cancel([c.job_id for c in plan.cancels])
-            self.report.slurm_calls += 1
+            with self.asking_slurm():
+                jobs.cancel([c.job_id for c in plan.cancels])
             self.report.cancelled += len(plan.cancels)
             for cancel in plan.cancels:
                 self.event(cluster, "Normal", "BridgeJobCancelled",
@@ -321,9 +344,10 @@ class BridgeCycle:
         exit code."""
         if not completes:
             return
-        self.report.slurm_calls += 1
+        with self.asking_slurm():
+            outcomes = jobs.complete([(done.job_id, done.exit_code) for done in completes])
         refused = []
-        for done, error in zip(completes, jobs.complete([(done.job_id, done.exit_code) for done in completes])):
+        for done, error in zip(completes, outcomes):
             if error is not None:
                 refused.append((done, error))
                 continue
@@ -331,8 +355,8 @@ class BridgeCycle:
             self.event(cluster, "Normal", "BridgeJobCompleted", "completed Slurm job %d with exit code %d: %s"
                        % (done.job_id, done.exit_code, done.why))
         if refused:
-            jobs.cancel([done.job_id for done, _error in refused])
-            self.report.slurm_calls += 1
+            with self.asking_slurm():
+                jobs.cancel([done.job_id for done, _error in refused])
             self.report.cancelled += len(refused)
         for done, error in refused:
             self.event(cluster, "Warning", "BridgeJobCancelled", "cancelled Slurm job %d, %s: Slurm did not "
@@ -341,8 +365,7 @@ class BridgeCycle:
     def nudge(self, waiting: ExternalJob, jobs: ExternalJobs) -> None:
         """What the cycle's ended jobs held goes to the waiting jobs now, not at Slurm's next
         periodic pass; a job that ended meanwhile is no reason to fail the cycle."""
-        self.report.slurm_calls += 1
-        with contextlib.suppress(SlurmError):
+        with contextlib.suppress(SlurmError), self.asking_slurm():
             jobs.nudge(waiting)
 
     def submit(self, submits: Sequence[Submit], pods: Mapping[str, Mapping[str, Any]], jobs: ExternalJobs) -> None:
@@ -352,8 +375,9 @@ class BridgeCycle:
         due = [s for s in submits if now >= self.memory.backoff.get(s.request.gang, (0.0, 0.0))[0]]
         if not due:
             return
-        self.report.slurm_calls += 1
-        for submit, outcome in zip(due, jobs.submit([s.request for s in due])):
+        with self.asking_slurm():
+            outcomes = jobs.submit([s.request for s in due])
+        for submit, outcome in zip(due, outcomes):
             gang = [pods[p] for p in submit.pods]
             if isinstance(outcome, SlurmError):
                 delay = self.memory.backoff.get(submit.request.gang, (0.0, 0.0))[1]

@@ -70,9 +70,14 @@ BRIDGE_BIND_SECONDS = Metric("slurmkube_bridge_bind_latency_seconds", "histogram
                              "to its binding where Slurm placed its job (the wait in Slurm's queue included).", ())
 BRIDGE_CALLS = Metric("slurmkube_bridge_calls", "counter", "The bridge's calls by kind: slurm (squeue, sbatch, "
                       "scancel in the controller pod) and api (Kubernetes reads and writes).", ("kind",))
+BRIDGE_CYCLE_SECONDS = Metric("slurmkube_bridge_cycle_seconds", "histogram", "How long a bridge cycle took (its "
+                              "reads, Slurm's calls, its binds and Events).", ())
+BRIDGE_SLURM_SECONDS = Metric("slurmkube_bridge_slurm_seconds", "counter", "Seconds the bridge's cycles spent in "
+                              "their calls into the controller pod (kind=slurm of slurmkube_bridge_calls).", ())
 METRICS = (LEADER, PASSES, PASS_SECONDS, WRITES, EVENTS, *STATE.values(), BRIDGE_PODS, BRIDGE_BIND_SECONDS,
-           BRIDGE_CALLS)
-BUCKETS = {PASS_SECONDS.name: PASS_BUCKETS, BRIDGE_BIND_SECONDS.name: BIND_BUCKETS}
+           BRIDGE_CALLS, BRIDGE_CYCLE_SECONDS, BRIDGE_SLURM_SECONDS)
+BUCKETS = {PASS_SECONDS.name: PASS_BUCKETS, BRIDGE_BIND_SECONDS.name: BIND_BUCKETS,
+           BRIDGE_CYCLE_SECONDS.name: PASS_BUCKETS}
 
 
 def served_names() -> FrozenSet[str]:

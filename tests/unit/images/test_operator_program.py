@@ -52,7 +52,7 @@ def test_a_cluster_gone_from_the_resync_takes_its_gauges_along():
 
 
 def test_the_bridges_queue_waits_and_calls_are_served_and_its_gauges_go_with_it():
-    report = CycleReport(slurm_calls=2, api_calls=5, bind_seconds=[3.0, 40.0])
+    report = CycleReport(slurm_calls=2, api_calls=5, bind_seconds=[3.0, 40.0], seconds=2.5, slurm_seconds=1.5)
     report.queue.update(pending=3, held=1, bound=2)
     OPERATOR.record_bridge("hpc", "d", report)
     labels = 'slurmkube_cluster="d",slurmkube_namespace="hpc"'
@@ -62,5 +62,8 @@ def test_the_bridges_queue_waits_and_calls_are_served_and_its_gauges_go_with_it(
     assert now['slurmkube_bridge_bind_latency_seconds_count{%s}' % labels] == 2
     assert now['slurmkube_bridge_bind_latency_seconds_bucket{le="5.0",%s}' % labels] == 1
     assert now['slurmkube_bridge_calls_total{kind="slurm",%s}' % labels] == 2
+    assert now['slurmkube_bridge_cycle_seconds_count{%s}' % labels] == 1
+    assert now['slurmkube_bridge_cycle_seconds_sum{%s}' % labels] == 2.5
+    assert now['slurmkube_bridge_slurm_seconds_total{%s}' % labels] == 1.5
     OPERATOR.record_bridge("hpc", "d", None)  # the cluster's bridge turned off
     assert not [key for key in samples() if key.startswith("slurmkube_bridge_pods") and labels in key]

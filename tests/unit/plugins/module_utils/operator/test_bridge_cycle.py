@@ -190,6 +190,33 @@ def test_the_pods_of_a_cycle_are_submitted_by_one_slurm_call_each_told_its_job()
     assert told == [("ml/a", "Slurm job 41"), ("ml/b", "Slurm job 42"), ("ml/c", "Slurm job 43")]
 
 
+class SlowSlurm(FakeSlurm):
+    """Slurm whose listing takes 2 s and whose submissions take 3 s, on the clock it is given."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+
+    def listed(self):
+        self.clock[0] += 2.0
+        return super().listed()
+
+    def submit(self, requests):
+        self.clock[0] += 3.0
+        return super().submit(requests)
+
+
+def test_a_cycle_says_how_long_it_took_and_how_much_of_it_went_to_slurm():
+    clock = [100.0]
+    kube = kube_with(pod("a"), pod("b"))
+    report = BridgeCycle(kube, BridgeMemory(), clock=lambda: clock[0]).run(CLUSTER, BRIDGE,
+                                                                           lambda: SlowSlurm(clock))
+    assert (report.seconds, report.slurm_seconds, report.slurm_calls) == (5.0, 5.0, 2)
+    assert report.summary().startswith("2 job(s) submitted, 0 pod(s) bound")
+    assert report.summary().endswith("in 5.0 s (5.0 s of them in 2 Slurm call(s), %d API call(s))"
+                                     % report.api_calls)
+
+
 def test_a_refused_gang_is_said_once_and_tried_again_only_after_its_backoff():
     kube, memory = kube_with(pod("p")), BridgeMemory()
     slurm = FakeSlurm(refuse="sbatch failed: Invalid account")
