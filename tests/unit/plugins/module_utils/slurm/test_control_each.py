@@ -34,6 +34,15 @@ def test_each_command_reports_its_exit_status_and_output_in_order_and_no_word_is
     assert len(calls) == 1
 
 
+def test_the_commands_run_side_by_side_and_report_in_their_order(tmp_path):
+    """The first command waits (10 s at most) for a file the fourth makes: one after the other, it
+    would time out (124) before the fourth began; a fifth waits for a free place."""
+    met = tmp_path / "met"
+    waits = ["timeout", "10", "sh", "-c", 'until [ -e "$0" ]; do sleep 0.05; done; echo met', str(met)]
+    results = SlurmControl(local).each([waits, ["echo", "b"], ["echo", "c"], ["touch", str(met)], ["echo", "e"]])
+    assert results == [(0, "met", ""), (0, "b", ""), (0, "c", ""), (0, "", ""), (0, "e", "")]
+
+
 def test_no_command_is_no_call_and_a_word_that_is_the_separator_is_refused():
     def never(argv):
         raise AssertionError("called")
