@@ -13,10 +13,12 @@ namespace (`kubectl get -w`) times on this machine's clock when each pod is firs
 is first seen bound. The pods of one half are deleted before the other begins.
 Results: $SLURMKUBE_CACHE/bench/bridge_latency.json, also printed; the last is copied to
 tests/bench/bridge_latency.json. On this 2-CPU machine the bridge's figures follow the load its own
-100 pods' containers make as they start (load 35-50): four runs of 2026-11-30 gave medians of 42,
-36, 21 and 40 s (p95 59, 46, 39, 52 s), the default scheduler's under 0.3 s (it binds every pod
-before any container starts). The operator's log says where a cycle's time went: the sbatch of 100
-pods took 26 s there, 0.9 s on the same machine idle (tests/bench/bridge_submit.json).
+100 pods' containers make as they start (load 35-50) and the controller pod's CPU limit (the
+cycle's Slurm commands run there): four runs of 2026-11-30 under a tenth of a core gave medians of
+42, 36, 21 and 40 s (p95 59, 46, 39, 52 s); the operator's log said the sbatch of 100 pods took 26 s
+there (0.9 s on the same machine idle, tests/bench/bridge_submit.json). With a core (bridge_helpers'
+BRIDGE_CONTROLLER): median 17 s, p95 25 s, most of a cycle then in its API calls. The default
+scheduler's stay under 0.3 s (it binds every pod before any container starts).
 """
 
 from __future__ import annotations
