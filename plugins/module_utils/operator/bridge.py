@@ -4,9 +4,9 @@
 Kubernetes nodes (when a pod is bound) and Slurm's bridge jobs (one squeue, a line per job; a second,
 in detail, only for the jobs whose pods are to be bound), plan (plan_bridge.py), then act: submit,
 label and bind, cancel, end pods (by force on a lost node), and say each action as an Event. The
-binds and the Events of a cycle go to the API server side by side, as kube-scheduler binds pods in
-goroutines: one after the other, a cycle binding 68 of 100 pods took 28 s on a loaded kind cluster
-(tests/bench/bridge_latency.json), every pod behind it waiting.
+binds, pod deletions and Events of a cycle go to the API server side by side, as kube-scheduler binds
+pods in goroutines: one after the other, a cycle binding 68 of 100 pods took 28 s on a loaded kind
+cluster (the operator's log in tests/k8s/test_bridge_bench.py), every pod behind it waiting.
 
 State kept between cycles (in memory: a restarted operator rebuilds it from Kubernetes and
 Slurm) is only what keeps it quiet and cheap: the backoff of gangs Slurm refused, the holds
@@ -60,7 +60,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import
 BACKOFF_FIRST_SECONDS = 15.0
 BACKOFF_MAX_SECONDS = 300.0
 SOURCE = C.OPERATOR_NAME
-# How many of a cycle's binds and Events are asked of the API server at once.
+# How many of a cycle's binds, pod deletions and Events are asked of the API server at once.
 API_WORKERS = 8
 
 
