@@ -21,7 +21,21 @@ import datetime
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -62,6 +76,21 @@ BACKOFF_MAX_SECONDS = 300.0
 SOURCE = C.OPERATOR_NAME
 # How many of a cycle's binds, pod deletions and Events are asked of the API server at once.
 API_WORKERS = 8
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+def side_by_side(call: Callable[[Item], Result], items: Sequence[Item]) -> List[Union[Result, KubeError]]:
+    """CALL's result for each item, in their order, API_WORKERS calls at once; an item whose call
+    the API server refused has the KubeError as its result."""
+    def caught(item: Item) -> Union[Result, KubeError]:
+        try:
+            return call(item)
+        except KubeError as exc:
+            return exc
+
+    with ThreadPoolExecutor(API_WORKERS) as pool:
+        return list(pool.map(caught, items))
 
 
 @dataclass
@@ -313,16 +342,12 @@ class BridgeCycle:
     def end(self, ends: Sequence[EndPod], forced: Sequence[EndPod], pods: Mapping[str, Mapping[str, Any]]) -> None:
         """Delete the pods of ended jobs, and by force those on lost nodes, side by side; the first
         deletion the API server refused is raised once every pod was tried and said."""
-        def deleted(end_force: Tuple[EndPod, bool]) -> Union[bool, KubeError]:
+        def deleted(end_force: Tuple[EndPod, bool]) -> bool:
             end, force = end_force
-            try:
-                return self.kube.delete("v1", "Pod", end.pod, end.namespace, grace_period_seconds=0 if force else None)
-            except KubeError as exc:
-                return exc
+            return self.kube.delete("v1", "Pod", end.pod, end.namespace, grace_period_seconds=0 if force else None)
 
         todo = [(end, False) for end in ends] + [(end, True) for end in forced]
-        with ThreadPoolExecutor(API_WORKERS) as pool:
-            outcomes = list(pool.map(deleted, todo))
+        outcomes = side_by_side(deleted, todo)
         self.report.api_calls += len(todo)
         for (end, force), outcome in zip(todo, outcomes):
             if outcome is not True:
@@ -397,9 +422,7 @@ class BridgeCycle:
     def bind(self, binds: Sequence[Bind], pods: Mapping[str, Mapping[str, Any]]) -> None:
         """Label and bind each pod (placed), the pods side by side; a pod that could not be is told
         why, and the next cycle tries again."""
-        with ThreadPoolExecutor(API_WORKERS) as pool:
-            errors = list(pool.map(lambda bind: self.placed(pods["%s/%s" % (bind.namespace, bind.pod)], bind),
-                                   binds))
+        errors = side_by_side(lambda bind: self.placed(pods["%s/%s" % (bind.namespace, bind.pod)], bind), binds)
         self.report.api_calls += 2 * len(binds)
         for bind, error in zip(binds, errors):
             pod = pods["%s/%s" % (bind.namespace, bind.pod)]
@@ -413,17 +436,13 @@ class BridgeCycle:
             self.event(pod, "Normal", "Scheduled", "Slurm job %d placed it on Slurm node %s (Kubernetes node %s)"
                        % (bind.job_id, bind.slurm_node, bind.host))
 
-    def placed(self, pod: Mapping[str, Any], bind: Bind) -> Optional[KubeError]:
+    def placed(self, pod: Mapping[str, Any], bind: Bind) -> None:
         """Label first, then bind: a restart between the two finds the pod labelled and binds it."""
         meta = pod["metadata"]
-        try:
-            self.kube.merge_patch("v1", "Pod", meta["name"], meta["namespace"], {"metadata": {
-                "labels": {C.LABEL_SLURM_JOB: str(bind.job_id)},
-                "annotations": {C.ANNOTATION_SLURM_NODE: bind.slurm_node}}})
-            self.kube.bind(meta["namespace"], meta["name"], bind.host)
-        except KubeError as exc:
-            return exc
-        return None
+        self.kube.merge_patch("v1", "Pod", meta["name"], meta["namespace"], {"metadata": {
+            "labels": {C.LABEL_SLURM_JOB: str(bind.job_id)},
+            "annotations": {C.ANNOTATION_SLURM_NODE: bind.slurm_node}}})
+        self.kube.bind(meta["namespace"], meta["name"], bind.host)
 
     def say_once(self, pod: Mapping[str, Any], kind: str, reason: str, message: str, detail: str = "") -> None:
         """An Event a pod gets once for the same reason (and detail) for as long as it exists."""
@@ -446,8 +465,7 @@ class BridgeCycle:
             meta = said.obj["metadata"]
             by_object.setdefault((said.obj["kind"], meta.get("namespace") or "", meta["name"]), []).append(said)
         self.events = []
-        with ThreadPoolExecutor(API_WORKERS) as pool:
-            failed = [error for errors in pool.map(self.posted, by_object.values()) for error in errors]
+        failed = [error for errors in side_by_side(self.posted, list(by_object.values())) for error in errors]
         return failed[0] if failed else None
 
     def posted(self, events: Sequence[Said]) -> List[KubeError]:
