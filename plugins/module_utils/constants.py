@@ -42,6 +42,8 @@ LABEL_EVICTABLE = API_GROUP + "/evictable"
 # probe is not reflected then) and kube-proxy would keep sending it connections until it stops.
 LABEL_SERVING = API_GROUP + "/serving"
 ANNOTATION_CONFIG_HASH = API_GROUP + "/config-hash"
+# On an on-demand node set's PodTemplate: how many CLOUD nodes slurm.conf declares for it.
+ANNOTATION_NODES = API_GROUP + "/nodes"
 # On a running pod: the digest of the config files, and the fingerprint of the munge key, the
 # operator last had its kubelet refresh its volumes for (operator/volume_refresh.py). A change to
 # a pod makes its kubelet sync it at once.
@@ -182,6 +184,7 @@ ENV_CONTROLLER_HOST = "SLURMKUBE_CONTROLLER_HOST"  # the controller Service FQDN
 ENV_CPUS = "SLURMKUBE_CPUS"
 ENV_MEMORY_MB = "SLURMKUBE_MEMORY_MB"
 ENV_NODE_CONF = "SLURMKUBE_NODE_CONF"  # extra slurmd -Z --conf words (Feature, Gres)
+ENV_BOOT_AT_START = "SLURMKUBE_BOOT_AT_START"  # "1": slurmd -b (its start is its node's boot)
 ENV_JAIL_PATH = "SLURMKUBE_JAIL_PATH"
 ENV_JAIL_VERSION = "SLURMKUBE_JAIL_VERSION"
 

@@ -62,6 +62,22 @@ def pod_running(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running"
 
 
+def pod_waiting(pod: Mapping[str, Any]) -> str:
+    """Why the pod does not run, in its own words: a container's waiting reason and message
+    (ErrImagePull, ImagePullBackOff, CrashLoopBackOff...), else its scheduling refusal; "" when
+    neither is said."""
+    status = pod.get("status") or {}
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting["reason"] not in ("PodInitializing", "ContainerCreating"):
+            return ("%s: %s" % (waiting["reason"], waiting.get("message") or "")).rstrip(": ")
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            reason = condition.get("reason") or "Unschedulable"
+            return ("%s: %s" % (reason, condition.get("message") or "")).rstrip(": ")
+    return ""
+
+
 def pod_terminating(pod: Mapping[str, Any]) -> bool:
     """The pod is being deleted."""
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))

@@ -58,6 +58,21 @@ def slurm_node_names(nodeset: NodeSet) -> List[str]:
     return [names.pod(base, i) for i in range(nodeset.spec.replicas)]
 
 
+def on_demand(nodeset: NodeSet) -> bool:
+    """Its nodes beyond replicas come and go with Slurm's power saving (spec.maxReplicas)."""
+    return nodeset.spec.max_replicas is not None
+
+
+def nodes_at_most(nodeset: NodeSet) -> int:
+    """How many Slurm nodes the node set may have."""
+    return nodeset.spec.replicas if nodeset.spec.max_replicas is None else nodeset.spec.max_replicas
+
+
+def node_range(base: str, count: int) -> str:
+    """The hostlist expression of the nodes '<base>-0' to '<base>-<count - 1>' (count >= 1)."""
+    return names.pod(base, 0) if count == 1 else "%s-[0-%d]" % (base, count - 1)
+
+
 # --------------------------------------------------------------------------- what runs
 
 def runs_slurmdbd(cluster: SlurmCluster) -> bool:
@@ -97,6 +112,20 @@ def slurm_mem_spec_limit_mib(nodeset: NodeSet) -> int:
 def slurm_job_memory_mib(nodeset: NodeSet) -> int:
     """Memory jobs may be given on one node of the set: RealMemory minus MemSpecLimit."""
     return slurm_real_memory_mib(nodeset) - slurm_mem_spec_limit_mib(nodeset)
+
+
+def node_conf(nodeset: NodeSet) -> str:
+    """The Feature=, MemSpecLimit= and Gres= words of `slurmd -Z --conf` for this node set."""
+    features = [nodeset.name] + [f for f in nodeset.spec.features if f != nodeset.name]
+    words = ["Feature=%s" % ",".join(features), "MemSpecLimit=%d" % slurm_mem_spec_limit_mib(nodeset)]
+    gres: List[str] = []
+    gpus = nodeset.spec.resources.gpus
+    if gpus:
+        gres.append("gpu:%s:%d" % (nodeset.spec.gpu_type, gpus) if nodeset.spec.gpu_type else "gpu:%d" % gpus)
+    gres.extend(nodeset.spec.gres)
+    if gres:
+        words.append("Gres=%s" % ",".join(gres))
+    return " ".join(words)
 
 
 def partitions_of(cluster: SlurmCluster) -> List[Partition]:

@@ -244,6 +244,9 @@ def nodeset_rules(name: str, spec: NodeSetSpec) -> List[Tuple[str, str]]:
     if len(statefulset) > names.STATEFULSET_NAME_MAX:
         problems.append(("metadata.name", "'<clusterName>-<name>' must be at most %d characters, got %s"
                          % (names.STATEFULSET_NAME_MAX, describe(statefulset))))
+    if spec.max_replicas is not None and spec.max_replicas < spec.replicas:
+        problems.append(("spec.maxReplicas", "must be at least replicas (%d, the nodes kept powered up), got %d"
+                         % (spec.replicas, spec.max_replicas)))
     if spec.gpu_type and not spec.resources.gpus:
         problems.append(("spec.gpuType",
                          "needs resources.gpus > 0, got gpuType %s with no GPUs" % describe(spec.gpu_type)))
@@ -271,7 +274,8 @@ def check_references(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> None
             if ref not in names:
                 problems.append(("spec.partitions[%d].nodeSets" % i, "unknown node set %s; known: %s"
                                  % (describe(ref), ", ".join(sorted(names)) or "none")))
-    total = sum(ns.spec.replicas for ns in nodesets)
+    # An on-demand set's CLOUD nodes count whether powered up or not.
+    total = sum(ns.spec.replicas if ns.spec.max_replicas is None else ns.spec.max_replicas for ns in nodesets)
     if total > cluster.spec.slurm.max_node_count:
         problems.append(("spec.slurm.maxNodeCount", "is %d but the node sets ask for %d nodes"
                          % (cluster.spec.slurm.max_node_count, total)))

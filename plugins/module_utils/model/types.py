@@ -543,6 +543,24 @@ class NodeSetSpec:
         minimum=0,
     )
     catch_all: bool = spec_field("Join partitions that list no node sets.", True)
+    max_replicas: Optional[int] = spec_field(
+        "On demand: up to this many nodes, Slurm CLOUD nodes under its power saving. Slurm resumes the "
+        "nodes a pending job needs (sinfo: idle~ until then, alloc# while its pod starts) and the operator "
+        "makes their pods; a node idle for suspendTimeSeconds is powered down and its pod deleted. "
+        "replicas is then the number kept powered up (SuspendExcNodes). A resume that does not register "
+        "within Slurm's ResumeTimeout (300 s unless spec.slurm.config says otherwise) leaves the node DOWN "
+        "with a 'slurmkube: resume failed' reason saying why, and its job requeued. Unset: a fixed node set "
+        "of replicas nodes. Set or unset only when the node set is made.",
+        None,
+        minimum=1,
+        maximum=10000,
+    )
+    suspend_time_seconds: int = spec_field(
+        "With maxReplicas: Slurm's SuspendTime for these nodes, how long a node stays idle before it is "
+        "powered down and its pod deleted.",
+        600,
+        minimum=1,
+    )
 
 
 @dataclass(frozen=True)

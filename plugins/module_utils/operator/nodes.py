@@ -6,21 +6,27 @@ an eviction may take, explain unresponsive nodes, and retire deleted node sets."
 
 from __future__ import annotations
 
+import copy
 import datetime
-from typing import Any, FrozenSet, List, Mapping, Sequence
+import json
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     host_lost_since,
     parse_time,
     pod_ready,
     pod_terminating,
+    pod_waiting,
     pods_by_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     nodeset_object_name,
+    on_demand,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     NodeSet,
@@ -37,6 +43,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes
     plan_reregistration,
     plan_scale,
     plan_update,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import (
+    plan_power,
+    plan_powered_down_updates,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
@@ -83,21 +93,77 @@ def act_on_nodes(p: Pass) -> None:
         base = nodeset_object_name(nodeset)
         every_pod = worker_pods(p, nodeset, leaving_hosts, lost_hosts)
         pods = [pod for pod in every_pod if pod.name not in scale.leaving]
-        target = (live.get("status") or {}).get("updateRevision") or ""
+        template = rendered_template(p, base) if on_demand(nodeset) else None
+        target = template_revision(template) if template is not None \
+            else (live.get("status") or {}).get("updateRevision") or ""
         update = plan_update(pods, target, slurm_nodes, now) if target else []
         # A rolling update replaces pods itself: replacements wait until it is done.
         replace = plan_replacements(pods, slurm_nodes, now) \
             if cluster.spec.health_checks.replace_drained_nodes and not update else []
-        lost = plan_reregistration(base, nodeset.spec.replicas, pods, slurm_nodes, now)
         evict = plan_evictions(pods, slurm_nodes, now, nodeset.spec.drain_timeout_seconds)
         gone = plan_lost_hosts(every_pod, slurm_nodes, now, nodeset.spec.lost_node_timeout_seconds)
-        actions = scale.actions + update + replace + lost + evict + gone
+        if template is not None:
+            # Slurm's power states decide which nodes have pods; a deleted pod of a node that stays
+            # up (an update, a replacement, a lost host) is made again from the template.
+            power = plan_power(base, scale.replicas, nodeset.spec.replicas, every_pod, slurm_nodes) \
+                + plan_powered_down_updates(base, scale.replicas, slurm_nodes)
+            actions = scale.actions + update + replace + evict + gone + power
+        else:
+            lost = plan_reregistration(base, nodeset.spec.replicas, pods, slurm_nodes, now)
+            actions = scale.actions + update + replace + lost + evict + gone
+        actions = without_repeated_pod_steps(actions)
         for action in actions:
-            perform(p, slurm, action)
+            if action.kind == "make-pod" and template is not None:
+                make_node_pod(p, template, action)
+            else:
+                perform(p, slurm, action)
         deleted = {a.node for a in actions if a.kind in ("delete-pod", "force-delete-pod")}
         mark_evictable(p, slurm_nodes, [pod for pod in every_pod if pod.name not in deleted])
         if cluster.spec.health_checks.enabled:
             explain_unresponsive(p, slurm, slurm_nodes, pods)
+
+
+def without_repeated_pod_steps(actions: Sequence[NodeAction]) -> List[NodeAction]:
+    """The steps in order, a pod deleted or made once: two planners may ask for the same pod step
+    (a powered-down node's pod is also an update's)."""
+    seen, kept = set(), []
+    for action in actions:
+        key = (action.kind, action.node)
+        if action.kind in ("delete-pod", "make-pod") and key in seen:
+            continue
+        seen.add(key)
+        kept.append(action)
+    return kept
+
+
+def rendered_template(p: Pass, base: str) -> Optional[Dict[str, Any]]:
+    """The on-demand node set's PodTemplate as this pass rendered it."""
+    for obj in p.rendered.objects:
+        if obj["kind"] == "PodTemplate" and obj["metadata"]["name"] == base:
+            return obj
+    return None
+
+
+def template_revision(template: Mapping[str, Any]) -> str:
+    """The revision label of the pods made from a PodTemplate: a digest of its pod template."""
+    return content_hash([json.dumps(template["template"], sort_keys=True)])
+
+
+def node_pod(template: Mapping[str, Any], name: str, owner: Mapping[str, Any]) -> Dict[str, Any]:
+    """The pod of an on-demand node: the template's, named as the node (its hostname too, in the
+    headless Service's subdomain, as a StatefulSet's pod would be), owned by the cluster."""
+    pod = copy.deepcopy(dict(template["template"]))
+    meta = pod["metadata"]
+    meta.update(name=name, namespace=template["metadata"]["namespace"])
+    meta["labels"] = dict(meta.get("labels") or {}, **{C.REVISION_LABEL: template_revision(template)})
+    pod["spec"]["hostname"] = name
+    return owned_by(dict(pod, apiVersion="v1", kind="Pod"), owner)
+
+
+def make_node_pod(p: Pass, template: Mapping[str, Any], action: NodeAction) -> None:
+    """Make the pod of a node Slurm resumed, and say so in an Event."""
+    p.kube.create(node_pod(template, action.node, p.cluster_obj))
+    p.events.append(Event("Normal", "NodeMakePod", "make-pod %s: %s" % (action.node, action.reason)))
 
 
 def mark_evictable(p: Pass, slurm_nodes: Mapping[str, SlurmNode], pods: Sequence[PodView]) -> None:
@@ -142,6 +208,24 @@ def retire_removed_nodesets(p: Pass) -> None:
             p.events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
 
 
+def retire_removed_on_demand_sets(p: Pass) -> None:
+    """A deleted on-demand NodeSet's objects and pods go: slurm.conf no longer declares its nodes."""
+    cluster = p.cluster
+    known = {n.name for n in p.nodesets} | set(p.invalid_nodesets)
+    for template in p.kube.list("v1", "PodTemplate", cluster.namespace,
+                                names.selector_labels(cluster.name, C.COMPONENT_WORKER)):
+        meta = template["metadata"]
+        nodeset = meta["labels"].get(C.LABEL_NODESET)
+        if nodeset in known:
+            continue
+        for pod in pods_by_name(p.kube, cluster.namespace, names.selector_labels(cluster.name, C.COMPONENT_WORKER,
+                                                                                  nodeset)):
+            p.kube.delete("v1", "Pod", pod["metadata"]["name"], cluster.namespace)
+        for api_version, kind in (("v1", "PodTemplate"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")):
+            p.kube.delete(api_version, kind, meta["name"], cluster.namespace)
+        p.events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
+
+
 def worker_pods(p: Pass, nodeset: NodeSet, leaving_hosts: FrozenSet[str],
                 lost_hosts: Mapping[str, datetime.datetime]) -> List[PodView]:
     """The node set's pods as the node planners see them."""
@@ -154,7 +238,7 @@ def worker_pods(p: Pass, nodeset: NodeSet, leaving_hosts: FrozenSet[str],
         views.append(PodView(pod["metadata"]["name"], labels.get(C.REVISION_LABEL, ""), pod_ready(pod),
                              pod_terminating(pod), parse_time(pod["metadata"].get("creationTimestamp")),
                              leaving_host=host in leaving_hosts, evictable=labels.get(C.LABEL_EVICTABLE) == "true",
-                             host=host, host_lost_since=lost_hosts.get(host)))
+                             host=host, host_lost_since=lost_hosts.get(host), waiting=pod_waiting(pod)))
     return views
 
 
@@ -192,6 +276,16 @@ def perform(p: Pass, slurm: SlurmControl, action: NodeAction) -> None:
         slurm.down([action.node], action.reason)
     elif action.kind == "resume":
         slurm.resume([action.node])
+    elif action.kind == "power-up":
+        slurm.power_up([action.node])
+    elif action.kind == "power-down":
+        slurm.power_down([action.node])
+    elif action.kind == "resume-failed":
+        slurm.down([action.node], action.reason)
+        p.events.append(Event("Warning", "NodeResumeFailed", "%s did not register within Slurm's ResumeTimeout: %s; "
+                              "Slurm requeued its jobs. Once the cause is fixed: scontrol update nodename=%s "
+                              "state=resume" % (action.node, action.reason, action.node)))
+        return
     elif action.kind == "delete":
         slurm.delete([action.node])
     elif action.kind == "delete-pod":

@@ -57,7 +57,7 @@ def _ours(node: SlurmNode, purpose: str) -> Optional[datetime.datetime]:
     return parsed[1] if parsed and parsed[0] == purpose else None
 
 
-def _leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timedelta) -> Optional[NodeAction]:
+def leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timedelta) -> Optional[NodeAction]:
     """The next step for a node that must leave the cluster, None while waiting for its jobs."""
     if not node.draining:
         return NodeAction("drain", node.name, drain_reason(PURPOSE_SCALE_DOWN, now))
@@ -69,6 +69,16 @@ def _leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timed
     return None
 
 
+def resumes_after_scale_down(base: str, wanted: int, nodes: Mapping[str, SlurmNode]) -> List[NodeAction]:
+    """Resume the nodes of the first `wanted` ordinals that an earlier scale-down drained."""
+    actions: List[NodeAction] = []
+    for ordinal in range(wanted):
+        node = nodes.get(names.pod(base, ordinal))
+        if node is not None and _ours(node, PURPOSE_SCALE_DOWN) is not None:
+            actions.append(NodeAction("resume", node.name))
+    return actions
+
+
 def plan_scale(base: str, desired: int, current: int, nodes: Mapping[str, SlurmNode],
                now: datetime.datetime, drain_timeout_seconds: int) -> ScalePlan:
     """Steps for a node set whose pods are '<base>-<ordinal>'.
@@ -77,18 +87,14 @@ def plan_scale(base: str, desired: int, current: int, nodes: Mapping[str, SlurmN
     earlier scale-down that are wanted again are resumed. Scaling down keeps a pod until its
     node is gone from Slurm; the StatefulSet shrinks past a node only then.
     """
-    actions: List[NodeAction] = []
-    for ordinal in range(min(desired, current)):
-        node = nodes.get(names.pod(base, ordinal))
-        if node is not None and _ours(node, PURPOSE_SCALE_DOWN) is not None:
-            actions.append(NodeAction("resume", node.name))
+    actions = resumes_after_scale_down(base, min(desired, current), nodes)
     if desired >= current:
         return ScalePlan(desired, actions, [])
     timeout = datetime.timedelta(seconds=drain_timeout_seconds)
     leaving = [names.pod(base, ordinal) for ordinal in range(desired, current)]
     for name in leaving:
         node = nodes.get(name)
-        step = _leave_step(node, now, timeout) if node is not None else None
+        step = leave_step(node, now, timeout) if node is not None else None
         if step is not None:
             actions.append(step)
     replicas = current
@@ -112,6 +118,8 @@ class PodView(NamedTuple):
     # The Kubernetes node it is bound to, and since when that node has not reported (None: it does).
     host: str = ""
     host_lost_since: Optional[datetime.datetime] = None
+    # Why it does not run, when it waits: "ErrImagePull: <message>", "Unschedulable: <message>".
+    waiting: str = ""
 
 
 def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[str, SlurmNode],

@@ -51,6 +51,7 @@ def read_nodesets(kube: Kube, cluster: SlurmCluster
         live[meta["name"]] = obj
         last_valid = (meta.get("annotations") or {}).get(ANNOTATION_LAST_VALID)
         try:
+            check_kind_kept(obj["spec"], json.loads(last_valid) if last_valid else None)
             models.append(parse_nodeset(obj))
         except SpecError as exc:
             invalid[meta["name"]] = {"phase": C.PHASE_INVALID, "message": str(exc),
@@ -63,6 +64,15 @@ def read_nodesets(kube: Kube, cluster: SlurmCluster
             kube.merge_patch(C.GROUP_VERSION, C.KIND_NODESET, meta["name"], cluster.namespace,
                              {"metadata": {"annotations": {ANNOTATION_LAST_VALID: spec_text}}})
     return models, invalid, live
+
+
+def check_kind_kept(spec: Mapping[str, Any], last_valid: Optional[Mapping[str, Any]]) -> None:
+    """SpecError when an edit turns a fixed node set into an on-demand one or back: its nodes would
+    change from dynamic nodes to slurm.conf's CLOUD nodes of the same names under running jobs."""
+    if last_valid is not None and ("maxReplicas" in spec) != ("maxReplicas" in last_valid):
+        raise SpecError([("spec.maxReplicas", "is set or unset only when the node set is made (its nodes would "
+                          "change kind under their jobs): make a new NodeSet, got %s"
+                          % ("a new maxReplicas" if "maxReplicas" in spec else "maxReplicas removed"))])
 
 
 def read_slurm(p: Pass) -> None:

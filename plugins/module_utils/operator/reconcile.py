@@ -36,7 +36,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.controller
     replace_outdated_controller,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.munge_key import roll_munge_key
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import act_on_nodes, retire_removed_nodesets
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes import (
+    act_on_nodes,
+    retire_removed_nodesets,
+    retire_removed_on_demand_sets,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.read import (
     read_accounting,
@@ -68,6 +72,7 @@ STEPS: Tuple[Callable[[Pass], None], ...] = (
     replace_outdated_controller,
     act_on_nodes,
     retire_removed_nodesets,
+    retire_removed_on_demand_sets,
     reconfigure_if_needed,
 )
 

@@ -11,12 +11,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import key_set_summary
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_ready, pod_terminating, pods_by_name
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     job_complete,
     statefulset_counts,
     statefulset_ready,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import (
     Controllers,
@@ -24,6 +25,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state
     Pass,
     SlurmState,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import wants_pod
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import STAGE_IMAGE_KEY
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
     Event,
@@ -76,16 +78,20 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     ready_nodes, ready_pods, desired_nodes, leaving, per_nodeset = 0, 0, 0, 0, {}
     now = p.clock()
     for nodeset in p.nodesets:
-        sts = statefulset(p, nodeset_object_name(nodeset))
+        counts = worker_counts(p, nodeset)
         registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
+        if on_demand(nodeset):
+            registered = [n for n in registered if wants_pod(n)]  # a powered-down node runs nowhere
         idle = sum(1 for n in registered if n.responding and not n.draining)
         ready_nodes += min(idle, nodeset.spec.replicas)
         # Slurm may count a node in service a few seconds before the kubelet's probe does.
-        ready_pods += min(statefulset_counts(sts)["ready"], nodeset.spec.replicas)
+        ready_pods += min(counts["ready"], nodeset.spec.replicas)
         desired_nodes += nodeset.spec.replicas
-        # A scale-down is done when its nodes have left Slurm, not when enough remain.
-        leaving += max(0, len(registered) - nodeset.spec.replicas)
-        per_nodeset[nodeset.name] = nodeset_status(cluster, nodeset, sts, registered,
+        # A scale-down is done when its nodes have left Slurm, not when enough remain (an
+        # on-demand set's nodes beyond replicas are up for jobs).
+        if not on_demand(nodeset):
+            leaving += max(0, len(registered) - nodeset.spec.replicas)
+        per_nodeset[nodeset.name] = nodeset_status(cluster, nodeset, counts, registered,
                                                    p.live_nodesets.get(nodeset.name) or {}, now)
     previous = p.previous_status.get("conditions") or []
     generation = p.cluster_obj["metadata"].get("generation", 0)
@@ -273,20 +279,36 @@ def statefulset(p: Pass, name: str) -> Optional[Dict[str, Any]]:
     return p.kube.get("apps/v1", "StatefulSet", name, p.cluster.namespace)
 
 
-def nodeset_status(cluster: SlurmCluster, nodeset: NodeSet, sts: Optional[Mapping[str, Any]],
+def worker_counts(p: Pass, nodeset: NodeSet) -> Dict[str, int]:
+    """Ready and desired pods of a node set: its StatefulSet's, or an on-demand set's pods (those
+    not being deleted; every one is wanted while its node is powered up)."""
+    if not on_demand(nodeset):
+        return statefulset_counts(statefulset(p, nodeset_object_name(nodeset)))
+    pods = [pod for pod in pods_by_name(p.kube, p.cluster.namespace,
+                                        names.selector_labels(p.cluster.name, C.COMPONENT_WORKER, nodeset.name))
+            if not pod_terminating(pod)]
+    return {"ready": sum(1 for pod in pods if pod_ready(pod)), "desired": len(pods)}
+
+
+def nodeset_status(cluster: SlurmCluster, nodeset: NodeSet, counts: Mapping[str, int],
                    registered: Sequence[SlurmNode], live: Mapping[str, Any],
                    now: datetime.datetime) -> Dict[str, Any]:
     """A NodeSet's status; replicas and selector serve `kubectl scale` and autoscalers; its
-    Ready condition serves `kubectl wait`."""
-    counts = statefulset_counts(sts)
+    Ready condition serves `kubectl wait`. An on-demand set is Ready with its `replicas` nodes
+    in service, however many more Slurm resumed."""
     selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)
     in_service = sum(1 for n in registered if n.responding and not n.draining)
     wanted = nodeset.spec.replicas
-    ready = in_service >= wanted and counts["desired"] == wanted and counts["ready"] >= wanted \
-        and len(registered) <= wanted
+    if on_demand(nodeset):
+        ready = in_service >= wanted and counts["ready"] >= wanted
+    else:
+        ready = in_service >= wanted and counts["desired"] == wanted and counts["ready"] >= wanted \
+            and len(registered) <= wanted
     message = "%d/%d nodes in service, %d/%d pods ready" % (
         min(in_service, wanted), wanted, min(counts["ready"], wanted), wanted)
-    if len(registered) > wanted:
+    if on_demand(nodeset):
+        message += ", %d powered up of at most %d" % (len(registered), nodeset.spec.max_replicas or 0)
+    elif len(registered) > wanted:
         message += ", %d leaving" % (len(registered) - wanted)
     generation = (live.get("metadata") or {}).get("generation", 0)
     previous = (live.get("status") or {}).get("conditions") or []

@@ -1,30 +1,52 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The pass's plan: how many pods each worker StatefulSet keeps now, and the node steps a
-scale-down takes (plan_nodes.plan_scale). Made once, before the render: the renderer writes
-the planned replicas, and nodes.py carries out the steps after the apply."""
+"""The pass's plan: how many pods each worker StatefulSet keeps now, how many CLOUD nodes slurm.conf
+declares for each on-demand node set, and the node steps a scale-down takes (plan_nodes.plan_scale,
+plan_power.plan_node_count). Made once, before the render: the renderer writes the planned
+counts, and nodes.py carries out the steps after the apply."""
 
 from __future__ import annotations
 
-from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name
+from typing import Any, Dict, Optional, Tuple
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, on_demand
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass, Scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import ScalePlan, plan_scale
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import plan_node_count
 
 
 def plan_scaling(p: Pass) -> None:
-    """Each live worker StatefulSet's scale plan, by node set name (a node set without one yet
-    is made with its spec's replicas)."""
+    """Each live worker StatefulSet's or PodTemplate's scale plan, by node set name (a node set
+    without one yet is made with its spec's count)."""
     now = p.clock()
     for nodeset in p.nodesets:
-        name = nodeset_object_name(nodeset)
-        live = p.kube.get("apps/v1", "StatefulSet", name, p.cluster.namespace)
+        live = live_workers(p, nodeset)
         if live is None:
             continue
-        current = int(live["spec"]["replicas"])
+        desired, current = planned_counts(nodeset, live)
         if p.slurm_nodes is None:
-            # Slurm cannot be asked: removing a pod now could kill a job.
-            plan = ScalePlan(max(current, nodeset.spec.replicas), [], [])
+            # Slurm cannot be asked: removing a node now could kill a job.
+            plan = ScalePlan(max(current, desired), [], [])
         else:
-            plan = plan_scale(name, nodeset.spec.replicas, current, p.slurm_nodes, now,
-                              nodeset.spec.drain_timeout_seconds)
+            planner = plan_node_count if on_demand(nodeset) else plan_scale
+            plan = planner(nodeset_object_name(nodeset), desired, current, p.slurm_nodes, now,
+                           nodeset.spec.drain_timeout_seconds)
         p.scaling[nodeset.name] = Scaling(live, plan)
+
+
+def live_workers(p: Pass, nodeset: NodeSet) -> Optional[Dict[str, Any]]:
+    """The node set's live StatefulSet, or an on-demand set's PodTemplate; None before it is made."""
+    kind = ("v1", "PodTemplate") if on_demand(nodeset) else ("apps/v1", "StatefulSet")
+    return p.kube.get(kind[0], kind[1], nodeset_object_name(nodeset), p.cluster.namespace)
+
+
+def planned_counts(nodeset: NodeSet, live: Dict[str, Any]) -> Tuple[int, int]:
+    """(wanted, as live): a StatefulSet's replicas, or the CLOUD nodes an on-demand set declares."""
+    if on_demand(nodeset):
+        annotations = live["metadata"].get("annotations") or {}
+        declared = annotations.get(C.ANNOTATION_NODES, "")
+        wanted = int(nodeset.spec.max_replicas or 0)
+        return wanted, int(declared) if declared.isdigit() else wanted
+    return nodeset.spec.replicas, int(live["spec"]["replicas"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import (
@@ -42,13 +43,15 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
     """All manifests of a cluster and its node sets (the munge, host-key and database Secrets
     excluded: they hold generated secrets, made by the munge_key module and the operator).
     `placement`, each worker's switch label value, feeds topology.conf (spec.slurm.switchLabel);
-    `replicas`, by node set name, the pods each worker StatefulSet keeps (the operator's scale
-    plan: a node leaves only once Slurm let it go); a node set not named gets its spec's count;
+    `replicas`, by node set name, the pods each worker StatefulSet keeps, or the CLOUD nodes an
+    on-demand set declares (the operator's scale plan: a node leaves only once Slurm let it go); a
+    node set not named gets its spec's count;
     `jwt_key_ids`, the REST API's keys slurmdbd must have loaded (jwt.loaded_at_start).
     The Slurm settings are merged once, and the restart hashes are taken from that result."""
     check_references(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
-    config = render_slurm_config(cluster, ordered, placement)
+    counts = {ns.name: (replicas or {})[ns.name] for ns in ordered if on_demand(ns) and ns.name in (replicas or {})}
+    config = render_slurm_config(cluster, ordered, placement, counts)
     files = config.files
     worker_hash = worker_config_hash(config)
     controller_hash = controller_config_hash(config)
@@ -67,6 +70,8 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
     for ns in ordered:
         maybe += [
             worker.render_worker_service(cluster, ns),
+            worker.render_worker_on_demand_template(cluster, ns, worker_hash, (replicas or {}).get(ns.name))
+            if on_demand(ns) else
             worker.render_worker_statefulset(cluster, ns, worker_hash, (replicas or {}).get(ns.name)),
             policy.render_worker_pdb(cluster, ns),
         ]

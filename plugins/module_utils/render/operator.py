@@ -40,8 +40,9 @@ def namespaced_rules() -> List[Dict[str, Any]]:
         {"apiGroups": [C.API_GROUP], "resources": [C.PLURAL_CLUSTER + "/status", C.PLURAL_NODESET + "/status"],
          "verbs": ["get", "patch", "update"]},
         # Read: readiness, lost nodes; delete: a failed node's pod replaced; patch: the evictable
-        # label on workers (render/policy.py) and the annotation that makes a kubelet refresh volumes.
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "patch"]},
+        # label on workers (render/policy.py) and the annotation that makes a kubelet refresh volumes;
+        # create: the pod of a node Slurm resumed (an on-demand node set's).
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
         # scontrol and sacctmgr in the controller pod (drain, delete nodes, reconfigure) and the
         # munge key switch in every pod with a munged.
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
@@ -49,7 +50,8 @@ def namespaced_rules() -> List[Dict[str, Any]]:
         # listed or watched.
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "update", "delete"]},
         # The objects a cluster is made of (render/*).
-        {"apiGroups": [""], "resources": ["services", "configmaps", "serviceaccounts", "persistentvolumeclaims"],
+        {"apiGroups": [""], "resources": ["services", "configmaps", "serviceaccounts", "persistentvolumeclaims",
+                                          "podtemplates"],
          "verbs": WRITE},
         {"apiGroups": ["apps"], "resources": ["statefulsets", "deployments"], "verbs": WRITE},
         {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},

@@ -21,8 +21,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     has_topology,
+    nodes_at_most,
     nodeset_object_name,
     nodesets_in_partition,
+    on_demand,
     partitions_of,
     slurm_cpus,
     slurm_job_memory_mib,
@@ -39,6 +41,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.common impor
     metadata,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings
+from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import (
+    cloud_nodes_line,
+    power_saving_settings,
+)
 
 SLURM_CONF = "slurm.conf"
 CGROUP_CONF = "cgroup.conf"
@@ -245,6 +251,7 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         settings.update(FAIR_SHARE)
     if has_topology(cluster):
         settings["TopologyPlugin"] = "topology/tree"
+    settings.update(power_saving_settings(nodesets))
     return settings
 
 
@@ -294,12 +301,21 @@ def slurm_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
 
 
 def render_slurm_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
-                      settings: Optional[Mapping[str, Any]] = None) -> str:
-    """The whole slurm.conf text (of `settings` when the caller merged them already)."""
+                      settings: Optional[Mapping[str, Any]] = None,
+                      node_counts: Optional[Mapping[str, int]] = None) -> str:
+    """The whole slurm.conf text (of `settings` when the caller merged them already). `node_counts`,
+    by node set name, how many CLOUD nodes an on-demand set declares (the operator's plan: a node
+    leaves the file only once it is powered down); a set not named gets maxReplicas."""
     settings = slurm_settings(cluster, nodesets) if settings is None else settings
     ordered = sorted(nodesets, key=lambda ns: ns.name)
     lines = [header(cluster, "slurm.conf")]
     lines.extend(key_value_lines(settings))
+    cloud = [cloud_nodes_line(ns, (node_counts or {}).get(ns.name, nodes_at_most(ns)))
+             for ns in ordered if on_demand(ns)]
+    if cloud:
+        lines.append("")
+        lines.append("# On-demand node sets: their pods are made when Slurm resumes a node.")
+        lines.extend(cloud)
     lines.append("")
     lines.append("# One line per node set; its nodes are pods that register dynamically.")
     lines.extend(nodeset_line(ns) for ns in ordered)
@@ -509,19 +525,22 @@ class SlurmConfig(NamedTuple):
 
 
 def render_slurm_config(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
-                        placement: Optional[Mapping[str, str]] = None) -> SlurmConfig:
+                        placement: Optional[Mapping[str, str]] = None,
+                        node_counts: Optional[Mapping[str, int]] = None) -> SlurmConfig:
     """The settings merged once, and the files written from them."""
     settings = slurm_settings(cluster, nodesets)
-    return SlurmConfig(settings, render_config_files(cluster, nodesets, placement, settings))
+    return SlurmConfig(settings, render_config_files(cluster, nodesets, placement, settings, node_counts))
 
 
 def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
                         placement: Optional[Mapping[str, str]] = None,
-                        settings: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
+                        settings: Optional[Mapping[str, Any]] = None,
+                        node_counts: Optional[Mapping[str, int]] = None) -> Dict[str, str]:
     """Every Slurm config file by name, and the health-check settings. `placement` is each
-    worker's switch label value (see labelled_switches), read by the operator."""
+    worker's switch label value (see labelled_switches), read by the operator; `node_counts` the
+    on-demand sets' planned node counts (render_slurm_conf)."""
     files = {
-        SLURM_CONF: render_slurm_conf(cluster, nodesets, settings),
+        SLURM_CONF: render_slurm_conf(cluster, nodesets, settings, node_counts),
         CGROUP_CONF: render_cgroup_conf(cluster),
         GRES_CONF: render_gres_conf(cluster, nodesets),
         PLUGSTACK_CONF: render_plugstack_conf(cluster),

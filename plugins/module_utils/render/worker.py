@@ -9,9 +9,11 @@ from typing import Any, Dict, List, Optional
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
+    node_conf,
+    nodes_at_most,
     nodeset_object_name,
+    on_demand,
     slurm_cpus,
-    slurm_mem_spec_limit_mib,
     slurm_real_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
@@ -38,20 +40,6 @@ WRITABLE_PATHS = {
     "munge-lib": ("/var/lib/munge", "Memory"),
     "logs": ("/var/log", ""),
 }
-
-
-def node_conf(nodeset: NodeSet) -> str:
-    """The Feature=, MemSpecLimit= and Gres= words of `slurmd -Z --conf` for this node set."""
-    features = [nodeset.name] + [f for f in nodeset.spec.features if f != nodeset.name]
-    words = ["Feature=%s" % ",".join(features), "MemSpecLimit=%d" % slurm_mem_spec_limit_mib(nodeset)]
-    gres: List[str] = []
-    gpus = nodeset.spec.resources.gpus
-    if gpus:
-        gres.append("gpu:%s:%d" % (nodeset.spec.gpu_type, gpus) if nodeset.spec.gpu_type else "gpu:%d" % gpus)
-    gres.extend(nodeset.spec.gres)
-    if gres:
-        words.append("Gres=%s" % ",".join(gres))
-    return " ".join(words)
 
 
 def render_worker_service(cluster: SlurmCluster, nodeset: NodeSet) -> common.Manifest:
@@ -207,19 +195,19 @@ def topology_spread(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, A
     }]
 
 
-def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, config_hash: str,
-                              replicas: Optional[int] = None) -> common.Manifest:
-    """A node set's StatefulSet: `replicas` pods (the operator's scale plan; the spec's count when
-    none is given), `config_hash` (slurm_config.worker_config_hash) on their template.
-
-    updateStrategy OnDelete: Kubernetes never restarts a node under a running job; the
-    operator drains a node, waits until it is idle, then deletes its pod.
-    """
+def render_worker_pod_template(cluster: SlurmCluster, nodeset: NodeSet, config_hash: str) -> Dict[str, Any]:
+    """The pod template of a node set's pods, `config_hash` (slurm_config.worker_config_hash) on it.
+    An on-demand set's slurmd reports its start as its node's boot: slurmctld ignores a resumed
+    node's registration until its boot time passes the resume request, and a pod shares the
+    machine's boot time."""
+    container = _slurmd_container(cluster, nodeset)
+    if on_demand(nodeset):
+        container["env"].append({"name": C.ENV_BOOT_AT_START, "value": "1"})
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
         "terminationGracePeriodSeconds": 60,
         "initContainers": _worker_init_containers(cluster),
-        "containers": [_slurmd_container(cluster, nodeset)],
+        "containers": [container],
         "volumes": _worker_volumes(cluster),
     }
     pod_spec.update(common.login_hosts_dns(cluster))
@@ -227,6 +215,23 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, config_ha
     spread = topology_spread(cluster, nodeset)
     if spread:
         pod_spec["topologySpreadConstraints"] = spread
+    return {
+        "metadata": {
+            "labels": names.object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
+            "annotations": {C.ANNOTATION_CONFIG_HASH: config_hash},
+        },
+        "spec": pod_spec,
+    }
+
+
+def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, config_hash: str,
+                              replicas: Optional[int] = None) -> common.Manifest:
+    """A fixed node set's StatefulSet: `replicas` pods (the operator's scale plan; the spec's count
+    when none is given).
+
+    updateStrategy OnDelete: Kubernetes never restarts a node under a running job; the
+    operator drains a node, waits until it is idle, then deletes its pod.
+    """
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -237,12 +242,19 @@ def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, config_ha
             "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name)},
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "OnDelete"},
-            "template": {
-                "metadata": {
-                    "labels": names.object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
-                    "annotations": {C.ANNOTATION_CONFIG_HASH: config_hash},
-                },
-                "spec": pod_spec,
-            },
+            "template": render_worker_pod_template(cluster, nodeset, config_hash),
         },
     }
+
+
+def render_worker_on_demand_template(cluster: SlurmCluster, nodeset: NodeSet, config_hash: str,
+                                     nodes: Optional[int] = None) -> common.Manifest:
+    """An on-demand node set's PodTemplate: the operator makes a pod from it for each node Slurm
+    resumes (named as the node, in the headless Service's subdomain), and deletes it when Slurm
+    powers the node down; no StatefulSet, which cannot leave a hole where a node sleeps. `nodes`:
+    how many CLOUD nodes slurm.conf declares (the operator's plan; maxReplicas when none is given)."""
+    meta = common.metadata(cluster, nodeset_object_name(nodeset), C.COMPONENT_WORKER, nodeset.name)
+    meta["annotations"] = {C.ANNOTATION_NODES: str(nodes_at_most(nodeset) if nodes is None else nodes)}
+    template = render_worker_pod_template(cluster, nodeset, config_hash)
+    template["spec"]["subdomain"] = nodeset_object_name(nodeset)
+    return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": meta, "template": template}

@@ -184,6 +184,14 @@ class SlurmControl:
         """Take the nodes back into service."""
         self._update(nodes, "state=resume")
 
+    def power_up(self, nodes: Sequence[str]) -> None:
+        """Resume powered-down nodes without a job (power saving's ResumeProgram runs)."""
+        self._update(nodes, "state=power_up")
+
+    def power_down(self, nodes: Sequence[str]) -> None:
+        """Suspend idle nodes now rather than after their SuspendTime."""
+        self._update(nodes, "state=power_down")
+
     def _update(self, nodes: Sequence[str], *words: str) -> None:
         if nodes:
             self.output(["scontrol", "update", "nodename=%s" % ",".join(nodes), *words])

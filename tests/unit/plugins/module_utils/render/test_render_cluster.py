@@ -10,7 +10,7 @@ import pytest
 from examples import EXAMPLES, example, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import slurm_mem_spec_limit_mib
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import node_conf, slurm_mem_spec_limit_mib
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
@@ -19,7 +19,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp impo
     worker_seccomp_profile,
     worker_seccomp_profile_name,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.render.worker import node_conf
 
 
 def render_raw(raw):

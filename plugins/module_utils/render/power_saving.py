@@ -1,0 +1,54 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""slurm.conf's part for on-demand node sets (spec.maxReplicas): Slurm's power saving settings and
+the sets' CLOUD node lines."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence
+
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
+    node_conf,
+    node_range,
+    nodes_at_most,
+    nodeset_object_name,
+    on_demand,
+    slurm_cpus,
+    slurm_real_memory_mib,
+)
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet
+
+# Slurm's power saving, when a node set is on demand (spec.maxReplicas). Slurm decides which nodes
+# to resume and suspend, and runs these programs as SlurmUser in the controller pod; the operator
+# reads the nodes' power states (POWERING_UP, POWERING_DOWN) and makes or deletes their pods, so
+# the programs have nothing to do. A resume waits for image pulls and a new Kubernetes node: 300 s
+# (Slurm's 60 s is a machine's boot from its disk). Rates unlimited: a pod is no power surge.
+POWER_SAVING = {
+    "ResumeProgram": "/bin/true",
+    "SuspendProgram": "/bin/true",
+    "ResumeTimeout": 300,
+    "ResumeRate": 0,
+    "SuspendRate": 0,
+}
+
+
+def power_saving_settings(nodesets: Sequence[NodeSet]) -> Dict[str, Any]:
+    """Power saving's settings: none without an on-demand node set. Each such set keeps `replicas`
+    of its nodes powered up (SuspendExcNodes' '<nodes>:<count>'); their SuspendTime is per node."""
+    ordered = sorted((ns for ns in nodesets if on_demand(ns)), key=lambda ns: ns.name)
+    if not ordered:
+        return {}
+    settings: Dict[str, Any] = dict(POWER_SAVING)
+    kept = ["%s:%d" % (node_range(nodeset_object_name(ns), nodes_at_most(ns)), ns.spec.replicas)
+            for ns in ordered if ns.spec.replicas]
+    if kept:
+        settings["SuspendExcNodes"] = kept
+    return settings
+
+
+def cloud_nodes_line(nodeset: NodeSet, count: int) -> str:
+    """The NodeName= line of an on-demand node set's `count` nodes: CLOUD nodes, powered down until
+    Slurm resumes them, sized as the pods' slurmd reports them (the words of `slurmd -Z --conf`)."""
+    return "NodeName=%s State=CLOUD CPUs=%d RealMemory=%d %s SuspendTime=%d" % (
+        node_range(nodeset_object_name(nodeset), count), slurm_cpus(nodeset), slurm_real_memory_mib(nodeset),
+        node_conf(nodeset), nodeset.spec.suspend_time_seconds)
