@@ -184,7 +184,7 @@ ENV_CONTROLLER_HOST = "SLURMKUBE_CONTROLLER_HOST"  # the controller Service FQDN
 ENV_CPUS = "SLURMKUBE_CPUS"
 ENV_MEMORY_MB = "SLURMKUBE_MEMORY_MB"
 ENV_NODE_CONF = "SLURMKUBE_NODE_CONF"  # extra slurmd -Z --conf words (Feature, Gres)
-ENV_BOOT_AT_START = "SLURMKUBE_BOOT_AT_START"  # "1": slurmd -b (its start is its node's boot)
+ENV_CLOUD_NODE = "SLURMKUBE_CLOUD_NODE"  # "1": slurm.conf declares the node (CLOUD): slurmd -b, no -Z
 ENV_JAIL_PATH = "SLURMKUBE_JAIL_PATH"
 ENV_JAIL_VERSION = "SLURMKUBE_JAIL_VERSION"
 

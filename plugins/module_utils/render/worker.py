@@ -202,7 +202,7 @@ def render_worker_pod_template(cluster: SlurmCluster, nodeset: NodeSet, config_h
     machine's boot time."""
     container = _slurmd_container(cluster, nodeset)
     if on_demand(nodeset):
-        container["env"].append({"name": C.ENV_BOOT_AT_START, "value": "1"})
+        container["env"].append({"name": C.ENV_CLOUD_NODE, "value": "1"})
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
         "terminationGracePeriodSeconds": 60,

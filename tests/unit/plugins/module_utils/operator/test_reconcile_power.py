@@ -1,0 +1,134 @@
+"""The reconciler and an on-demand node set: what a pass renders (a PodTemplate, no StatefulSet),
+the pods it makes and deletes as Slurm's power states change, the nodes it keeps up, the failed
+resume it explains, and a fixed set that may not turn on-demand.
+
+Slurm is test_reconcile_health's table behind the exec API, its nodes in the power states slurmctld
+26.05 reports; pods and objects live in the in-memory API.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from test_reconcile_health import T0, SlurmKube, make_world, reconcile_at
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+NS = "research"
+BASE = "cpu-compute"
+ASLEEP = ("IDLE", "CLOUD", "POWERED_DOWN")
+
+
+class PowerKube(SlurmKube):
+    """SlurmKube that also takes `scontrol update state=power_up|power_down`, as slurmctld would."""
+
+    def exec(self, namespace, pod, container, command, timeout=60):
+        if command[:2] == ["scontrol", "update"] and command[3] in ("state=power_up", "state=power_down"):
+            node = self.nodes[command[2].split("=", 1)[1]]
+            flag = "POWER_UP" if command[3] == "state=power_up" else "POWER_DOWN"
+            node["state"] = sorted(set(node["state"]) | {flag})
+            self.execs.append((pod, container, tuple(command)))
+            return 0, "", ""
+        return super().exec(namespace, pod, container, command, timeout)
+
+
+@pytest.fixture
+def world(monkeypatch):
+    kube = PowerKube()
+    kube, cluster = make_world(monkeypatch, kube)
+    for i in range(4):  # the fixed set's pods and nodes go: the set becomes a new, on-demand one
+        del kube.objects[("Pod", NS, "%s-%d" % (BASE, i))]
+        del kube.nodes["%s-%d" % (BASE, i)]
+    del kube.objects[("StatefulSet", NS, BASE)]
+    nodeset = kube.objects[("NodeSet", NS, "compute")]
+    nodeset["spec"] = dict(nodeset["spec"], replicas=0, maxReplicas=3)
+    nodeset["metadata"].pop("annotations", None)  # made anew: no earlier valid spec
+    reconcile_at(kube, cluster, T0)
+    for i in range(3):
+        kube.node("%s-%d" % (BASE, i), *ASLEEP)
+    return kube, cluster
+
+
+def pods(kube):
+    return sorted(key[2] for key in kube.objects if key[0] == "Pod" and key[2].startswith(BASE))
+
+
+def events(outcome, reason):
+    return [e.message for e in outcome.events if e.reason == reason]
+
+
+def test_an_on_demand_set_is_a_pod_template_and_cloud_nodes_with_no_pod(world):
+    kube, cluster = world
+    assert ("StatefulSet", NS, BASE) not in kube.objects
+    template = kube.objects[("PodTemplate", NS, BASE)]
+    assert template["metadata"]["annotations"][C.ANNOTATION_NODES] == "3"
+    env = template["template"]["spec"]["containers"][0]["env"]
+    assert {"name": C.ENV_CLOUD_NODE, "value": "1"} in env
+    conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
+    assert "NodeName=cpu-compute-[0-2] State=CLOUD CPUs=" in conf and "ResumeProgram=/bin/true" in conf
+    outcome = reconcile_at(kube, cluster, T0)
+    assert pods(kube) == [] and outcome.nodeset_status["compute"]["phase"] == "Ready"
+
+
+def test_resumed_nodes_get_pods_from_the_template_and_a_steady_pass_writes_nothing(world):
+    kube, cluster = world
+    for i in (0, 2):
+        kube.node("%s-%d" % (BASE, i), "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    outcome = reconcile_at(kube, cluster, T0)
+    assert pods(kube) == [BASE + "-0", BASE + "-2"]
+    pod = kube.objects[("Pod", NS, BASE + "-2")]
+    template = kube.objects[("PodTemplate", NS, BASE)]["template"]
+    assert pod["spec"]["hostname"] == BASE + "-2" and pod["spec"]["subdomain"] == BASE
+    assert pod["spec"]["containers"] == template["spec"]["containers"]
+    assert pod["metadata"]["labels"][C.REVISION_LABEL]
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == C.KIND_CLUSTER
+    assert len(events(outcome, "NodeMakePod")) == 2
+    writes = kube.writes
+    outcome = reconcile_at(kube, cluster, T0)
+    assert kube.writes == writes and events(outcome, "NodeMakePod") == []
+
+
+def test_a_powered_down_nodes_pod_is_deleted(world):
+    kube, cluster = world
+    kube.node(BASE + "-1", "ALLOCATED", "CLOUD", "POWERING_UP")
+    reconcile_at(kube, cluster, T0)
+    kube.node(BASE + "-1", "IDLE", "CLOUD", "POWERING_DOWN")
+    outcome = reconcile_at(kube, cluster, T0)
+    assert pods(kube) == [] and events(outcome, "NodeDeletePod") == [
+        "delete-pod %s-1: Slurm powered %s-1 down" % (BASE, BASE)]
+
+
+def test_replicas_are_powered_up_by_the_operator(world):
+    kube, cluster = world
+    kube.objects[("NodeSet", NS, "compute")]["spec"]["replicas"] = 1
+    reconcile_at(kube, cluster, T0)
+    assert ("cpu-controller-0", C.CONTAINER_CONTROLLER,
+            ("scontrol", "update", "nodename=%s-0" % BASE, "state=power_up")) in kube.execs
+    conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
+    assert "SuspendExcNodes=cpu-compute-[0-2]:1" in conf
+
+
+def test_a_failed_resume_gets_the_pods_reason_and_a_warning(world):
+    kube, cluster = world
+    kube.node(BASE + "-0", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    reconcile_at(kube, cluster, T0)
+    kube.objects[("Pod", NS, BASE + "-0")]["status"] = {"containerStatuses": [{"state": {"waiting": {
+        "reason": "ErrImagePull", "message": "pull access denied for no/such"}}}]}
+    kube.node(BASE + "-0", "DOWN", "CLOUD", "POWERED_DOWN", reason="ResumeTimeout reached")
+    outcome = reconcile_at(kube, cluster, T0 + datetime.timedelta(minutes=5))
+    assert kube.nodes[BASE + "-0"]["reason"] == \
+        "slurmkube: resume failed: ErrImagePull: pull access denied for no/such"
+    assert pods(kube) == []
+    warned = [e for e in outcome.events if e.reason == "NodeResumeFailed"]
+    assert warned and warned[0].kind == "Warning" and "state=resume" in warned[0].message
+
+
+def test_a_fixed_set_may_not_become_on_demand(monkeypatch):
+    kube, cluster = make_world(monkeypatch, PowerKube())
+    nodeset = kube.objects[("NodeSet", NS, "compute")]
+    nodeset["spec"] = dict(nodeset["spec"], maxReplicas=8)
+    outcome = reconcile_at(kube, cluster, T0)
+    status = outcome.nodeset_status["compute"]
+    assert status["phase"] == "Invalid" and "spec.maxReplicas" in status["message"]
+    assert ("StatefulSet", NS, BASE) in kube.objects and ("PodTemplate", NS, BASE) not in kube.objects
