@@ -93,7 +93,9 @@ def test_a_two_node_job_starts_two_pods_runs_and_they_go_after_the_idle_time(slu
 def test_a_busy_node_is_never_suspended(slurm: SlurmView):
     job = slurm.run("sbatch", "--parsable", "-N1", "-p", "burst", "-o", "/dev/null",
                     "--wrap", "sleep %d" % (SUSPEND_TIME * 3)).strip()
-    slurm.wait_running(job, RESUME_TIMEOUT + 30)
+    # RUNNING alone: while its node's pod starts the job is RUNNING and CONFIGURING.
+    wait_for(lambda: (slurm.job(job) or {}).get("job_state") == ["RUNNING"], RESUME_TIMEOUT + 30, 2,
+             explain=slurm.explain)
     node = json.loads(slurm.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["nodes"]
     started = time.monotonic()
     while slurm.job_state(job) == "RUNNING":
