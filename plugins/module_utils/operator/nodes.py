@@ -218,8 +218,8 @@ def retire_removed_on_demand_sets(p: Pass) -> None:
         nodeset = meta["labels"].get(C.LABEL_NODESET)
         if nodeset in known:
             continue
-        for pod in pods_by_name(p.kube, cluster.namespace, names.selector_labels(cluster.name, C.COMPONENT_WORKER,
-                                                                                  nodeset)):
+        selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset)
+        for pod in pods_by_name(p.kube, cluster.namespace, selector):
             p.kube.delete("v1", "Pod", pod["metadata"]["name"], cluster.namespace)
         for api_version, kind in (("v1", "PodTemplate"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")):
             p.kube.delete(api_version, kind, meta["name"], cluster.namespace)
