@@ -36,6 +36,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge imp
     bridge_cycle,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.power import power_cycle
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.serving import stopping_pod_patch
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import status_unchanged, without_empty_maps
@@ -44,6 +45,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control impor
 RECONCILE_INTERVAL_SECONDS = 10
 # The bridge's cycle: how soon a pod's Slurm job is submitted, and a started job's pods bound.
 BRIDGE_INTERVAL_SECONDS = 2
+# The power loop's: how soon a node Slurm resumed for a job gets its pod (the pass comes every 10 s).
+POWER_INTERVAL_SECONDS = 2
 ELECTION_RETRY_SECONDS = 2
 
 _kube: Dict[str, Kube] = {}
@@ -161,6 +164,7 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
     start_election(logger)
     threading.Thread(target=resync_forever, args=(logger,), name="resync", daemon=True).start()
     threading.Thread(target=bridge_forever, args=(logger,), name="bridge", daemon=True).start()
+    threading.Thread(target=power_forever, args=(logger,), name="power", daemon=True).start()
 
 
 @kopf.on.cleanup()
@@ -348,6 +352,21 @@ def bridge_cluster(cluster: Mapping[str, Any], logger: logging.Logger) -> None:
 def bridge_forever(logger: logging.Logger) -> None:
     """The bridge's cycles, apart from the reconcile passes: a pod waits seconds, not a resync."""
     every_cluster_forever(BRIDGE_INTERVAL_SECONDS, "bridge", bridge_cluster, logger, expected=(KubeError, SlurmError))
+
+
+def power_cluster(cluster: Mapping[str, Any], logger: logging.Logger) -> None:
+    """One power cycle of a cluster (operator/power.py), never beside its pass; logged when it acted."""
+    namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+    with cluster_lock(namespace, name):
+        report = power_cycle(kube(), cluster)
+    if report is not None and report.actions:
+        logger.info("power of %s/%s: %s", namespace, name,
+                    ", ".join("%s %s" % (a.kind, a.node) for a in report.actions))
+
+
+def power_forever(logger: logging.Logger) -> None:
+    """The power cycles, apart from the passes: a resumed node's pod is made within seconds."""
+    every_cluster_forever(POWER_INTERVAL_SECONDS, "power", power_cluster, logger, expected=(KubeError, SlurmError))
 
 
 @kopf.on.create(C.API_GROUP, C.API_VERSION, C.PLURAL_NODESET, when=leading)

@@ -6,15 +6,11 @@ an eviction may take, explain unresponsive nodes, and retire deleted node sets."
 
 from __future__ import annotations
 
-import copy
 import datetime
-import json
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     host_lost_since,
@@ -45,8 +41,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes
     plan_update,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import (
+    node_pod,
     plan_power,
     plan_powered_down_updates,
+    template_revision,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import (
@@ -142,22 +140,6 @@ def rendered_template(p: Pass, base: str) -> Optional[Dict[str, Any]]:
         if obj["kind"] == "PodTemplate" and obj["metadata"]["name"] == base:
             return obj
     return None
-
-
-def template_revision(template: Mapping[str, Any]) -> str:
-    """The revision label of the pods made from a PodTemplate: a digest of its pod template."""
-    return content_hash([json.dumps(template["template"], sort_keys=True)])
-
-
-def node_pod(template: Mapping[str, Any], name: str, owner: Mapping[str, Any]) -> Dict[str, Any]:
-    """The pod of an on-demand node: the template's, named as the node (its hostname too, in the
-    headless Service's subdomain, as a StatefulSet's pod would be), owned by the cluster."""
-    pod = copy.deepcopy(dict(template["template"]))
-    meta = pod["metadata"]
-    meta.update(name=name, namespace=template["metadata"]["namespace"])
-    meta["labels"] = dict(meta.get("labels") or {}, **{C.REVISION_LABEL: template_revision(template)})
-    pod["spec"]["hostname"] = name
-    return owned_by(dict(pod, apiVersion="v1", kind="Pod"), owner)
 
 
 def make_node_pod(p: Pass, template: Mapping[str, Any], action: NodeAction) -> None:

@@ -15,11 +15,13 @@ down once idle, and slurm.conf stops declaring them only then.
 
 from __future__ import annotations
 
+import copy
 import datetime
-from typing import List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import (
     NodeAction,
     PodView,
@@ -139,3 +141,19 @@ def plan_powered_down_updates(base: str, count: int, nodes: Mapping[str, SlurmNo
         if node is not None and parsed and parsed[0] == PURPOSE_UPDATE and powered_down(node):
             actions.append(NodeAction("resume", node.name))
     return actions
+
+
+def template_revision(template: Mapping[str, Any]) -> str:
+    """The revision label of the pods made from an on-demand set's PodTemplate (its renderer wrote it)."""
+    return str((template["metadata"].get("annotations") or {}).get(C.ANNOTATION_REVISION, ""))
+
+
+def node_pod(template: Mapping[str, Any], name: str, owner: Mapping[str, Any]) -> Dict[str, Any]:
+    """The pod of an on-demand node: the template's, named as the node (its hostname too, in the
+    headless Service's subdomain, as a StatefulSet's pod would be), owned by the cluster."""
+    pod = copy.deepcopy(dict(template["template"]))
+    meta = pod["metadata"]
+    meta.update(name=name, namespace=template["metadata"]["namespace"])
+    meta["labels"] = dict(meta.get("labels") or {}, **{C.REVISION_LABEL: template_revision(template)})
+    pod["spec"]["hostname"] = name
+    return owned_by(dict(pod, apiVersion="v1", kind="Pod"), owner)

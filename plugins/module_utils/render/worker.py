@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     node_conf,
     nodes_at_most,
@@ -254,7 +256,10 @@ def render_worker_on_demand_template(cluster: SlurmCluster, nodeset: NodeSet, co
     powers the node down; no StatefulSet, which cannot leave a hole where a node sleeps. `nodes`:
     how many CLOUD nodes slurm.conf declares (the operator's plan; maxReplicas when none is given)."""
     meta = common.metadata(cluster, nodeset_object_name(nodeset), C.COMPONENT_WORKER, nodeset.name)
-    meta["annotations"] = {C.ANNOTATION_NODES: str(nodes_at_most(nodeset) if nodes is None else nodes)}
     template = render_worker_pod_template(cluster, nodeset, config_hash)
     template["spec"]["subdomain"] = nodeset_object_name(nodeset)
+    # The revision the operator labels its pods with: the API server fills in defaults of the live
+    # template, so a digest of that would not match what was rendered.
+    meta["annotations"] = {C.ANNOTATION_NODES: str(nodes_at_most(nodeset) if nodes is None else nodes),
+                           C.ANNOTATION_REVISION: content_hash([json.dumps(template, sort_keys=True)])}
     return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": meta, "template": template}

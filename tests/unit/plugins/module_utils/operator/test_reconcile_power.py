@@ -14,6 +14,8 @@ import pytest
 from test_reconcile_health import T0, SlurmKube, make_world, reconcile_at
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import NodeAction
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.power import power_cycle
 
 NS = "research"
 BASE = "cpu-compute"
@@ -132,3 +134,26 @@ def test_a_fixed_set_may_not_become_on_demand(monkeypatch):
     status = outcome.nodeset_status["compute"]
     assert status["phase"] == "Invalid" and "spec.maxReplicas" in status["message"]
     assert ("StatefulSet", NS, BASE) in kube.objects and ("PodTemplate", NS, BASE) not in kube.objects
+
+
+def test_the_power_cycle_makes_and_deletes_pods_between_passes_as_the_pass_would(world):
+    kube, cluster = world
+    kube.node(BASE + "-1", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    report = power_cycle(kube, cluster)
+    assert report.actions == [NodeAction("make-pod", BASE + "-1", "Slurm resumed %s-1" % BASE)]
+    made = kube.objects[("Pod", NS, BASE + "-1")]
+    template = kube.objects[("PodTemplate", NS, BASE)]
+    assert made["metadata"]["labels"][C.REVISION_LABEL] == template["metadata"]["annotations"][C.ANNOTATION_REVISION]
+    assert kube.events[-1][2] == "NodeMakePod"
+    assert power_cycle(kube, cluster).actions == []
+    # The pass finds the pod current: no update, nothing more to make.
+    outcome = reconcile_at(kube, cluster, T0)
+    assert pods(kube) == [BASE + "-1"] and not events(outcome, "NodeMakePod") and not events(outcome, "NodeDrain")
+    kube.node(BASE + "-1", "IDLE", "CLOUD", "POWERING_DOWN")
+    assert [a.kind for a in power_cycle(kube, cluster).actions] == ["delete-pod"] and pods(kube) == []
+
+
+def test_the_power_cycle_leaves_a_cluster_without_on_demand_sets_after_one_call(monkeypatch):
+    kube, cluster = make_world(monkeypatch, PowerKube())
+    execs = len(kube.execs)
+    assert power_cycle(kube, cluster) is None and len(kube.execs) == execs
