@@ -12,7 +12,8 @@ profile, the wait for slurmctld) and entrypoint (munged, the jail, slurmd -b) ru
 registers. The plain pod pays the kubelet's share only. Both are timed on this machine's clock by
 polling (slurmctld through `kubectl exec`, the pod through the API), so each figure carries up to a
 poll's error (about half a second). Results: $SLURMKUBE_CACHE/bench/on_demand_resume.json, also
-printed; the last is copied to tests/bench/on_demand_resume.json.
+printed; the last is copied to tests/bench/on_demand_resume.json. First run (2026-11-30, 2 CPUs, 5
+rounds): resume median 6.9 s (5.8-8.0), plain pod 2.1 s (1.6-2.2): 3.3 times.
 """
 
 from __future__ import annotations
