@@ -44,6 +44,9 @@ LABEL_SERVING = API_GROUP + "/serving"
 ANNOTATION_CONFIG_HASH = API_GROUP + "/config-hash"
 # On an on-demand node set's PodTemplate: how many CLOUD nodes slurm.conf declares for it.
 ANNOTATION_NODES = API_GROUP + "/nodes"
+# ... what slurm.conf says of each of them (kept for when the set is deleted: they stay declared
+# until powered down) ...
+ANNOTATION_NODE_WORDS = API_GROUP + "/node-words"
 # ... and the revision of its pod template, which its pods carry as REVISION_LABEL.
 ANNOTATION_REVISION = API_GROUP + "/revision"
 # On a running pod: the digest of the config files, and the fingerprint of the munge key, the

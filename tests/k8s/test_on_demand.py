@@ -143,3 +143,20 @@ def test_a_node_that_cannot_start_is_down_with_the_reason_and_its_job_requeued(s
     failed = [e["message"] for e in events["items"] if e["reason"] == "NodeResumeFailed"]
     assert failed and node in failed[0] and "Insufficient memory" in failed[0], failed
     slurm.run("scancel", huge_job)
+
+
+def test_a_deleted_on_demand_set_keeps_a_busy_node_until_its_job_ends(slurm: SlurmView):
+    job = slurm.run("sbatch", "--parsable", "-N1", "-p", "burst", "-o", "/dev/null", "--wrap", "sleep 45").strip()
+    wait_for(lambda: (slurm.job(job) or {}).get("job_state") == ["RUNNING"], RESUME_TIMEOUT + 30, 2,
+             explain=slurm.explain)
+    node = json.loads(slurm.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["nodes"]
+    slurm.kube.kubectl("-n", slurm.kube.namespace, "delete", "nodeset", "burst")
+    wait_for(lambda: "DRAIN" in slurm.nodes()[node], 60, 2, explain=slurm.explain)
+    assert slurm.job_state(job) == "RUNNING" and node in node_pods(slurm, "burst")
+    wait_for(lambda: slurm.job_state(job) == "COMPLETED", 120, 2, explain=slurm.explain)
+    # Idle and drained: powered down, its pod deleted, then slurm.conf and the objects let it go.
+    wait_for(lambda: slurm.kube.find_json("podtemplate", BURST) is None, 240, 3, explain=slurm.explain)
+    assert node_pods(slurm, "burst") == set()
+    wait_for(lambda: not any(name.startswith(BURST) for name in slurm.nodes()), 120, 3, explain=slurm.explain)
+    events = json.loads(slurm.kube.kubectl("-n", slurm.kube.namespace, "get", "events", "-o", "json").stdout)
+    assert any(e["reason"] == "NodeSetRetired" and BURST in e["message"] for e in events["items"])

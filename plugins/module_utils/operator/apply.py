@@ -26,7 +26,13 @@ def render_objects(p: Pass) -> None:
     staged = p.slurm_state.render
     cluster = with_images(p.cluster, staged) if staged else p.cluster
     key_ids = loaded_at_start(p.rest_keys) if p.rest_keys is not None else ()
-    p.rendered = render_cluster(cluster, p.nodesets, p.placement, replicas, key_ids)
+    leaving = {base: (retiring.plan.replicas, declared_words(retiring.live)) for base, retiring in p.retiring.items()}
+    p.rendered = render_cluster(cluster, p.nodesets, p.placement, replicas, key_ids, leaving)
+
+
+def declared_words(template: Mapping[str, Any]) -> str:
+    """What slurm.conf said of each node of the set whose PodTemplate this is."""
+    return str((template["metadata"].get("annotations") or {}).get(C.ANNOTATION_NODE_WORDS, ""))
 
 
 def apply_objects(p: Pass) -> None:

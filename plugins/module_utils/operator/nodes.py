@@ -26,10 +26,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     NodeSet,
-    NodeSetSpec,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import JobNotRequeued, Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import (
+    RETIRE_DRAIN_TIMEOUT_SECONDS,
     NodeAction,
     PodView,
     evictable,
@@ -55,8 +55,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control impor
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import fast_check_may_drain, health_reason
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import node_report
 
-# A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
-RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 # NoSchedule taints that announce a node's removal (cluster-autoscaler, Karpenter) before
 # its pods are evicted; `kubectl drain` cordons instead (spec.unschedulable).
 REMOVAL_TAINTS = frozenset(("ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption"))
@@ -191,21 +189,31 @@ def retire_removed_nodesets(p: Pass) -> None:
 
 
 def retire_removed_on_demand_sets(p: Pass) -> None:
-    """A deleted on-demand NodeSet's objects and pods go: slurm.conf no longer declares its nodes."""
+    """A deleted on-demand set's nodes leave like a smaller maxReplicas (scale.plan_retiring): drained,
+    powered down once idle, their pods deleted then, a pod still made for a node Slurm resumed for a
+    job given it before the drain; its PodTemplate says how many nodes slurm.conf still declares, and
+    once none is, its objects go. Nothing while Slurm cannot be asked."""
+    slurm, slurm_nodes = p.slurm, p.slurm_nodes
+    if slurm is None or slurm_nodes is None:
+        return
     cluster = p.cluster
-    known = {n.name for n in p.nodesets} | set(p.invalid_nodesets)
-    for template in p.kube.list("v1", "PodTemplate", cluster.namespace,
-                                names.selector_labels(cluster.name, C.COMPONENT_WORKER)):
-        meta = template["metadata"]
-        nodeset = meta["labels"].get(C.LABEL_NODESET)
-        if nodeset in known:
-            continue
-        selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, nodeset)
-        for pod in pods_by_name(p.kube, cluster.namespace, selector):
-            p.kube.delete("v1", "Pod", pod["metadata"]["name"], cluster.namespace)
-        for api_version, kind in (("v1", "PodTemplate"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")):
-            p.kube.delete(api_version, kind, meta["name"], cluster.namespace)
-        p.events.append(Event("Normal", "NodeSetRetired", "removed %s" % meta["name"]))
+    for base, (template, plan) in sorted(p.retiring.items()):
+        nodeset = template["metadata"]["labels"].get(C.LABEL_NODESET)
+        pods = pods_by_name(p.kube, cluster.namespace, names.selector_labels(cluster.name, C.COMPONENT_WORKER,
+                                                                              nodeset))
+        views = [PodView(pod["metadata"]["name"], "", pod_ready(pod), pod_terminating(pod)) for pod in pods]
+        for action in plan.actions + plan_power(base, plan.replicas, 0, views, slurm_nodes):
+            if action.kind == "make-pod":
+                make_node_pod(p, template, action)
+            else:
+                perform(p, slurm, action)
+        if str(plan.replicas) != template["metadata"]["annotations"].get(C.ANNOTATION_NODES):
+            p.kube.merge_patch("v1", "PodTemplate", base, cluster.namespace,
+                               {"metadata": {"annotations": {C.ANNOTATION_NODES: str(plan.replicas)}}})
+        if plan.replicas == 0 and not pods:
+            for api_version, kind in (("v1", "PodTemplate"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")):
+                p.kube.delete(api_version, kind, base, cluster.namespace)
+            p.events.append(Event("Normal", "NodeSetRetired", "removed %s" % base))
 
 
 def worker_pods(p: Pass, nodeset: NodeSet, leaving_hosts: FrozenSet[str],

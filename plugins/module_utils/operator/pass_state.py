@@ -109,6 +109,8 @@ class Pass:
     slurm_state: SlurmState = SlurmState({}, "")
     placement: Dict[str, str] = field(default_factory=dict)
     scaling: Dict[str, Scaling] = field(default_factory=dict)
+    # A deleted on-demand set's PodTemplate and the plan that lets its nodes go, by base name.
+    retiring: Dict[str, Scaling] = field(default_factory=dict)
     rendered: RenderedCluster = field(default_factory=lambda: RenderedCluster([], {}))
     applied: List[str] = field(default_factory=list)
     # The digest of the Slurm configuration slurmctld runs with (status.configHash).

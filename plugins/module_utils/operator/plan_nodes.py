@@ -22,6 +22,7 @@ import datetime
 from typing import List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSetSpec
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import (
     PURPOSE_EVICTION,
@@ -33,6 +34,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import 
     node_lost_reason,
     parse_drain_reason,
 )
+
+# A deleted NodeSet has no drainTimeoutSeconds any more: its nodes get the model's default.
+RETIRE_DRAIN_TIMEOUT_SECONDS = NodeSetSpec.__dataclass_fields__["drain_timeout_seconds"].default
 
 
 class NodeAction(NamedTuple):

@@ -1,19 +1,25 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The pass's plan: how many pods each worker StatefulSet keeps now, how many CLOUD nodes slurm.conf
-declares for each on-demand node set, and the node steps a scale-down takes (plan_nodes.plan_scale,
-plan_power.plan_node_count). Made once, before the render: the renderer writes the planned
-counts, and nodes.py carries out the steps after the apply."""
+declares for each on-demand node set (a deleted one's too, until its nodes are powered down), and
+the node steps a scale-down takes (plan_nodes.plan_scale, plan_power.plan_node_count). Made once,
+before the render: the renderer writes the planned counts, and nodes.py carries out the steps after
+the apply."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass, Scaling
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import ScalePlan, plan_scale
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import (
+    RETIRE_DRAIN_TIMEOUT_SECONDS,
+    ScalePlan,
+    plan_scale,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import plan_node_count
 
 
@@ -34,6 +40,25 @@ def plan_scaling(p: Pass) -> None:
             plan = planner(nodeset_object_name(nodeset), desired, current, p.slurm_nodes, now,
                            nodeset.spec.drain_timeout_seconds)
         p.scaling[nodeset.name] = Scaling(live, plan)
+    plan_retiring(p)
+
+
+def plan_retiring(p: Pass) -> None:
+    """Each deleted on-demand set's plan: its nodes drained, powered down once idle (their jobs
+    requeued after the default drain timeout), declared in slurm.conf until then."""
+    known = {n.name for n in p.nodesets} | set(p.invalid_nodesets)
+    for template in p.kube.list("v1", "PodTemplate", p.cluster.namespace,
+                                names.selector_labels(p.cluster.name, C.COMPONENT_WORKER)):
+        meta = template["metadata"]
+        if (meta.get("labels") or {}).get(C.LABEL_NODESET) in known:
+            continue
+        declared = str((meta.get("annotations") or {}).get(C.ANNOTATION_NODES, ""))
+        current = int(declared) if declared.isdigit() else 0
+        if p.slurm_nodes is None:
+            plan = ScalePlan(current, [], [])
+        else:
+            plan = plan_node_count(meta["name"], 0, current, p.slurm_nodes, p.clock(), RETIRE_DRAIN_TIMEOUT_SECONDS)
+        p.retiring[meta["name"]] = Scaling(template, plan)
 
 
 def live_workers(p: Pass, nodeset: NodeSet) -> Optional[Dict[str, Any]]:

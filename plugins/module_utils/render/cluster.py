@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
@@ -39,19 +39,21 @@ class RenderedCluster(NamedTuple):
 def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
                    placement: Optional[Mapping[str, str]] = None,
                    replicas: Optional[Mapping[str, int]] = None,
-                   jwt_key_ids: Sequence[str] = ()) -> RenderedCluster:
+                   jwt_key_ids: Sequence[str] = (),
+                   leaving: Optional[Mapping[str, Tuple[int, str]]] = None) -> RenderedCluster:
     """All manifests of a cluster and its node sets (the munge, host-key and database Secrets
     excluded: they hold generated secrets, made by the munge_key module and the operator).
     `placement`, each worker's switch label value, feeds topology.conf (spec.slurm.switchLabel);
     `replicas`, by node set name, the pods each worker StatefulSet keeps, or the CLOUD nodes an
     on-demand set declares (the operator's scale plan: a node leaves only once Slurm let it go); a
     node set not named gets its spec's count;
-    `jwt_key_ids`, the REST API's keys slurmdbd must have loaded (jwt.loaded_at_start).
+    `jwt_key_ids`, the REST API's keys slurmdbd must have loaded (jwt.loaded_at_start);
+    `leaving`, a deleted on-demand set's nodes still declared, by base name: (count, words).
     The Slurm settings are merged once, and the restart hashes are taken from that result."""
     check_references(cluster, nodesets)
     ordered = sorted(nodesets, key=lambda ns: ns.name)
     counts = {ns.name: (replicas or {})[ns.name] for ns in ordered if on_demand(ns) and ns.name in (replicas or {})}
-    config = render_slurm_config(cluster, ordered, placement, counts)
+    config = render_slurm_config(cluster, ordered, placement, counts, leaving)
     files = config.files
     worker_hash = worker_config_hash(config)
     controller_hash = controller_config_hash(config)

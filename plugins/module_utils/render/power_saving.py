@@ -46,9 +46,15 @@ def power_saving_settings(nodesets: Sequence[NodeSet]) -> Dict[str, Any]:
     return settings
 
 
-def cloud_nodes_line(nodeset: NodeSet, count: int) -> str:
-    """The NodeName= line of an on-demand node set's `count` nodes: CLOUD nodes, powered down until
-    Slurm resumes them, sized as the pods' slurmd reports them (the words of `slurmd -Z --conf`)."""
-    return "NodeName=%s State=CLOUD CPUs=%d RealMemory=%d %s SuspendTime=%d" % (
-        node_range(nodeset_object_name(nodeset), count), slurm_cpus(nodeset), slurm_real_memory_mib(nodeset),
-        node_conf(nodeset), nodeset.spec.suspend_time_seconds)
+def cloud_node_words(nodeset: NodeSet) -> str:
+    """What slurm.conf says of each node of an on-demand set after its name: CLOUD nodes, powered
+    down until Slurm resumes them, sized as the pods' slurmd reports them (the words of `slurmd -Z
+    --conf`). The set's PodTemplate keeps them too, so that a deleted set's nodes stay declared
+    until they are powered down (operator/nodes.py)."""
+    return "State=CLOUD CPUs=%d RealMemory=%d %s SuspendTime=%d" % (
+        slurm_cpus(nodeset), slurm_real_memory_mib(nodeset), node_conf(nodeset), nodeset.spec.suspend_time_seconds)
+
+
+def cloud_nodes_line(base: str, count: int, words: str) -> str:
+    """The NodeName= line of the nodes '<base>-0' to '<base>-<count - 1>'."""
+    return "NodeName=%s %s" % (node_range(base, count), words)

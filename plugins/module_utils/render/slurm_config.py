@@ -42,6 +42,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.common impor
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings
 from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import (
+    cloud_node_words,
     cloud_nodes_line,
     power_saving_settings,
 )
@@ -302,16 +303,21 @@ def slurm_settings(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
 
 def render_slurm_conf(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
                       settings: Optional[Mapping[str, Any]] = None,
-                      node_counts: Optional[Mapping[str, int]] = None) -> str:
+                      node_counts: Optional[Mapping[str, int]] = None,
+                      leaving: Optional[Mapping[str, Tuple[int, str]]] = None) -> str:
     """The whole slurm.conf text (of `settings` when the caller merged them already). `node_counts`,
     by node set name, how many CLOUD nodes an on-demand set declares (the operator's plan: a node
-    leaves the file only once it is powered down); a set not named gets maxReplicas."""
+    leaves the file only once it is powered down); a set not named gets maxReplicas. `leaving`, by
+    base name, the (count, words) of a deleted on-demand set's nodes still declared."""
     settings = slurm_settings(cluster, nodesets) if settings is None else settings
     ordered = sorted(nodesets, key=lambda ns: ns.name)
     lines = [header(cluster, "slurm.conf")]
     lines.extend(key_value_lines(settings))
-    cloud = [cloud_nodes_line(ns, (node_counts or {}).get(ns.name, nodes_at_most(ns)))
+    cloud = [cloud_nodes_line(nodeset_object_name(ns), (node_counts or {}).get(ns.name, nodes_at_most(ns)),
+                              cloud_node_words(ns))
              for ns in ordered if on_demand(ns)]
+    cloud += [cloud_nodes_line(base, count, words) for base, (count, words) in sorted((leaving or {}).items())
+              if count]
     if cloud:
         lines.append("")
         lines.append("# On-demand node sets: their pods are made when Slurm resumes a node.")
@@ -526,21 +532,23 @@ class SlurmConfig(NamedTuple):
 
 def render_slurm_config(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
                         placement: Optional[Mapping[str, str]] = None,
-                        node_counts: Optional[Mapping[str, int]] = None) -> SlurmConfig:
+                        node_counts: Optional[Mapping[str, int]] = None,
+                        leaving: Optional[Mapping[str, Tuple[int, str]]] = None) -> SlurmConfig:
     """The settings merged once, and the files written from them."""
     settings = slurm_settings(cluster, nodesets)
-    return SlurmConfig(settings, render_config_files(cluster, nodesets, placement, settings, node_counts))
+    return SlurmConfig(settings, render_config_files(cluster, nodesets, placement, settings, node_counts, leaving))
 
 
 def render_config_files(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
                         placement: Optional[Mapping[str, str]] = None,
                         settings: Optional[Mapping[str, Any]] = None,
-                        node_counts: Optional[Mapping[str, int]] = None) -> Dict[str, str]:
+                        node_counts: Optional[Mapping[str, int]] = None,
+                        leaving: Optional[Mapping[str, Tuple[int, str]]] = None) -> Dict[str, str]:
     """Every Slurm config file by name, and the health-check settings. `placement` is each
-    worker's switch label value (see labelled_switches), read by the operator; `node_counts` the
-    on-demand sets' planned node counts (render_slurm_conf)."""
+    worker's switch label value (see labelled_switches), read by the operator; `node_counts` and
+    `leaving` the on-demand sets' planned node counts and a deleted one's nodes (render_slurm_conf)."""
     files = {
-        SLURM_CONF: render_slurm_conf(cluster, nodesets, settings, node_counts),
+        SLURM_CONF: render_slurm_conf(cluster, nodesets, settings, node_counts, leaving),
         CGROUP_CONF: render_cgroup_conf(cluster),
         GRES_CONF: render_gres_conf(cluster, nodesets),
         PLUGSTACK_CONF: render_plugstack_conf(cluster),

@@ -20,6 +20,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import cloud_node_words
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (
     PROFILE_DIR,
     worker_seccomp_profile_file,
@@ -261,5 +262,6 @@ def render_worker_on_demand_template(cluster: SlurmCluster, nodeset: NodeSet, co
     # The revision the operator labels its pods with: the API server fills in defaults of the live
     # template, so a digest of that would not match what was rendered.
     meta["annotations"] = {C.ANNOTATION_NODES: str(nodes_at_most(nodeset) if nodes is None else nodes),
+                           C.ANNOTATION_NODE_WORDS: cloud_node_words(nodeset),
                            C.ANNOTATION_REVISION: content_hash([json.dumps(template, sort_keys=True)])}
     return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": meta, "template": template}

@@ -157,3 +157,30 @@ def test_the_power_cycle_leaves_a_cluster_without_on_demand_sets_after_one_call(
     kube, cluster = make_world(monkeypatch, PowerKube())
     execs = len(kube.execs)
     assert power_cycle(kube, cluster) is None and len(kube.execs) == execs
+
+
+def test_a_deleted_on_demand_set_lets_its_nodes_go_only_once_they_sleep(world):
+    kube, cluster = world
+    kube.node(BASE + "-1", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    reconcile_at(kube, cluster, T0)  # the pod of node 1, resumed for a job
+    kube.node(BASE + "-1", "ALLOCATED", "CLOUD")
+    del kube.objects[("NodeSet", NS, "compute")]
+    outcome = reconcile_at(kube, cluster, T0)
+    conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
+    # Node 1 still declared (node 2, asleep, no longer), drained, its pod kept while the job runs.
+    assert "NodeName=cpu-compute-[0-1] State=CLOUD" in conf, conf
+    assert "DRAIN" in kube.nodes[BASE + "-1"]["state"] and pods(kube) == [BASE + "-1"]
+    assert not events(outcome, "NodeSetRetired")
+    # The job ended: the node is powered down, its pod deleted, the file stops declaring it.
+    kube.node(BASE + "-1", "IDLE", "DRAIN", "CLOUD", reason=kube.nodes[BASE + "-1"]["reason"])
+    reconcile_at(kube, cluster, T0)
+    assert ("cpu-controller-0", C.CONTAINER_CONTROLLER,
+            ("scontrol", "update", "nodename=%s-1" % BASE, "state=power_down")) in kube.execs
+    kube.node(BASE + "-1", "IDLE", "DRAIN", "CLOUD", "POWERING_DOWN")
+    reconcile_at(kube, cluster, T0)
+    assert pods(kube) == []
+    kube.node(BASE + "-1", "IDLE", "DRAIN", "CLOUD", "POWERED_DOWN")
+    outcome = reconcile_at(kube, cluster, T0)
+    assert ("PodTemplate", NS, BASE) not in kube.objects and events(outcome, "NodeSetRetired")
+    conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
+    assert "cpu-compute" not in conf
