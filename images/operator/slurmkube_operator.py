@@ -36,7 +36,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge imp
     bridge_cycle,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.power import power_cycle
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.power import event_reason, power_cycle
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.serving import stopping_pod_patch
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import status_unchanged, without_empty_maps
@@ -360,6 +360,9 @@ def power_cluster(cluster: Mapping[str, Any], logger: logging.Logger) -> None:
     with cluster_lock(namespace, name):
         report = power_cycle(kube(), cluster)
     if report is not None and report.actions:
+        for action in report.actions:
+            EVENTS.labels(namespace, name, event_reason(action.kind)).inc()
+        WRITES.labels(namespace, name, "event").inc(len(report.actions))
         logger.info("power of %s/%s: %s", namespace, name,
                     ", ".join("%s %s" % (a.kind, a.node) for a in report.actions))
 

@@ -57,10 +57,15 @@ def power_cycle(kube: Kube, cluster_obj: Mapping[str, Any]) -> Optional[PowerRep
                 kube.create(node_pod(template, action.node, cluster_obj))
             else:
                 kube.delete("v1", "Pod", action.node, namespace)
-            kube.post_event(cluster_obj, "Normal", "Node" + action.kind.title().replace("-", ""),
+            kube.post_event(cluster_obj, "Normal", event_reason(action.kind),
                             "%s %s: %s" % (action.kind, action.node, action.reason), C.OPERATOR_NAME)
             done.append(action)
     return PowerReport(done)
+
+
+def event_reason(kind: str) -> str:
+    """The Event reason of a pod step, as the pass names it (NodeMakePod, NodeDeletePod)."""
+    return "Node" + kind.title().replace("-", "")
 
 
 def quick_steps(template: Mapping[str, Any], pods: List[Dict[str, Any]], nodes: Mapping[str, Any]) -> List[NodeAction]:

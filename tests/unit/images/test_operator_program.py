@@ -4,12 +4,15 @@ cluster's state gauges set after a pass and gone once the cluster is."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 
 from collection_path import REPO
 from prometheus_client import REGISTRY, generate_latest
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge import CycleReport
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import NodeAction
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.power import PowerReport
 
 PROGRAM = REPO / "images" / "operator" / "slurmkube_operator.py"
 SPEC = importlib.util.spec_from_file_location("slurmkube_operator", PROGRAM)
@@ -67,3 +70,14 @@ def test_the_bridges_queue_waits_and_calls_are_served_and_its_gauges_go_with_it(
     assert now['slurmkube_bridge_slurm_seconds_total{%s}' % labels] == 1.5
     OPERATOR.record_bridge("hpc", "d", None)  # the cluster's bridge turned off
     assert not [key for key in samples() if key.startswith("slurmkube_bridge_pods") and labels in key]
+
+
+def test_a_power_cycle_counts_its_events_as_a_pass_does(monkeypatch):
+    report = PowerReport([NodeAction("make-pod", "hpc-burst-0", "Slurm resumed hpc-burst-0")])
+    monkeypatch.setattr(OPERATOR, "power_cycle", lambda kube, cluster: report)
+    monkeypatch.setattr(OPERATOR, "kube", lambda: None)
+    before = samples().get('slurmkube_operator_events_total{reason="NodeMakePod",slurmkube_cluster="e",'
+                           'slurmkube_namespace="hpc"}', 0)
+    OPERATOR.power_cluster({"metadata": {"namespace": "hpc", "name": "e"}}, logging.getLogger("test"))
+    assert samples()['slurmkube_operator_events_total{reason="NodeMakePod",slurmkube_cluster="e",'
+                     'slurmkube_namespace="hpc"}'] == before + 1
