@@ -274,6 +274,11 @@ def check_references(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> None
             if ref not in names:
                 problems.append(("spec.partitions[%d].nodeSets" % i, "unknown node set %s; known: %s"
                                  % (describe(ref), ", ".join(sorted(names)) or "none")))
+    on_demand = sorted(ns.name for ns in nodesets if ns.spec.max_replicas is not None)
+    if cluster.spec.slurm.switch_label and on_demand:
+        # A powered-down node has no pod, so no machine whose label would place it in topology.conf.
+        problems.append(("spec.slurm.switchLabel", "is not yet supported with on-demand node sets (maxReplicas: %s); "
+                         "name the switches in spec.slurm.topology instead" % ", ".join(on_demand)))
     # An on-demand set's CLOUD nodes count whether powered up or not.
     total = sum(ns.spec.replicas if ns.spec.max_replicas is None else ns.spec.max_replicas for ns in nodesets)
     if total > cluster.spec.slurm.max_node_count:

@@ -185,6 +185,24 @@ def test_more_nodes_than_max_node_count_is_reported():
         check_references(cl, [parse_nodeset(nodeset({"replicas": 5}))])
 
 
+def test_an_on_demand_sets_nodes_count_at_their_most():
+    cl = parse_cluster(cluster({"slurm": {"maxNodeCount": 4}}))
+    check_references(cl, [parse_nodeset(nodeset({"replicas": 1, "maxReplicas": 4}))])
+    with pytest.raises(SpecError, match="maxNodeCount: is 4 but the node sets ask for 5 nodes"):
+        check_references(cl, [parse_nodeset(nodeset({"replicas": 0, "maxReplicas": 5}))])
+
+
+def test_max_replicas_below_replicas_is_refused_naming_the_field():
+    problems = problems_of(parse_nodeset, nodeset({"replicas": 3, "maxReplicas": 2}))
+    assert "must be at least replicas (3" in problems["spec.maxReplicas"]
+
+
+def test_switches_from_a_label_are_refused_with_an_on_demand_set():
+    cl = parse_cluster(cluster({"slurm": {"switchLabel": "example.com/switch"}}))
+    with pytest.raises(SpecError, match="switchLabel: is not yet supported with on-demand node sets"):
+        check_references(cl, [parse_nodeset(nodeset({"maxReplicas": 2}))])
+
+
 def test_derived_node_values():
     ns = parse_nodeset(nodeset({"replicas": 3, "resources": {"cpu": "8", "memory": "32Gi"}}))
     assert slurm_node_names(ns) == ["demo-cpu-0", "demo-cpu-1", "demo-cpu-2"]
