@@ -200,9 +200,9 @@ def topology_spread(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, A
 
 def render_worker_pod_template(cluster: SlurmCluster, nodeset: NodeSet, config_hash: str) -> Dict[str, Any]:
     """The pod template of a node set's pods, `config_hash` (slurm_config.worker_config_hash) on it.
-    An on-demand set's slurmd reports its start as its node's boot: slurmctld ignores a resumed
-    node's registration until its boot time passes the resume request, and a pod shares the
-    machine's boot time."""
+    An on-demand set's node is declared in slurm.conf, and its slurmd reports its start as the
+    node's boot (images/common/roles/worker): slurmctld ignores a resumed node's registration until
+    its boot time passes the resume request, and a pod shares the machine's boot time."""
     container = _slurmd_container(cluster, nodeset)
     if on_demand(nodeset):
         container["env"].append({"name": C.ENV_CLOUD_NODE, "value": "1"})
