@@ -3,8 +3,9 @@ idle, on Slurm's own power saving, against a real slurmctld, the operator and th
 
 One cluster for the module: `burst` (0 kept up, at most 2, suspended after 20 s idle) and `huge`
 (at most 1, asking for more memory than any Kubernetes node has, so its pod never schedules: the
-"no Kubernetes capacity" case). The job for `huge` is sent first, so that Slurm's ResumeTimeout
-runs out while the other tests run.
+"no Kubernetes capacity" case), both in the default partition, jobs choosing a set by its feature
+(a partition naming a set would make the cluster invalid once the set is deleted). The job for
+`huge` is sent first, so that Slurm's ResumeTimeout runs out while the other tests run.
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ RESUME_TIMEOUT = 150
 @pytest.fixture(scope="module")
 def slurm(kube_cluster: Cluster, slurm_images: dict, operator: Operator) -> Iterator[SlurmView]:
     base = tiny_cluster_spec()
-    spec = dict(base, partitions=[{"name": "burst", "default": True, "nodeSets": ["burst"]},
-                                  {"name": "huge", "nodeSets": ["huge"]}],
-                slurm=dict(base["slurm"], config=dict(base["slurm"]["config"], ResumeTimeout=RESUME_TIMEOUT)))
+    spec = dict(base, slurm=dict(base["slurm"], config=dict(base["slurm"]["config"], ResumeTimeout=RESUME_TIMEOUT)))
     nodesets = [("burst", 0, {"maxReplicas": 2, "suspendTimeSeconds": SUSPEND_TIME}),
                 ("huge", 0, {"maxReplicas": 1, "resources": {"cpu": 1, "cpuRequest": "100m", "memory": "4000Gi"}})]
     with running_cluster(kube_cluster, operator, SLURM, slurm_images, spec, nodesets) as view:
@@ -41,7 +40,7 @@ def slurm(kube_cluster: Cluster, slurm_images: dict, operator: Operator) -> Iter
 @pytest.fixture(scope="module")
 def huge_job(slurm: SlurmView) -> str:
     """A job for the node that cannot start, sent before the other tests run."""
-    return slurm.run("sbatch", "--parsable", "-p", "huge", "-o", "/dev/null", "--wrap", "true").strip()
+    return slurm.run("sbatch", "--parsable", "-C", "huge", "-o", "/dev/null", "--wrap", "true").strip()
 
 
 def node_pods(slurm: SlurmView, nodeset: str) -> Set[str]:
@@ -56,8 +55,8 @@ def power_states(slurm: SlurmView) -> Dict[str, Set[str]]:
 
 def sinfo_states(slurm: SlurmView) -> Dict[str, str]:
     """`sinfo`'s state of each burst node, with its power suffix (idle~, alloc#, ...)."""
-    lines = slurm.run("sinfo", "-h", "-N", "-p", "burst", "-o", "%N %t").split()
-    return dict(zip(lines[::2], lines[1::2]))
+    words = slurm.run("sinfo", "-h", "-N", "-o", "%N %t").split()
+    return {node: state for node, state in zip(words[::2], words[1::2]) if node.startswith(BURST)}
 
 
 def powered_down_without_pods(slurm: SlurmView) -> bool:
@@ -74,7 +73,7 @@ def test_an_on_demand_set_starts_powered_down_with_no_pod(slurm: SlurmView, huge
 
 
 def test_a_two_node_job_starts_two_pods_runs_and_they_go_after_the_idle_time(slurm: SlurmView):
-    job = slurm.run("sbatch", "--parsable", "-N2", "-p", "burst", "-o", "/root/od-span.out",
+    job = slurm.run("sbatch", "--parsable", "-N2", "-C", "burst", "-o", "/root/od-span.out",
                     "--wrap", "srun hostname").strip()
     wait_for(lambda: node_pods(slurm, "burst") == {BURST + "-0", BURST + "-1"}, 60, 1, explain=slurm.explain)
     # While the pods start the nodes are allocated and powering up: alloc#.
@@ -91,7 +90,7 @@ def test_a_two_node_job_starts_two_pods_runs_and_they_go_after_the_idle_time(slu
 
 
 def test_a_busy_node_is_never_suspended(slurm: SlurmView):
-    job = slurm.run("sbatch", "--parsable", "-N1", "-p", "burst", "-o", "/dev/null",
+    job = slurm.run("sbatch", "--parsable", "-N1", "-C", "burst", "-o", "/dev/null",
                     "--wrap", "sleep %d" % (SUSPEND_TIME * 3)).strip()
     # RUNNING alone: while its node's pod starts the job is RUNNING and CONFIGURING.
     wait_for(lambda: (slurm.job(job) or {}).get("job_state") == ["RUNNING"], RESUME_TIMEOUT + 30, 2,
@@ -111,7 +110,7 @@ def test_an_admins_drain_survives_suspend_and_resume(slurm: SlurmView):
     drained = BURST + "-0"
     slurm.run("scontrol", "update", "nodename=" + drained, "state=drain", "reason=admin: bad dimm")
     # A job goes to the other node: Slurm resumes only nodes it may use.
-    job = slurm.run("sbatch", "--parsable", "-N1", "-p", "burst", "-o", "/dev/null", "--wrap", "true").strip()
+    job = slurm.run("sbatch", "--parsable", "-N1", "-C", "burst", "-o", "/dev/null", "--wrap", "true").strip()
     wait_for(lambda: slurm.job_state(job) == "COMPLETED", RESUME_TIMEOUT + 60, 2, explain=slurm.explain)
     assert json.loads(slurm.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["nodes"] == BURST + "-1"
     # The admin powers the drained node up (to look at it), then Slurm powers it down when idle.
@@ -136,8 +135,9 @@ def test_a_node_that_cannot_start_is_down_with_the_reason_and_its_job_requeued(s
     assert "Insufficient memory" in reason(), reason()
     states = slurm.nodes()[node]
     assert {"DOWN", "POWERED_DOWN"} <= states, states
-    job = slurm.job(huge_job)
-    assert job["restart_cnt"] >= 1 and job["job_state"] == ["PENDING"], job
+    # Requeued: back to PENDING once Slurm has finished with its first try.
+    wait_for(lambda: (slurm.job(huge_job) or {}).get("restart_cnt", 0) >= 1
+             and slurm.job(huge_job)["job_state"] == ["PENDING"], 120, 2, explain=slurm.explain)
     wait_for(lambda: node_pods(slurm, "huge") == set(), 90, 2, explain=slurm.explain)
     events = json.loads(slurm.kube.kubectl("-n", slurm.kube.namespace, "get", "events", "-o", "json").stdout)
     failed = [e["message"] for e in events["items"] if e["reason"] == "NodeResumeFailed"]
@@ -146,7 +146,7 @@ def test_a_node_that_cannot_start_is_down_with_the_reason_and_its_job_requeued(s
 
 
 def test_a_deleted_on_demand_set_keeps_a_busy_node_until_its_job_ends(slurm: SlurmView):
-    job = slurm.run("sbatch", "--parsable", "-N1", "-p", "burst", "-o", "/dev/null", "--wrap", "sleep 45").strip()
+    job = slurm.run("sbatch", "--parsable", "-N1", "-C", "burst", "-o", "/dev/null", "--wrap", "sleep 45").strip()
     wait_for(lambda: (slurm.job(job) or {}).get("job_state") == ["RUNNING"], RESUME_TIMEOUT + 30, 2,
              explain=slurm.explain)
     node = json.loads(slurm.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["nodes"]

@@ -77,4 +77,7 @@ def quick_steps(template: Mapping[str, Any], pods: List[Dict[str, Any]], nodes: 
         return []
     views = [PodView(pod["metadata"]["name"], "", pod_ready(pod), pod_terminating(pod)) for pod in pods
              if (pod["metadata"].get("labels") or {}).get(C.LABEL_NODESET) == nodeset]
-    return [a for a in plan_power(meta["name"], int(count), 0, views, nodes) if a.kind in QUICK_STEPS]
+    steps = plan_power(meta["name"], int(count), 0, views, nodes)
+    # A failed resume's pod stays for the pass: its status is what the node's reason will say.
+    failed = {a.node for a in steps if a.kind == "resume-failed"}
+    return [a for a in steps if a.kind in QUICK_STEPS and a.node not in failed]

@@ -184,3 +184,18 @@ def test_a_deleted_on_demand_set_lets_its_nodes_go_only_once_they_sleep(world):
     assert ("PodTemplate", NS, BASE) not in kube.objects and events(outcome, "NodeSetRetired")
     conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
     assert "cpu-compute" not in conf
+
+
+def test_the_power_cycle_leaves_a_failed_resumes_pod_for_the_pass_to_explain(world):
+    kube, cluster = world
+    kube.node(BASE + "-0", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    power_cycle(kube, cluster)
+    kube.objects[("Pod", NS, BASE + "-0")]["status"] = {"conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/1 nodes are available: 1 Insufficient memory."}]}
+    kube.node(BASE + "-0", "DOWN", "CLOUD", "POWERED_DOWN", reason="ResumeTimeout reached")
+    assert power_cycle(kube, cluster).actions == [] and pods(kube) == [BASE + "-0"]
+    reconcile_at(kube, cluster, T0)
+    assert kube.nodes[BASE + "-0"]["reason"] == \
+        "slurmkube: resume failed: Unschedulable: 0/1 nodes are available: 1 Insufficient memory."
+    assert pods(kube) == []
