@@ -61,8 +61,9 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(c
              for g in ("pod-a", "pod-b")]
     pod, third = submitted(jobs, *asked)
     try:
+        # 120 s: a CI-like run at full load (two lanes, the image builds) saw neither running after 60 s.
         wait_for("the native job and the pod's job run", lambda: {state(cluster, int(native)), state(cluster, pod)}
-                 == {"RUNNING"}, timeout=60)
+                 == {"RUNNING"}, timeout=120)
         listed = {j.job_id: j for j in jobs.listed()}
         assert listed[pod].nodes == (wide,) and listed[pod].allocation == ()  # a line per job
         assert [(j.job_id, j.allocation) for j in jobs.detailed([pod])] == [(pod, ((wide, 1),))]

@@ -198,9 +198,9 @@ def retire_removed_on_demand_sets(p: Pass) -> None:
         return
     cluster = p.cluster
     for base, (template, plan) in sorted(p.retiring.items()):
-        nodeset = template["metadata"]["labels"].get(C.LABEL_NODESET)
-        pods = pods_by_name(p.kube, cluster.namespace, names.selector_labels(cluster.name, C.COMPONENT_WORKER,
-                                                                              nodeset))
+        selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, template["metadata"]["labels"].get(
+            C.LABEL_NODESET))
+        pods = pods_by_name(p.kube, cluster.namespace, selector)
         views = [PodView(pod["metadata"]["name"], "", pod_ready(pod), pod_terminating(pod)) for pod in pods]
         for action in plan.actions + plan_power(base, plan.replicas, 0, views, slurm_nodes):
             if action.kind == "make-pod":
