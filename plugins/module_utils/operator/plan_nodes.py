@@ -19,7 +19,7 @@ an operator restart picks up where it was.
 from __future__ import annotations
 
 import datetime
-from typing import List, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, List, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSetSpec
@@ -61,7 +61,7 @@ def _ours(node: SlurmNode, purpose: str) -> Optional[datetime.datetime]:
     return parsed[1] if parsed and parsed[0] == purpose else None
 
 
-def leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timedelta) -> Optional[NodeAction]:
+def _leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timedelta) -> Optional[NodeAction]:
     """The next step for a node that must leave the cluster, None while waiting for its jobs."""
     if not node.draining:
         return NodeAction("drain", node.name, drain_reason(PURPOSE_SCALE_DOWN, now))
@@ -73,38 +73,35 @@ def leave_step(node: SlurmNode, now: datetime.datetime, timeout: datetime.timede
     return None
 
 
-def resumes_after_scale_down(base: str, wanted: int, nodes: Mapping[str, SlurmNode]) -> List[NodeAction]:
-    """Resume the nodes of the first `wanted` ordinals that an earlier scale-down drained."""
-    actions: List[NodeAction] = []
-    for ordinal in range(wanted):
-        node = nodes.get(names.pod(base, ordinal))
-        if node is not None and _ours(node, PURPOSE_SCALE_DOWN) is not None:
-            actions.append(NodeAction("resume", node.name))
-    return actions
-
-
 def plan_scale(base: str, desired: int, current: int, nodes: Mapping[str, SlurmNode],
-               now: datetime.datetime, drain_timeout_seconds: int) -> ScalePlan:
+               now: datetime.datetime, drain_timeout_seconds: int,
+               gone: Callable[[SlurmNode], bool] = lambda node: False) -> ScalePlan:
     """Steps for a node set whose pods are '<base>-<ordinal>'.
 
     Scaling up is immediate (new pods register themselves), and nodes we drained for an
     earlier scale-down that are wanted again are resumed. Scaling down keeps a pod until its
-    node is gone from Slurm; the StatefulSet shrinks past a node only then.
+    node is gone from Slurm (or `gone` says so of it: an on-demand set's powered-down node); the
+    StatefulSet shrinks past a node only then.
     """
-    actions = resumes_after_scale_down(base, min(desired, current), nodes)
+    actions: List[NodeAction] = []
+    for ordinal in range(min(desired, current)):
+        node = nodes.get(names.pod(base, ordinal))
+        if node is not None and _ours(node, PURPOSE_SCALE_DOWN) is not None:
+            actions.append(NodeAction("resume", node.name))
     if desired >= current:
         return ScalePlan(desired, actions, [])
     timeout = datetime.timedelta(seconds=drain_timeout_seconds)
     leaving = [names.pod(base, ordinal) for ordinal in range(desired, current)]
+    staying = {name: node for name, node in nodes.items() if not gone(node)}
     for name in leaving:
-        node = nodes.get(name)
-        step = leave_step(node, now, timeout) if node is not None else None
+        node = staying.get(name)
+        step = _leave_step(node, now, timeout) if node is not None else None
         if step is not None:
             actions.append(step)
     replicas = current
-    while replicas > desired and names.pod(base, replicas - 1) not in nodes:
+    while replicas > desired and names.pod(base, replicas - 1) not in staying:
         replicas -= 1
-    return ScalePlan(replicas, actions, [n for n in leaving if n in nodes])
+    return ScalePlan(replicas, actions, [n for n in leaving if n in staying])
 
 
 class PodView(NamedTuple):

@@ -26,8 +26,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes
     NodeAction,
     PodView,
     ScalePlan,
-    leave_step,
-    resumes_after_scale_down,
+    plan_scale,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import PURPOSE_UPDATE, parse_drain_reason
@@ -102,28 +101,16 @@ def plan_power(base: str, count: int, replicas: int, pods: Sequence[PodView], no
 def plan_node_count(base: str, desired: int, current: int, nodes: Mapping[str, SlurmNode],
                     now: datetime.datetime, drain_timeout_seconds: int) -> ScalePlan:
     """How many CLOUD nodes slurm.conf declares now (`current` as it does), and the steps that let
-    the nodes past maxReplicas go: drained, their jobs done (or requeued after the drain timeout),
-    powered down; the count drops past a node once it is powered down."""
-    actions = resumes_after_scale_down(base, min(desired, current), nodes)
-    if desired >= current:
-        return ScalePlan(desired, actions, [])
-    timeout = datetime.timedelta(seconds=drain_timeout_seconds)
-    leaving = [names.pod(base, ordinal) for ordinal in range(desired, current)]
-    for name in leaving:
-        node = nodes.get(name)
-        if node is None or powered_down(node):
-            continue
-        step = leave_step(node, now, timeout)
-        if step is not None and step.kind == "delete":
-            if not node.states & (POWERED_OFF | {"POWER_DOWN"}):
-                actions.append(NodeAction("power-down", name, "past maxReplicas (%d)" % desired))
-        elif step is not None:
-            actions.append(step)
-    count = current
-    while count > desired and (nodes.get(names.pod(base, count - 1)) is None
-                               or powered_down(nodes[names.pod(base, count - 1)])):
-        count -= 1
-    return ScalePlan(count, actions, [n for n in leaving if n in nodes and not powered_down(nodes[n])])
+    the nodes past maxReplicas go: plan_scale's, a node counting as gone once powered down, and an
+    idle drained node powered down where a dynamic one would be deleted."""
+    plan = plan_scale(base, desired, current, nodes, now, drain_timeout_seconds, gone=powered_down)
+    actions = []
+    for action in plan.actions:
+        if action.kind != "delete":
+            actions.append(action)
+        elif not nodes[action.node].states & (POWERED_OFF | {"POWER_DOWN"}):
+            actions.append(NodeAction("power-down", action.node, "past maxReplicas (%d)" % desired))
+    return plan._replace(actions=actions)
 
 
 def powered_down(node: SlurmNode) -> bool:
