@@ -36,6 +36,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.bridge imp
     bridge_cycle,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.leader import LeaderElector
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import NodeTemplates
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.power import event_reason, power_cycle
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconcile import Reconciler
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.serving import stopping_pod_patch
@@ -56,6 +57,8 @@ _locks_guard = threading.Lock()
 # Objects a dry run found applied, kept across passes: a timer pass over an unchanged cluster
 # then costs reads only (passes of different clusters touch different objects).
 SEEN_EQUAL = SeenEqual()
+# The on-demand sets' templates the passes rendered: the only ones the power loop makes pods from.
+NODE_TEMPLATES = NodeTemplates()
 
 KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
 disable_created_metrics()  # *_created series would double what Prometheus stores, for nothing we read
@@ -200,6 +203,7 @@ def forget_cluster(namespace: str, name: str) -> None:
     for gauge_name, values in _state_labels.pop("%s/%s" % (namespace, name), set()):
         STATE[gauge_name].remove(*values)
     forget_bridge(namespace, name)
+    NODE_TEMPLATES.forget(namespace, name)
 
 
 def forget_bridge(namespace: str, name: str) -> None:
@@ -260,7 +264,7 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger) -> None:
             return
         started = time.monotonic()
         try:
-            outcome = Reconciler(kube(), seen=SEEN_EQUAL).reconcile(live)
+            outcome = Reconciler(kube(), seen=SEEN_EQUAL, templates=NODE_TEMPLATES).reconcile(live)
         except Exception:
             PASSES.labels(namespace, name, telemetry.RESULT_ERROR).inc()
             raise
@@ -358,7 +362,7 @@ def power_cluster(cluster: Mapping[str, Any], logger: logging.Logger) -> None:
     """One power cycle of a cluster (operator/power.py), never beside its pass; logged when it acted."""
     namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
     with cluster_lock(namespace, name):
-        report = power_cycle(kube(), cluster)
+        report = power_cycle(kube(), cluster, NODE_TEMPLATES)
     if report is not None and report.actions:
         for action in report.actions:
             EVENTS.labels(namespace, name, event_reason(action.kind)).inc()

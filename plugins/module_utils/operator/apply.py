@@ -15,8 +15,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.jwt import loaded_a
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import with_images
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
+from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import are_cloud_node_words
 
 
 def render_objects(p: Pass) -> None:
@@ -26,13 +28,41 @@ def render_objects(p: Pass) -> None:
     staged = p.slurm_state.render
     cluster = with_images(p.cluster, staged) if staged else p.cluster
     key_ids = loaded_at_start(p.rest_keys) if p.rest_keys is not None else ()
-    leaving = {base: (retiring.plan.replicas, declared_words(retiring.live)) for base, retiring in p.retiring.items()}
+    kept = p.templates.of(p.cluster.namespace, p.cluster.name)
+    leaving = {base: (retiring.plan.replicas, declared_words(p, kept.get(base) or retiring.live))
+               for base, retiring in p.retiring.items()}
     p.rendered = render_cluster(cluster, p.nodesets, p.placement, replicas, key_ids, leaving)
+    keep_templates(p, kept)
 
 
-def declared_words(template: Mapping[str, Any]) -> str:
-    """What slurm.conf said of each node of the set whose PodTemplate this is."""
-    return str((template["metadata"].get("annotations") or {}).get(C.ANNOTATION_NODE_WORDS, ""))
+def declared_words(p: Pass, template: Mapping[str, Any]) -> str:
+    """What slurm.conf said of each node of a deleted on-demand set: its template's words, as this
+    operator rendered them or (after a restart) as the live PodTemplate keeps them when they are
+    words a renderer writes; anything else would go into slurm.conf, so it is refused (a Warning)
+    and the nodes are declared CLOUD nodes with Slurm's defaults until they are gone."""
+    words = str((template["metadata"].get("annotations") or {}).get(C.ANNOTATION_NODE_WORDS, ""))
+    if are_cloud_node_words(words):
+        return words
+    p.events.append(Event("Warning", "NodeSetWordsRefused", "%s: annotation %s is not what slurmkube writes; its "
+                          "nodes are declared State=CLOUD until they leave" % (template["metadata"]["name"],
+                                                                               C.ANNOTATION_NODE_WORDS)))
+    return "State=CLOUD"
+
+
+def keep_templates(p: Pass, kept: Mapping[str, Dict[str, Any]]) -> None:
+    """The on-demand sets' templates this pass rendered, and a deleted set's as last rendered with
+    the count of nodes still declared: what pods are made from until the next pass."""
+    templates = {base: with_node_count(kept[base], retiring.plan.replicas)
+                 for base, retiring in p.retiring.items() if base in kept}
+    templates.update({obj["metadata"]["name"]: obj for obj in p.rendered.objects if obj["kind"] == "PodTemplate"})
+    p.templates.keep(p.cluster.namespace, p.cluster.name, templates)
+
+
+def with_node_count(template: Mapping[str, Any], count: int) -> Dict[str, Any]:
+    """The template with its count of declared nodes set (the power loop's range of ordinals)."""
+    meta = dict(template["metadata"])
+    meta["annotations"] = dict(meta.get("annotations") or {}, **{C.ANNOTATION_NODES: str(count)})
+    return dict(template, metadata=meta)
 
 
 def apply_objects(p: Pass) -> None:

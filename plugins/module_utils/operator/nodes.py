@@ -191,23 +191,26 @@ def retire_removed_nodesets(p: Pass) -> None:
 def retire_removed_on_demand_sets(p: Pass) -> None:
     """A deleted on-demand set's nodes leave like a smaller maxReplicas (scale.plan_retiring): drained,
     powered down once idle, their pods deleted then, a pod still made for a node Slurm resumed for a
-    job given it before the drain; its PodTemplate says how many nodes slurm.conf still declares, and
-    once none is, its objects go. Nothing while Slurm cannot be asked."""
+    job given it before the drain (from the template the operator rendered; after a restart it has
+    none, and the resume times out); its PodTemplate says how many nodes slurm.conf still declares,
+    and once none is, its objects go. Nothing while Slurm cannot be asked."""
     slurm, slurm_nodes = p.slurm, p.slurm_nodes
     if slurm is None or slurm_nodes is None:
         return
     cluster = p.cluster
+    kept = p.templates.of(cluster.namespace, cluster.name)
     for base, (template, plan) in sorted(p.retiring.items()):
         selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, template["metadata"]["labels"].get(
             C.LABEL_NODESET))
         pods = pods_by_name(p.kube, cluster.namespace, selector)
         views = [PodView(pod["metadata"]["name"], "", pod_ready(pod), pod_terminating(pod)) for pod in pods]
         for action in plan.actions + plan_power(base, plan.replicas, 0, views, slurm_nodes):
-            if action.kind == "make-pod":
-                make_node_pod(p, template, action)
-            else:
+            if action.kind != "make-pod":
                 perform(p, slurm, action)
-        if str(plan.replicas) != template["metadata"]["annotations"].get(C.ANNOTATION_NODES):
+            elif base in kept:
+                # Only from the template as rendered (pass_state.NodeTemplates), never the live one.
+                make_node_pod(p, kept[base], action)
+        if str(plan.replicas) != (template["metadata"].get("annotations") or {}).get(C.ANNOTATION_NODES):
             p.kube.merge_patch("v1", "PodTemplate", base, cluster.namespace,
                                {"metadata": {"annotations": {C.ANNOTATION_NODES: str(plan.replicas)}}})
         if plan.replicas == 0 and not pods:

@@ -81,6 +81,33 @@ class JobNotRequeued(NamedTuple):
     node: str
 
 
+class NodeTemplates:
+    """The on-demand node sets' PodTemplates as the passes last rendered them, by cluster and base
+    name: the only templates their pods are made from, by a pass or by the power loop between
+    passes. The live PodTemplate is an object anyone who edits the namespace can change; a pod made
+    from it would run what they wrote with the operator's hand. Kept in the operator's memory: after
+    a restart the first pass renders them again (a deleted set's template is then gone, and a node
+    Slurm still resumes from it gets no pod: its resume times out and Slurm requeues the job)."""
+
+    def __init__(self) -> None:
+        self._kept: Dict[Tuple[str, str], Dict[str, Dict[str, Any]]] = {}
+
+    def of(self, namespace: str, cluster: str) -> Dict[str, Dict[str, Any]]:
+        """The cluster's templates, by base name (a copy: the power loop reads while a pass keeps)."""
+        return dict(self._kept.get((namespace, cluster), {}))
+
+    def keep(self, namespace: str, cluster: str, templates: Mapping[str, Dict[str, Any]]) -> None:
+        """Replace the cluster's templates with these (one assignment: a reader sees old or new)."""
+        if templates:
+            self._kept[(namespace, cluster)] = dict(templates)
+        else:
+            self._kept.pop((namespace, cluster), None)
+
+    def forget(self, namespace: str, cluster: str) -> None:
+        """A deleted cluster's templates go with it."""
+        self._kept.pop((namespace, cluster), None)
+
+
 class Scaling(NamedTuple):
     """A worker StatefulSet as it was at the start of the pass, and its scale plan."""
 
@@ -111,6 +138,8 @@ class Pass:
     scaling: Dict[str, Scaling] = field(default_factory=dict)
     # A deleted on-demand set's PodTemplate and the plan that lets its nodes go, by base name.
     retiring: Dict[str, Scaling] = field(default_factory=dict)
+    # The on-demand sets' templates as rendered, kept between passes (the operator's, or this pass's).
+    templates: NodeTemplates = field(default_factory=NodeTemplates)
     rendered: RenderedCluster = field(default_factory=lambda: RenderedCluster([], {}))
     applied: List[str] = field(default_factory=list)
     # The digest of the Slurm configuration slurmctld runs with (status.configHash).

@@ -5,9 +5,9 @@ just resumed, none for a node it powered down. A job waits for its nodes' pods, 
 few seconds (the operator's power loop) rather than at the pass's pace; everything else about these
 nodes (the nodes kept up, failed resumes, updates, a smaller maxReplicas) stays with the pass.
 
-It reads only what the pass wrote: the sets' PodTemplates (their node counts and revisions), so a
-cluster without an on-demand set costs one list call a cycle, and one with them adds one Slurm
-call and one pod list.
+It makes pods only from the sets' templates as the last pass rendered them (pass_state.NodeTemplates,
+with their node counts and revisions), never from the live PodTemplates: a cluster without an
+on-demand set costs nothing a cycle, one with them one Slurm call and one pod list.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     pod_terminating,
     pods_by_name,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import NodeTemplates
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import NodeAction, PodView
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import node_pod, plan_power
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import nodes_by_name
@@ -37,12 +38,12 @@ class PowerReport(NamedTuple):
     actions: List[NodeAction]
 
 
-def power_cycle(kube: Kube, cluster_obj: Mapping[str, Any]) -> Optional[PowerReport]:
+def power_cycle(kube: Kube, cluster_obj: Mapping[str, Any], kept: NodeTemplates) -> Optional[PowerReport]:
     """Make and delete the pods Slurm's power states call for; None for a cluster with no on-demand
-    node set or whose controller cannot be asked."""
+    node set (as its passes rendered it), or whose controller cannot be asked."""
     meta = cluster_obj["metadata"]
     namespace, cluster = meta["namespace"], meta["name"]
-    templates = kube.list("v1", "PodTemplate", namespace, names.selector_labels(cluster, C.COMPONENT_WORKER))
+    templates = [template for _base, template in sorted(kept.of(namespace, cluster).items())]
     if not templates:
         return None
     control = controller_control(kube, cluster, namespace)

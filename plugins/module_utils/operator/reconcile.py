@@ -41,7 +41,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.nodes impo
     retire_removed_nodesets,
     retire_removed_on_demand_sets,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import NodeTemplates, Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.read import (
     read_accounting,
     read_placement,
@@ -91,10 +91,13 @@ class Outcome(NamedTuple):
 class Reconciler:
     """One reconcile pass over one SlurmCluster."""
 
-    def __init__(self, kube: Kube, clock: Clock = utc_now, seen: Optional[SeenEqual] = None) -> None:
+    def __init__(self, kube: Kube, clock: Clock = utc_now, seen: Optional[SeenEqual] = None,
+                 templates: Optional[NodeTemplates] = None) -> None:
         self.kube = kube
         self.clock = clock
         self.seen = seen
+        # The operator's, shared with its power loop; a pass of its own otherwise (a module's run).
+        self.templates = templates if templates is not None else NodeTemplates()
 
     def reconcile(self, cluster_obj: Mapping[str, Any]) -> Outcome:
         """Bring the cluster one step closer to its spec and report where it is."""
@@ -102,6 +105,7 @@ class Reconciler:
             p = read_spec(self.kube, self.clock, self.seen, cluster_obj)
         except SpecError as exc:
             return invalid(cluster_obj, str(exc))
+        p.templates = self.templates
         for step in STEPS:
             step(p)
             if p.slurm_state.pending:

@@ -8,7 +8,7 @@ the apply."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -31,7 +31,7 @@ def plan_scaling(p: Pass) -> None:
         live = live_workers(p, nodeset)
         if live is None:
             continue
-        desired, current = planned_counts(nodeset, live)
+        desired, current = planned_counts(p, nodeset, live)
         if p.slurm_nodes is None:
             # Slurm cannot be asked: removing a node now could kill a job.
             plan = ScalePlan(max(current, desired), [], [])
@@ -52,8 +52,7 @@ def plan_retiring(p: Pass) -> None:
         meta = template["metadata"]
         if (meta.get("labels") or {}).get(C.LABEL_NODESET) in known:
             continue
-        declared = str((meta.get("annotations") or {}).get(C.ANNOTATION_NODES, ""))
-        current = int(declared) if declared.isdigit() else 0
+        current = declared_count(p, template) or 0
         if p.slurm_nodes is None:
             plan = ScalePlan(current, [], [])
         else:
@@ -67,11 +66,20 @@ def live_workers(p: Pass, nodeset: NodeSet) -> Optional[Dict[str, Any]]:
     return p.kube.get(kind[0], kind[1], nodeset_object_name(nodeset), p.cluster.namespace)
 
 
-def planned_counts(nodeset: NodeSet, live: Dict[str, Any]) -> Tuple[int, int]:
+def planned_counts(p: Pass, nodeset: NodeSet, live: Dict[str, Any]) -> Tuple[int, int]:
     """(wanted, as live): a StatefulSet's replicas, or the CLOUD nodes an on-demand set declares."""
     if on_demand(nodeset):
-        annotations = live["metadata"].get("annotations") or {}
-        declared = annotations.get(C.ANNOTATION_NODES, "")
         wanted = int(nodeset.spec.max_replicas or 0)
-        return wanted, int(declared) if declared.isdigit() else wanted
+        declared = declared_count(p, live)
+        return wanted, wanted if declared is None else declared
     return nodeset.spec.replicas, int(live["spec"]["replicas"])
+
+
+def declared_count(p: Pass, live: Mapping[str, Any]) -> Optional[int]:
+    """How many CLOUD nodes slurm.conf declares for an on-demand set: as the operator last rendered
+    its template, or (after a restart) as the live PodTemplate says, at most maxNodeCount (anyone who
+    edits the namespace can write it); None when neither says."""
+    base = live["metadata"]["name"]
+    template = p.templates.of(p.cluster.namespace, p.cluster.name).get(base) or live
+    declared = str((template["metadata"].get("annotations") or {}).get(C.ANNOTATION_NODES, ""))
+    return min(int(declared), p.cluster.spec.slurm.max_node_count) if declared.isdigit() else None

@@ -5,6 +5,7 @@ the sets' CLOUD node lines."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
@@ -53,6 +54,17 @@ def cloud_node_words(nodeset: NodeSet) -> str:
     until they are powered down (operator/nodes.py)."""
     return "State=CLOUD CPUs=%d RealMemory=%d %s SuspendTime=%d" % (
         slurm_cpus(nodeset), slurm_real_memory_mib(nodeset), node_conf(nodeset), nodeset.spec.suspend_time_seconds)
+
+
+# The words cloud_node_words writes (features and GRES as the model's rules allow them): nothing
+# else may follow a NodeName= (no other key, no second line).
+CLOUD_NODE_WORDS = re.compile(r"State=CLOUD CPUs=[0-9]+ RealMemory=[0-9]+ Feature=[A-Za-z0-9_.,-]+ "
+                              r"MemSpecLimit=[0-9]+( Gres=[A-Za-z0-9_.:,-]+)? SuspendTime=[0-9]+")
+
+
+def are_cloud_node_words(words: str) -> bool:
+    """Whether these are words cloud_node_words writes (a deleted set's, read back from its template)."""
+    return CLOUD_NODE_WORDS.fullmatch(words) is not None
 
 
 def cloud_nodes_line(base: str, count: int, words: str) -> str:

@@ -74,7 +74,9 @@ def test_the_bridges_queue_waits_and_calls_are_served_and_its_gauges_go_with_it(
 
 def test_a_power_cycle_counts_its_events_as_a_pass_does(monkeypatch):
     report = PowerReport([NodeAction("make-pod", "hpc-burst-0", "Slurm resumed hpc-burst-0")])
-    monkeypatch.setattr(OPERATOR, "power_cycle", lambda kube, cluster: report)
+    # The loop makes pods only from the templates the operator's passes rendered.
+    monkeypatch.setattr(OPERATOR, "power_cycle",
+                        lambda kube, cluster, kept: report if kept is OPERATOR.NODE_TEMPLATES else None)
     monkeypatch.setattr(OPERATOR, "kube", lambda: None)
     before = samples().get('slurmkube_operator_events_total{reason="NodeMakePod",slurmkube_cluster="e",'
                            'slurmkube_namespace="hpc"}', 0)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from test_reconcile_health import T0, SlurmKube, make_world, reconcile_at
+from test_reconcile_health import T0, SlurmKube, make_world
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import NodeTemplates
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import NodeAction
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.power import power_cycle
 
@@ -23,7 +25,13 @@ ASLEEP = ("IDLE", "CLOUD", "POWERED_DOWN")
 
 
 class PowerKube(SlurmKube):
-    """SlurmKube that also takes `scontrol update state=power_up|power_down`, as slurmctld would."""
+    """SlurmKube that also takes `scontrol update state=power_up|power_down`, as slurmctld would,
+    and carries the memory of one operator (the templates its passes rendered) for its passes and
+    its power loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.templates = NodeTemplates()
 
     def exec(self, namespace, pod, container, command, timeout=60):
         if command[:2] == ["scontrol", "update"] and command[3] in ("state=power_up", "state=power_down"):
@@ -33,6 +41,14 @@ class PowerKube(SlurmKube):
             self.execs.append((pod, container, tuple(command)))
             return 0, "", ""
         return super().exec(namespace, pod, container, command, timeout)
+
+
+def reconcile_at(kube, cluster, when):
+    return R.Reconciler(kube, clock=lambda: when, templates=kube.templates).reconcile(cluster)
+
+
+def power(kube, cluster):
+    return power_cycle(kube, cluster, kube.templates)
 
 
 @pytest.fixture
@@ -139,24 +155,24 @@ def test_a_fixed_set_may_not_become_on_demand(monkeypatch):
 def test_the_power_cycle_makes_and_deletes_pods_between_passes_as_the_pass_would(world):
     kube, cluster = world
     kube.node(BASE + "-1", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
-    report = power_cycle(kube, cluster)
+    report = power(kube, cluster)
     assert report.actions == [NodeAction("make-pod", BASE + "-1", "Slurm resumed %s-1" % BASE)]
     made = kube.objects[("Pod", NS, BASE + "-1")]
     template = kube.objects[("PodTemplate", NS, BASE)]
     assert made["metadata"]["labels"][C.REVISION_LABEL] == template["metadata"]["annotations"][C.ANNOTATION_REVISION]
     assert kube.events[-1][2] == "NodeMakePod"
-    assert power_cycle(kube, cluster).actions == []
+    assert power(kube, cluster).actions == []
     # The pass finds the pod current: no update, nothing more to make.
     outcome = reconcile_at(kube, cluster, T0)
     assert pods(kube) == [BASE + "-1"] and not events(outcome, "NodeMakePod") and not events(outcome, "NodeDrain")
     kube.node(BASE + "-1", "IDLE", "CLOUD", "POWERING_DOWN")
-    assert [a.kind for a in power_cycle(kube, cluster).actions] == ["delete-pod"] and pods(kube) == []
+    assert [a.kind for a in power(kube, cluster).actions] == ["delete-pod"] and pods(kube) == []
 
 
 def test_the_power_cycle_leaves_a_cluster_without_on_demand_sets_after_one_call(monkeypatch):
     kube, cluster = make_world(monkeypatch, PowerKube())
     execs = len(kube.execs)
-    assert power_cycle(kube, cluster) is None and len(kube.execs) == execs
+    assert power(kube, cluster) is None and len(kube.execs) == execs
 
 
 def test_a_deleted_on_demand_set_lets_its_nodes_go_only_once_they_sleep(world):
@@ -189,13 +205,83 @@ def test_a_deleted_on_demand_set_lets_its_nodes_go_only_once_they_sleep(world):
 def test_the_power_cycle_leaves_a_failed_resumes_pod_for_the_pass_to_explain(world):
     kube, cluster = world
     kube.node(BASE + "-0", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
-    power_cycle(kube, cluster)
+    power(kube, cluster)
     kube.objects[("Pod", NS, BASE + "-0")]["status"] = {"conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
         "message": "0/1 nodes are available: 1 Insufficient memory."}]}
     kube.node(BASE + "-0", "DOWN", "CLOUD", "POWERED_DOWN", reason="ResumeTimeout reached")
-    assert power_cycle(kube, cluster).actions == [] and pods(kube) == [BASE + "-0"]
+    assert power(kube, cluster).actions == [] and pods(kube) == [BASE + "-0"]
     reconcile_at(kube, cluster, T0)
     assert kube.nodes[BASE + "-0"]["reason"] == \
         "slurmkube: resume failed: Unschedulable: 0/1 nodes are available: 1 Insufficient memory."
     assert pods(kube) == []
+
+
+def tamper(kube):
+    """An editor of the namespace rewrites the live PodTemplate: another command, privileged."""
+    live = kube.objects[("PodTemplate", NS, BASE)]
+    container = live["template"]["spec"]["containers"][0]
+    container.update(command=["sh", "-c", "cat /etc/munge/munge.key"], securityContext={"privileged": True})
+    return container
+
+
+def test_pods_are_made_from_the_template_the_pass_rendered_never_the_live_one(world):
+    kube, cluster = world
+    rendered = dict(kube.objects[("PodTemplate", NS, BASE)]["template"]["spec"]["containers"][0])
+    tampered = dict(tamper(kube))
+    kube.node(BASE + "-0", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    assert [a.kind for a in power(kube, cluster).actions] == ["make-pod"]
+    kube.node(BASE + "-1", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    before = reconcile_at(kube, cluster, T0)  # the pass applies its own template back, then makes pod 1
+    for i in (0, 1):
+        made = kube.objects[("Pod", NS, "%s-%d" % (BASE, i))]["spec"]["containers"][0]
+        assert made == rendered and made != tampered
+    assert events(before, "NodeMakePod")
+
+
+def test_the_power_loop_makes_no_pod_before_a_pass_has_rendered_the_template(world):
+    kube, cluster = world
+    kube.templates = NodeTemplates()  # the operator restarted: the live PodTemplate is all there is
+    kube.node(BASE + "-0", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")
+    execs = len(kube.execs)
+    assert power(kube, cluster) is None and pods(kube) == [] and len(kube.execs) == execs
+    reconcile_at(kube, cluster, T0)
+    assert pods(kube) == [BASE + "-0"]
+
+
+def test_a_deleted_set_after_a_restart_makes_no_pod_from_its_live_template(world):
+    kube, cluster = world
+    del kube.objects[("NodeSet", NS, "compute")]
+    tamper(kube)
+    kube.templates = NodeTemplates()
+    kube.node(BASE + "-2", "ALLOCATED", "CLOUD", "POWERING_UP", "NOT_RESPONDING")  # given before the drain
+    reconcile_at(kube, cluster, T0)
+    assert pods(kube) == [] and power(kube, cluster) is None
+    conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
+    assert "NodeName=cpu-compute-[0-2] State=CLOUD CPUs=" in conf  # the words it kept, as rendered
+
+
+def test_a_deleted_sets_words_that_slurmkube_does_not_write_stay_out_of_slurm_conf(world):
+    kube, cluster = world
+    del kube.objects[("NodeSet", NS, "compute")]
+    kube.templates = NodeTemplates()
+    kube.node(BASE + "-2", "ALLOCATED", "CLOUD")  # busy: declared until its job ends
+    kube.objects[("PodTemplate", NS, BASE)]["metadata"]["annotations"][C.ANNOTATION_NODE_WORDS] = \
+        "State=CLOUD CPUs=1\nSlurmctldProlog=/tmp/evil NodeAddr=attacker.example"
+    outcome = reconcile_at(kube, cluster, T0)
+    conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
+    assert "evil" not in conf and "attacker" not in conf
+    assert "NodeName=cpu-compute-[0-2] State=CLOUD\n" in conf
+    refused = [e for e in outcome.events if e.reason == "NodeSetWordsRefused"]
+    assert refused and refused[0].kind == "Warning" and C.ANNOTATION_NODE_WORDS in refused[0].message
+
+
+def test_a_live_node_count_past_max_node_count_is_not_declared(world):
+    kube, cluster = world
+    kube.templates = NodeTemplates()
+    del kube.objects[("NodeSet", NS, "compute")]
+    kube.objects[("PodTemplate", NS, BASE)]["metadata"]["annotations"][C.ANNOTATION_NODES] = "5000"
+    kube.node(BASE + "-4999", "ALLOCATED", "CLOUD")  # busy: what the count annotation would keep declared
+    reconcile_at(kube, cluster, T0)
+    conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
+    assert "MaxNodeCount=1024" in conf and "cpu-compute-[0-4999]" not in conf

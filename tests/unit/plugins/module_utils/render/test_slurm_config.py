@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, reject
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
@@ -12,6 +15,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
     slurm_job_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
+from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import (
+    are_cloud_node_words,
+    cloud_node_words,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     render_cgroup_conf,
     render_slurm_conf,
@@ -112,3 +120,25 @@ def test_a_users_cluster_wide_memory_default_is_not_hidden_by_a_partition_one():
 def test_a_partition_without_node_sets_gets_no_memory_default():
     spec = {"partitions": [{"name": "main", "default": True}, {"name": "empty", "nodeSets": ["none"]}]}
     assert "DefMemPerCPU" not in partition(render_slurm_conf(cluster(spec), [SMALL]), "empty")
+
+
+SLURM_WORD = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,12}\Z")
+GRES = st.from_regex(r"\A[A-Za-z][A-Za-z0-9_]{0,6}(:[A-Za-z0-9_.-]{1,6})?:[0-9]{1,3}\Z")
+
+
+@examples(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(features=st.lists(SLURM_WORD, max_size=3), gres=st.lists(GRES, max_size=2),
+       gpus=st.integers(0, 8), gpu_type=st.one_of(st.none(), SLURM_WORD))
+def test_every_on_demand_sets_words_are_what_a_deleted_sets_template_may_bring_back(features, gres, gpus, gpu_type):
+    """A deleted set's words come back from its live PodTemplate only when they are words the
+    renderer writes: every set the model accepts must give such words, and nothing else may."""
+    spec = {"clusterName": "demo", "maxReplicas": 4, "features": features, "gres": gres, "gpuType": gpu_type,
+            "resources": {"cpu": "2", "memory": "4Gi", "gpus": gpus}}
+    try:
+        nodeset = parse_nodeset({"metadata": {"name": "burst", "namespace": "hpc"}, "spec": spec})
+    except SpecError:
+        reject()  # only what the model accepts is rendered
+    words = cloud_node_words(nodeset)
+    assert are_cloud_node_words(words), words
+    assert not are_cloud_node_words(words + "\nSlurmctldProlog=/tmp/x")
+    assert not are_cloud_node_words(words.replace("State=CLOUD", "State=CLOUD NodeAddr=elsewhere"))
