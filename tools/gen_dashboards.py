@@ -72,6 +72,8 @@ DASHBOARDS: Dict[str, Tuple[str, Sequence[Panel]]] = {
          "{{slurmkube_cluster}}", "timeseries"),
         ("API writes", "sum by (slurmkube_cluster, kind) (rate(slurmkube_operator_api_writes_total{%s}[5m]))"
          % CLUSTER, "{{slurmkube_cluster}} {{kind}}", "timeseries"),
+        ("API calls by verb (exec: Slurm's commands among them)",
+         "sum by (verb) (rate(slurmkube_operator_api_calls_total[5m]))", "{{verb}}", "timeseries"),
         ("Drains, replacements, requeues", "sum by (slurmkube_cluster, reason) "
          "(increase(slurmkube_operator_events_total{%s}[1h]))" % CLUSTER, "{{slurmkube_cluster}} {{reason}}",
          "timeseries"),

@@ -74,6 +74,7 @@ LEADER = served(telemetry.LEADER, ())
 PASSES = served(telemetry.PASSES)
 PASS_SECONDS = served(telemetry.PASS_SECONDS)
 WRITES = served(telemetry.WRITES)
+API_CALLS = served(telemetry.API_CALLS, ())
 EVENTS = served(telemetry.EVENTS)
 STATE = {name: served(metric) for name, metric in telemetry.STATE.items()}
 BRIDGE_PODS = served(telemetry.BRIDGE_PODS)
@@ -90,7 +91,7 @@ _state_labels: Dict[str, set] = {}
 def kube() -> Kube:
     """One client per process, made on first use (in-cluster config or KUBECONFIG)."""
     if "client" not in _kube:
-        _kube["client"] = Kube(api_client())
+        _kube["client"] = Kube(api_client(), observe=lambda verb: API_CALLS.labels(verb).inc())
     return _kube["client"]
 
 

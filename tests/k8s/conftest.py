@@ -39,14 +39,16 @@ def pytest_collection_modifyitems(items: list) -> None:
     cluster waits for its node image (cold, for the Kubernetes build). Then the modules that make
     kind clusters of their own, and the tests on the session's cluster last: it stays up to the
     session's end, and beside the other modules' clusters (quickstart's) it took CPU from them on a
-    two-core machine. Modules marked either_lane at the very end: whichever process gets there
-    first runs them."""
-    def rank(item: pytest.Item) -> int:
+    two-core machine. Modules marked either_lane at the very end, the longest first (its marker's
+    `seconds`, as a loaded lane took it): whichever process gets there first runs one, and the
+    short ones last even out where the two processes end."""
+    def rank(item: pytest.Item) -> Tuple[int, int]:
         if not item.get_closest_marker("k8s"):
-            return 0
+            return 0, 0
         if item.get_closest_marker("kind"):
-            return 1
-        return 3 if item.get_closest_marker("either_lane") else 2
+            return 1, 0
+        either = item.get_closest_marker("either_lane")
+        return (3, -int(either.kwargs.get("seconds", 0))) if either else (2, 0)
 
     items.sort(key=rank)
 

@@ -18,7 +18,7 @@ import pytest
 from kube_helpers import Cluster, wait_for
 from slurm_helpers import Operator, SlurmView, running_cluster, tiny_cluster_spec
 
-pytestmark = [pytest.mark.k8s, pytest.mark.either_lane]
+pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=340)]
 
 SLURM = "od"
 BURST, HUGE = "%s-burst" % SLURM, "%s-huge" % SLURM
@@ -89,40 +89,41 @@ def test_a_two_node_job_starts_two_pods_runs_and_they_go_after_the_idle_time(slu
     assert {"NodeMakePod", "NodeDeletePod"} <= reasons, reasons
 
 
-def test_a_busy_node_is_never_suspended(slurm: SlurmView):
+def test_a_busy_node_is_never_suspended_and_an_admins_drain_survives_resume_and_suspend(slurm: SlurmView):
+    """Both at once, on the set's two nodes: one runs a job past twice the idle time, the other,
+    drained by the admin, is powered up by the admin (to look at it) and suspended when idle."""
+    drained = BURST + "-1"
+    slurm.run("scontrol", "update", "nodename=" + drained, "state=drain", "reason=admin: bad dimm")
+    # The job goes to the other node: Slurm resumes only nodes it may use.
     job = slurm.run("sbatch", "--parsable", "-N1", "-C", "burst", "-o", "/dev/null",
                     "--wrap", "sleep %d" % (SUSPEND_TIME * 3)).strip()
+    slurm.run("scontrol", "update", "nodename=" + drained, "state=power_up")
+    # Up, and idle: Slurm suspends it SuspendTime later, so this is looked at first (the job shows
+    # RUNNING only once slurmctld's next check finds its node booted, up to 30 s later).
+    wait_for(lambda: drained in node_pods(slurm, "burst") and not power_states(slurm)[drained]
+             & {"POWERED_DOWN", "POWERING_UP"}, RESUME_TIMEOUT, 1, explain=slurm.explain)
+    assert "DRAIN" in power_states(slurm)[drained] and admin_reason(slurm, drained) == "admin: bad dimm", \
+        slurm.explain()
     # RUNNING alone: while its node's pod starts the job is RUNNING and CONFIGURING.
     wait_for(lambda: (slurm.job(job) or {}).get("job_state") == ["RUNNING"], RESUME_TIMEOUT + 30, 2,
              explain=slurm.explain)
-    node = json.loads(slurm.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["nodes"]
+    busy = json.loads(slurm.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["nodes"]
+    assert busy == BURST + "-0", slurm.explain()
     started = time.monotonic()
     while slurm.job_state(job) == "RUNNING":
-        states = power_states(slurm)[node]
+        states = power_states(slurm)[busy]
         assert not states & {"POWER_DOWN", "POWERING_DOWN", "POWERED_DOWN"}, (states, slurm.explain())
-        assert node in node_pods(slurm, "burst")
+        assert busy in node_pods(slurm, "burst")
         time.sleep(3)
     assert time.monotonic() - started > SUSPEND_TIME * 2, "the job ran past twice the idle time"
     wait_for(lambda: powered_down_without_pods(slurm), SUSPEND_TIME + 30 + 90, 2, explain=slurm.explain)
-
-
-def test_an_admins_drain_survives_suspend_and_resume(slurm: SlurmView):
-    drained = BURST + "-0"
-    slurm.run("scontrol", "update", "nodename=" + drained, "state=drain", "reason=admin: bad dimm")
-    # A job goes to the other node: Slurm resumes only nodes it may use.
-    job = slurm.run("sbatch", "--parsable", "-N1", "-C", "burst", "-o", "/dev/null", "--wrap", "true").strip()
-    wait_for(lambda: slurm.job_state(job) == "COMPLETED", RESUME_TIMEOUT + 60, 2, explain=slurm.explain)
-    assert json.loads(slurm.run("scontrol", "show", "job", job, "--json"))["jobs"][0]["nodes"] == BURST + "-1"
-    # The admin powers the drained node up (to look at it), then Slurm powers it down when idle.
-    slurm.run("scontrol", "update", "nodename=" + drained, "state=power_up")
-    wait_for(lambda: drained in node_pods(slurm, "burst") and "POWERED_DOWN" not in power_states(slurm)[drained]
-             and "POWERING_UP" not in power_states(slurm)[drained], RESUME_TIMEOUT, 2, explain=slurm.explain)
-    reason = slurm.run("sinfo", "-h", "-N", "-n", drained, "-o", "%E").strip()
-    assert "DRAIN" in power_states(slurm)[drained] and reason == "admin: bad dimm", (reason, slurm.explain())
-    wait_for(lambda: powered_down_without_pods(slurm), SUSPEND_TIME + 30 + 90, 2, explain=slurm.explain)
-    reason = slurm.run("sinfo", "-h", "-N", "-n", drained, "-o", "%E").strip()
-    assert "DRAIN" in power_states(slurm)[drained] and reason == "admin: bad dimm", (reason, slurm.explain())
+    assert "DRAIN" in power_states(slurm)[drained] and admin_reason(slurm, drained) == "admin: bad dimm", \
+        slurm.explain()
     slurm.run("scontrol", "update", "nodename=" + drained, "state=resume")
+
+
+def admin_reason(slurm: SlurmView, node: str) -> str:
+    return slurm.run("sinfo", "-h", "-N", "-n", node, "-o", "%E").strip()
 
 
 def test_a_node_that_cannot_start_is_down_with_the_reason_and_its_job_requeued(slurm: SlurmView, huge_job: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Sequence
 
 import pytest
 from kube_helpers import Cluster, wait_for
@@ -38,7 +39,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_ref
 # Nothing here needs several Kubernetes nodes, so tests/run's two pytest processes can both run
 # it, each on its own cluster: whichever is free first does (the second ran past the deadline of a
 # CI run with this module in it, 2026-11-30, while the first ended before).
-pytestmark = [pytest.mark.k8s, pytest.mark.either_lane]
+pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=750)]
 
 CLUSTER = "demo"
 CONFIG_MAP = CLUSTER + "-slurm-config"
@@ -314,18 +315,23 @@ def events_of(kube: Cluster, reason: str) -> list:
     return [e["message"] for e in items["items"]]
 
 
-def start_on_the_leaving_node(slurm: SlurmView, staying: set, *sbatch: str) -> str:
-    """A job started on demo-cpu-2 (the others drained meanwhile), free to run anywhere later."""
-    wait_for(lambda: exactly_these_in_service(slurm.nodes(), staying | {"demo-cpu-2"}), 240, 3,
-             explain=slurm.explain)
-    held = ",".join(sorted(staying))
+def start_on(slurm: SlurmView, node: str, known: set, sbatch: Sequence[str], busy: frozenset = frozenset()) -> str:
+    """A job started on `node` once Slurm knows exactly `known` and those not `busy` are idle (the
+    other idle ones drained meanwhile), free to run anywhere later."""
+    free = known - busy
+
+    def ready(nodes: dict) -> bool:
+        return set(nodes) == known and all(in_service(nodes[name]) for name in free)
+
+    wait_for(lambda: ready(slurm.nodes()), 240, 3, explain=slurm.explain)
+    held = ",".join(sorted(free - {node}))
     slurm.run("scontrol", "update", "nodename=" + held, "state=drain", "reason=test: keep free")
     try:
         job = slurm.run("sbatch", "--parsable", *sbatch).strip()
         slurm.wait_running(job)
     finally:
         slurm.run("scontrol", "update", "nodename=" + held, "state=resume")
-    assert slurm.job(job)["nodes"] == "demo-cpu-2"
+    assert slurm.job(job)["nodes"] == node
     return job
 
 
@@ -333,25 +339,26 @@ def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewh
         slurm_cluster: Cluster, slurm: SlurmView, operator: Operator):
     """Past the drain timeout the operator requeues the node's job (an Event names it). A job sent
     with --no-requeue is not retried: one Event and the cluster's status name it, it runs on, and
-    the node leaves once it ends."""
+    the node leaves once it ends. Both in one scale-down, from 4 to 2: the StatefulSet lets its
+    highest ordinal go first, so the requeued job is on demo-cpu-3 and the stuck one on demo-cpu-2."""
     kube = slurm_cluster
     staying = {"demo-cpu-0", "demo-cpu-1", "demo-big-0"}
-    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3, "drainTimeoutSeconds": 5}})
+    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 4, "drainTimeoutSeconds": 5}})
+    in_service = staying | {"demo-cpu-2", "demo-cpu-3"}
+    # The nodes have one CPU: one job each.
+    stuck = start_on(slurm, "demo-cpu-2", in_service, ("--no-requeue", "-o", "/dev/null", "--wrap", "sleep 3600"))
     # Its first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
-    job = start_on_the_leaving_node(slurm, staying, "-o", "/tmp/requeue-%j.out",
-                                    "--wrap", 'test -n "$SLURM_RESTART_COUNT" || sleep 3600')
+    job = start_on(slurm, "demo-cpu-3", in_service, ("-o", "/tmp/requeue-%j.out", "--wrap",
+                                                     'test -n "$SLURM_RESTART_COUNT" || sleep 3600'),
+                   busy=frozenset({"demo-cpu-2"}))
     patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
     wait_for(lambda: slurm.job_state(job) == "COMPLETED", 300, 3, explain=slurm.explain)
     finished = slurm.job(job)
     assert finished["restart_cnt"] >= 1 and finished["nodes"] in staying, finished
-    assert any("requeued job %s from demo-cpu-2" % job in m for m in events_of(kube, "JobRequeued"))
-    wait_for(lambda: set(slurm.nodes()) == staying, 180, 3, explain=slurm.explain)
-    # Again with a job that may not be requeued (the nodes have one CPU: one job at a time).
-    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 3}})
-    stuck = start_on_the_leaving_node(slurm, staying, "--no-requeue", "-o", "/dev/null", "--wrap", "sleep 3600")
-    patch(kube, "nodeset", "cpu", {"spec": {"replicas": 2}})
+    assert any("requeued job %s from demo-cpu-3" % job in m for m in events_of(kube, "JobRequeued"))
     reported = [{"jobId": int(stuck), "node": "demo-cpu-2"}]
     wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == reported, 60, 3)
+    wait_for(lambda: set(slurm.nodes()) == staying | {"demo-cpu-2"}, 180, 3, explain=slurm.explain)
     time.sleep(25)  # a few more passes: still one Event, and the job still runs
     said = [m for m in events_of(kube, "JobNotRequeued") if "job %s on demo-cpu-2" % stuck in m]
     assert len(said) == 1, said

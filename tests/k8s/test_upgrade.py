@@ -39,7 +39,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 
 # On one Kubernetes node or several: in whichever of tests/run's two pytest processes reaches it
 # first (either_lane).
-pytestmark = [pytest.mark.k8s, pytest.mark.either_lane]
+pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=230)]
 
 CLUSTER = "upg"
 CONTROLLER_POD = "%s-controller-0" % CLUSTER

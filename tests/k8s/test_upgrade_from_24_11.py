@@ -35,7 +35,7 @@ from slurm_release import images_slurm_series_text
 
 # On one Kubernetes node or several: in whichever of tests/run's two pytest processes reaches it
 # first (either_lane).
-pytestmark = [pytest.mark.k8s, pytest.mark.either_lane]
+pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=250)]
 
 CLUSTER = "old"
 OLD_SERIES = "24.11"

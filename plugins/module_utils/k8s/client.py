@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
@@ -74,10 +74,17 @@ def _describe(obj: Mapping[str, Any]) -> str:
 class Kube:
     """The few calls the product makes, with errors turned into KubeError."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, observe: Optional[Callable[[str], None]] = None) -> None:
         self.client = client
         self.dynamic = DynamicClient(client)
         self.writes = 0  # create/patch/delete calls made, to prove a no-op reconcile writes nothing
+        # Told the verb of every call made (the operator counts them: slurmkube_operator_api_calls_total).
+        self.observe = observe
+
+    def called(self, verb: str) -> None:
+        """One call of this verb is being made (exec: a command in a container, Slurm's through the controller)."""
+        if self.observe is not None:
+            self.observe(verb)
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dynamic.resources.get(api_version=api_version, kind=kind)
@@ -92,6 +99,7 @@ class Kube:
 
     def get(self, api_version: str, kind: str, name: str, namespace: Optional[str] = None) -> Optional[Obj]:
         """The object as a dict, or None when it does not exist."""
+        self.called("get")
         try:
             return self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
         except NotFoundError:
@@ -102,6 +110,7 @@ class Kube:
     def list(self, api_version: str, kind: str, namespace: Optional[str] = None,
              labels: Optional[Mapping[str, str]] = None, fields: Optional[Mapping[str, str]] = None) -> List[Obj]:
         """Objects of a kind, optionally filtered by labels and by fields (spec.schedulerName)."""
+        self.called("list")
         selector = ",".join("%s=%s" % kv for kv in sorted((labels or {}).items())) or None
         field_selector = ",".join("%s=%s" % kv for kv in sorted((fields or {}).items())) or None
         try:
@@ -114,6 +123,7 @@ class Kube:
 
     def apply(self, obj: Mapping[str, Any], dry_run: bool = False) -> Obj:
         """Server-side apply with our field manager; returns the object as the server has it."""
+        self.called("apply")
         meta = obj["metadata"]
         try:
             resource = self._resource(obj["apiVersion"], obj["kind"])
@@ -128,6 +138,7 @@ class Kube:
 
     def create(self, obj: Mapping[str, Any]) -> Obj:
         """Create an object; ConflictError when it exists (the loser of a race learns it)."""
+        self.called("create")
         meta = obj["metadata"]
         try:
             result = self._resource(obj["apiVersion"], obj["kind"]).create(
@@ -141,6 +152,7 @@ class Kube:
 
     def replace(self, obj: Mapping[str, Any]) -> Obj:
         """Replace an object whose metadata.resourceVersion we read; ConflictError when it changed since."""
+        self.called("replace")
         meta = obj["metadata"]
         try:
             result = self._resource(obj["apiVersion"], obj["kind"]).replace(
@@ -154,6 +166,7 @@ class Kube:
 
     def post_event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str, source: str) -> None:
         """A Kubernetes Event about an object (what `kubectl describe` shows under Events)."""
+        self.called("post_event")
         meta = obj["metadata"]
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
@@ -172,6 +185,7 @@ class Kube:
 
     def apply_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         """Server-side apply of the status subresource only."""
+        self.called("apply_status")
         meta = obj["metadata"]
         body = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
                 "metadata": {"name": meta["name"], "namespace": meta.get("namespace")}, "status": dict(status)}
@@ -186,6 +200,7 @@ class Kube:
     def merge_patch(self, api_version: str, kind: str, name: str, namespace: Optional[str],
                     patch: Mapping[str, Any]) -> Obj:
         """A JSON merge patch of a few fields of an object we can no longer render whole."""
+        self.called("merge_patch")
         try:
             result = self._resource(api_version, kind).patch(body=dict(patch), name=name, namespace=namespace,
                                                              content_type="application/merge-patch+json",
@@ -199,6 +214,7 @@ class Kube:
                propagation: str = "Background", grace_period_seconds: Optional[int] = None) -> bool:
         """Delete an object; False when it was already gone. A grace period of 0 removes a pod
         from the API at once, without its kubelet's word (a force delete)."""
+        self.called("delete")
         body: Dict[str, Any] = {"propagationPolicy": propagation}
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
@@ -213,6 +229,7 @@ class Kube:
 
     def bind(self, namespace: str, pod: str, node: str) -> None:
         """Assign a pod to a node, as a scheduler does (the pods/binding subresource)."""
+        self.called("bind")
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod, "namespace": namespace},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         try:
@@ -238,6 +255,7 @@ class Kube:
         operator's threads share, their calls went over websocket meanwhile ("Handshake status
         200 OK": leases, lists and patches failed in CI's operator logs), and two execs that
         overlapped could leave the swap in place for good."""
+        self.called("exec")
         own = ApiClient(self.client.configuration)
         try:
             resp = stream(CoreV1Api(own).connect_get_namespaced_pod_exec, pod, namespace,

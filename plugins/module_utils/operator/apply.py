@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import loaded_at_start
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, listed_live, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import with_images
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
@@ -69,8 +69,10 @@ def apply_objects(p: Pass) -> None:
     """Apply every object that differs (a new populate Job only once the old one is gone)."""
     desired = without_made_state_claim(p, after_stale_populate_jobs(p, p.rendered.objects))
     owned = [obj if is_kept_on_delete(obj) else owned_by(obj, p.cluster_obj) for obj in desired]
+    # Every rendered object carries the cluster's label: a list per kind finds them.
+    listed = listed_live(p.kube, owned, {C.LABEL_CLUSTER: p.cluster.name})
     p.applied = ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
-                 for a in apply_changed(p.kube, owned, seen=p.seen)]
+                 for a in apply_changed(p.kube, owned, seen=p.seen, listed=listed)]
 
 
 def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:

@@ -24,9 +24,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
     nodeset_object_name,
     on_demand,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
-    NodeSet,
-)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import JobNotRequeued, Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import (
     RETIRE_DRAIN_TIMEOUT_SECONDS,
@@ -82,12 +79,16 @@ def act_on_nodes(p: Pass) -> None:
     hosts = p.kube.list("v1", "Node")
     leaving_hosts = frozenset(h["metadata"]["name"] for h in hosts if host_is_leaving(h))
     lost_hosts = {h["metadata"]["name"]: host_lost_since(h) for h in hosts if host_lost_since(h) is not None}
+    # One list call for every node set's pods.
+    by_nodeset: Dict[str, List[Dict[str, Any]]] = {}
+    for pod in pods_by_name(p.kube, cluster.namespace, names.selector_labels(cluster.name, C.COMPONENT_WORKER)):
+        by_nodeset.setdefault((pod["metadata"].get("labels") or {}).get(C.LABEL_NODESET, ""), []).append(pod)
     for nodeset in p.nodesets:
         if nodeset.name not in p.scaling:
             continue
         live, scale = p.scaling[nodeset.name]
         base = nodeset_object_name(nodeset)
-        every_pod = worker_pods(p, nodeset, leaving_hosts, lost_hosts)
+        every_pod = worker_pods(by_nodeset.get(nodeset.name, []), leaving_hosts, lost_hosts)
         pods = [pod for pod in every_pod if pod.name not in scale.leaving]
         template = rendered_template(p, base) if on_demand(nodeset) else None
         target = template_revision(template) if template is not None \
@@ -219,11 +220,9 @@ def retire_removed_on_demand_sets(p: Pass) -> None:
             p.events.append(Event("Normal", "NodeSetRetired", "removed %s" % base))
 
 
-def worker_pods(p: Pass, nodeset: NodeSet, leaving_hosts: FrozenSet[str],
+def worker_pods(pods: Sequence[Mapping[str, Any]], leaving_hosts: FrozenSet[str],
                 lost_hosts: Mapping[str, datetime.datetime]) -> List[PodView]:
-    """The node set's pods as the node planners see them."""
-    pods = pods_by_name(p.kube, p.cluster.namespace,
-                        names.selector_labels(p.cluster.name, C.COMPONENT_WORKER, nodeset.name))
+    """A node set's pods as the node planners see them."""
     views = []
     for pod in pods:
         labels = pod["metadata"].get("labels") or {}

@@ -72,13 +72,16 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     and Slurm's nodes."""
     cluster, slurm_nodes, key, not_requeued = p.cluster, p.slurm_nodes, p.key, p.not_requeued
     topology_ready = p.topology_ready
-    controller = statefulset(p, names.controller(cluster.name))
-    login = statefulset(p, names.login(cluster.name))
+    # Every StatefulSet of the cluster, as it is after the apply: one list call.
+    sets = {s["metadata"]["name"]: s for s in p.kube.list("apps/v1", "StatefulSet", cluster.namespace,
+                                                          {C.LABEL_CLUSTER: cluster.name})}
+    controller = sets.get(names.controller(cluster.name))
+    login = sets.get(names.login(cluster.name))
     job = p.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
     ready_nodes, ready_pods, desired_nodes, leaving, per_nodeset = 0, 0, 0, 0, {}
     now = p.clock()
     for nodeset in p.nodesets:
-        counts = worker_counts(p, nodeset)
+        counts = worker_counts(p, nodeset, sets)
         registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
         if on_demand(nodeset):
             registered = [n for n in registered if wants_pod(n)]  # a powered-down node runs nowhere
@@ -274,16 +277,11 @@ def upgrade_condition(state: SlurmState, generation: int, previous: Sequence[Map
     return condition("SlurmImageInUse", done, reason, message, generation, previous, now)
 
 
-def statefulset(p: Pass, name: str) -> Optional[Dict[str, Any]]:
-    """A live StatefulSet of the cluster, or None."""
-    return p.kube.get("apps/v1", "StatefulSet", name, p.cluster.namespace)
-
-
-def worker_counts(p: Pass, nodeset: NodeSet) -> Dict[str, int]:
-    """Ready and desired pods of a node set: its StatefulSet's, or an on-demand set's pods (those
-    not being deleted; every one is wanted while its node is powered up)."""
+def worker_counts(p: Pass, nodeset: NodeSet, sets: Mapping[str, Dict[str, Any]]) -> Dict[str, int]:
+    """Ready and desired pods of a node set: its StatefulSet's (among the cluster's `sets`), or an
+    on-demand set's pods (those not being deleted; every one is wanted while its node is powered up)."""
     if not on_demand(nodeset):
-        return statefulset_counts(statefulset(p, nodeset_object_name(nodeset)))
+        return statefulset_counts(sets.get(nodeset_object_name(nodeset)))
     pods = [pod for pod in pods_by_name(p.kube, p.cluster.namespace,
                                         names.selector_labels(p.cluster.name, C.COMPONENT_WORKER, nodeset.name))
             if not pod_terminating(pod)]

@@ -8,7 +8,7 @@ the apply."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -27,8 +27,10 @@ def plan_scaling(p: Pass) -> None:
     """Each live worker StatefulSet's or PodTemplate's scale plan, by node set name (a node set
     without one yet is made with its spec's count)."""
     now = p.clock()
+    workers = live_workers(p)
     for nodeset in p.nodesets:
-        live = live_workers(p, nodeset)
+        kind = "PodTemplate" if on_demand(nodeset) else "StatefulSet"
+        live = workers.get((kind, nodeset_object_name(nodeset)))
         if live is None:
             continue
         desired, current = planned_counts(p, nodeset, live)
@@ -40,15 +42,14 @@ def plan_scaling(p: Pass) -> None:
             plan = planner(nodeset_object_name(nodeset), desired, current, p.slurm_nodes, now,
                            nodeset.spec.drain_timeout_seconds)
         p.scaling[nodeset.name] = Scaling(live, plan)
-    plan_retiring(p)
+    plan_retiring(p, [obj for (kind, _name), obj in sorted(workers.items()) if kind == "PodTemplate"])
 
 
-def plan_retiring(p: Pass) -> None:
+def plan_retiring(p: Pass, templates: List[Dict[str, Any]]) -> None:
     """Each deleted on-demand set's plan: its nodes drained, powered down once idle (their jobs
     requeued after the default drain timeout), declared in slurm.conf until then."""
     known = {n.name for n in p.nodesets} | set(p.invalid_nodesets)
-    for template in p.kube.list("v1", "PodTemplate", p.cluster.namespace,
-                                names.selector_labels(p.cluster.name, C.COMPONENT_WORKER)):
+    for template in templates:
         meta = template["metadata"]
         if (meta.get("labels") or {}).get(C.LABEL_NODESET) in known:
             continue
@@ -60,10 +61,15 @@ def plan_retiring(p: Pass) -> None:
         p.retiring[meta["name"]] = Scaling(template, plan)
 
 
-def live_workers(p: Pass, nodeset: NodeSet) -> Optional[Dict[str, Any]]:
-    """The node set's live StatefulSet, or an on-demand set's PodTemplate; None before it is made."""
-    kind = ("v1", "PodTemplate") if on_demand(nodeset) else ("apps/v1", "StatefulSet")
-    return p.kube.get(kind[0], kind[1], nodeset_object_name(nodeset), p.cluster.namespace)
+def live_workers(p: Pass) -> Dict[Tuple[str, str], Dict[str, Any]]:
+    """The live worker StatefulSets and on-demand sets' PodTemplates, by kind and name: two list
+    calls however many node sets there are."""
+    selector = names.selector_labels(p.cluster.name, C.COMPONENT_WORKER)
+    found = {}
+    for api_version, kind in (("apps/v1", "StatefulSet"), ("v1", "PodTemplate")):
+        for item in p.kube.list(api_version, kind, p.cluster.namespace, selector):
+            found[(kind, item["metadata"]["name"])] = item
+    return found
 
 
 def planned_counts(p: Pass, nodeset: NodeSet, live: Dict[str, Any]) -> Tuple[int, int]:

@@ -40,6 +40,10 @@ PASS_SECONDS = Metric("slurmkube_operator_reconcile_duration_seconds", "histogra
                       ())
 WRITES = Metric("slurmkube_operator_api_writes", "counter", "Writes to the Kubernetes API: objects applied "
                 "(kind=object), statuses written, events posted.", ("kind",))
+# Not per cluster: the operator's one API client serves every cluster and loop.
+API_CALLS = Metric("slurmkube_operator_api_calls", "counter", "Calls to the Kubernetes API by verb (get, list, apply, "
+                   "merge_patch, ...; exec: a command run in a pod, Slurm's commands in the controller pod among "
+                   "them), every cluster and loop together.", ("verb",))
 EVENTS = Metric("slurmkube_operator_events", "counter", "What the operator did, by its Event's reason (NodeDrain, "
                 "NodeDeletePod: a replacement, JobRequeued, MungeKeyRotated, ...).", ("reason",))
 # The gauges cluster_gauges sets, by the name it gives them.
@@ -74,7 +78,7 @@ BRIDGE_CYCLE_SECONDS = Metric("slurmkube_bridge_cycle_seconds", "histogram", "Ho
                               "reads, Slurm's calls, its binds and Events).", ())
 BRIDGE_SLURM_SECONDS = Metric("slurmkube_bridge_slurm_seconds", "counter", "Seconds the bridge's cycles spent in "
                               "their calls into the controller pod (kind=slurm of slurmkube_bridge_calls).", ())
-METRICS = (LEADER, PASSES, PASS_SECONDS, WRITES, EVENTS, *STATE.values(), BRIDGE_PODS, BRIDGE_BIND_SECONDS,
+METRICS = (LEADER, PASSES, PASS_SECONDS, WRITES, API_CALLS, EVENTS, *STATE.values(), BRIDGE_PODS, BRIDGE_BIND_SECONDS,
            BRIDGE_CALLS, BRIDGE_CYCLE_SECONDS, BRIDGE_SLURM_SECONDS)
 BUCKETS = {PASS_SECONDS.name: PASS_BUCKETS, BRIDGE_BIND_SECONDS.name: BIND_BUCKETS,
            BRIDGE_CYCLE_SECONDS.name: PASS_BUCKETS}

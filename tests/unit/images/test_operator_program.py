@@ -31,6 +31,7 @@ def test_served_names_are_the_declared_ones():
     OPERATOR.PASSES.labels("hpc", "a", "ok").inc()
     OPERATOR.PASS_SECONDS.labels("hpc", "a").observe(0.2)
     OPERATOR.WRITES.labels("hpc", "a", "status").inc()
+    OPERATOR.API_CALLS.labels("get").inc()
     OPERATOR.EVENTS.labels("hpc", "a", "NodeDrain").inc()
     cluster = {"nodes": {"desired": 1, "ready": 1}, "controller": {"serving": "a-controller-0", "standby": []},
                "conditions": [READY], "controlPlane": {"controller": True, "rest": True}}

@@ -19,6 +19,8 @@ def test_while_an_exec_connects_the_shared_clients_calls_still_go_over_plain_htt
     plain = shared.call_api
     kube = Kube.__new__(Kube)  # without its discovery client, which asks a server at once
     kube.client = shared
+    calls = []
+    kube.observe = calls.append
     seen = []
 
     def connect(configuration, url, headers=None):
@@ -30,3 +32,4 @@ def test_while_an_exec_connects_the_shared_clients_calls_still_go_over_plain_htt
         kube.exec("ns", "pod", "slurmctld", ["sinfo"])
     assert seen == [True]
     assert shared.call_api == plain
+    assert calls == ["exec"]  # counted as made, failed or not (slurmkube_operator_api_calls_total)
