@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The scale bench's slurmd farm (tests/k8s/test_scale_bench.py), run in one real worker pod through
-# `kubectl exec -i ... bash -s NAME:PORT...`: one slurmd per simulated node (kwok's pods run
+# `kubectl exec -i ... bash -s NAME:PORT:FEATURE...`: one slurmd per simulated node (kwok's pods run
 # nothing), each registering as that node (-Z -N, its own port: Debian's Slurm is built with
-# multiple-slurmd support), so slurmctld knows every node as it would know real ones. Keeps running
-# exactly the nodes named: starts the missing ones, stops the others.
+# multiple-slurmd support) with its node set's feature (partitions choose node sets by it), so
+# slurmctld knows every node as it would know real ones. Keeps running exactly the nodes named:
+# starts the missing ones, stops the others.
 #
 # Their slurm.conf is the cluster's with what many slurmd on one machine must not share (spool,
 # pid file) made per node, and nothing that would run on a schedule or confine jobs: no health
@@ -30,23 +31,33 @@ EOF
   mv "$conf.new" "$conf"
 fi
 
-declare -A wanted=()
-for pair in "$@"; do
-  wanted["${pair%%:*}"]="${pair##*:}"
+declare -A port=() feature=()
+for node in "$@"; do
+  IFS=: read -r name port["${node%%:*}"] feature["${node%%:*}"] <<<"$node"
 done
 # Each started slurmd's process id, in NAME.run (its own pid file appears only once it is up).
+stopped=()
 for run in "$farm"/*.run; do
   [ -e "$run" ] || continue
   name="$(basename "$run" .run)"
-  if [ -z "${wanted[$name]:-}" ]; then
-    kill "$(cat "$run")" 2>/dev/null || true
+  if [ -z "${port[$name]:-}" ]; then
+    stopped+=("$(cat "$run")")
+    kill "${stopped[-1]}" 2>/dev/null || true
     rm -rf "${run:?}" "${farm:?}/$name"
   fi
 done
-for name in "${!wanted[@]}"; do
+# Gone before any is started again: a node made again takes its port back.
+for pid in "${stopped[@]}"; do
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+done
+for name in "${!port[@]}"; do
   [ -e "$farm/$name.run" ] && continue
   mkdir -p "$farm/$name"
-  setsid slurmd -D -Z -N "$name" -f "$conf" --conf "CPUs=1 RealMemory=512 Port=${wanted[$name]}" \
+  setsid slurmd -D -Z -N "$name" -f "$conf" \
+    --conf "CPUs=1 RealMemory=512 Feature=${feature[$name]} Port=${port[$name]}" \
     </dev/null >"$farm/$name/slurmd.log" 2>&1 &
   echo "$!" >"$farm/$name.run"
 done

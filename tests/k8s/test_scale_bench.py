@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Set
+from typing import Dict, Iterator, List
 
 import pytest
 from kube_helpers import Cluster, wait_for
@@ -64,8 +64,10 @@ def simulated_node(index: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def kwok(kube_cluster: Cluster) -> Iterator[None]:
-    """kwok running beside the kind cluster, managing its simulated Nodes (and their pods)."""
+def kwok(kube_cluster: Cluster, slurm: SlurmView) -> Iterator[None]:
+    """kwok running beside the kind cluster, managing its simulated Nodes (and their pods). Once the
+    Slurm cluster is up: the storage provisioner's helper pods, which make its volumes' directories,
+    are bound to a node by name, and one bound to a simulated node would make nothing."""
     built = subprocess.run(["bash", str(REPO / "tools" / "kwok" / "build.sh")], capture_output=True, text=True,
                            timeout=1800, check=False)
     assert built.returncode == 0, built.stderr[-4000:]
@@ -76,7 +78,10 @@ def kwok(kube_cluster: Cluster) -> Iterator[None]:
             [built.stdout.strip(), "--kubeconfig", kube_cluster.env["KUBECONFIG"], "--manage-all-nodes=false",
              "--manage-nodes-with-label-selector=%s=true" % SIMULATED,
              "--config", str(REPO / "tools" / "kwok" / "stages.yaml"),
-             "--cidr=10.250.0.0/16", "--node-ip=10.249.0.1", "--server-address="],
+             "--cidr=10.250.0.0/16", "--node-ip=10.249.0.1", "--server-address=",
+             # Said, not left to its default: without it this kwok renews no Lease, and the node
+             # controller marks the nodes NotReady 50 s after each status write (seen).
+             "--node-lease-duration-seconds=40"],
             stdout=log, stderr=subprocess.STDOUT, env=kube_cluster.env)
     try:
         kube_cluster.kubectl("apply", "-f", "-", input=manifests(*(simulated_node(i) for i in range(SIMULATED_NODES))))
@@ -89,31 +94,39 @@ def kwok(kube_cluster: Cluster) -> Iterator[None]:
 
 
 class Farm:
-    """The slurmd of the simulated pods, kept in step with them by a thread (every second)."""
+    """The slurmd of the simulated pods, kept in step with them by a thread (every second): a pod
+    made again under the same name (its UID changes) gets a new slurmd, as a new container would."""
 
     def __init__(self, kube: Cluster) -> None:
         self.kube = kube
-        self.running: Set[str] = set()
+        self.running: Dict[str, str] = {}  # node name: its pod's UID
         self.stopped = threading.Event()
         self.script = (REPO / "tests" / "k8s" / "scale_farm.sh").read_text()
         self.thread = threading.Thread(target=self.forever, name="farm", daemon=True)
 
-    def simulated_pods(self) -> List[str]:
+    def simulated_pods(self) -> Dict[str, str]:
         pods = self.kube.get_json("pods", "-l", "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER,
                                                                   C.LABEL_COMPONENT, C.COMPONENT_WORKER))
-        return sorted(p["metadata"]["name"] for p in pods["items"]
-                      if (p["spec"].get("nodeName") or "").startswith("kwok-")
-                      and (p.get("status") or {}).get("phase") == "Running"
-                      and not p["metadata"].get("deletionTimestamp"))
+        return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods["items"]
+                if (p["spec"].get("nodeName") or "").startswith("kwok-")
+                and (p.get("status") or {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")}
 
     def sync(self) -> None:
         wanted = self.simulated_pods()
-        if set(wanted) == self.running:
+        if wanted == self.running:
             return
+        made_again = {name for name, uid in wanted.items() if self.running.get(name, uid) != uid}
+        if made_again:
+            self.run_farm([name for name in wanted if name not in made_again])
+        self.run_farm(list(wanted))
+        self.running = wanted
+
+    def run_farm(self, nodes: List[str]) -> None:
+        """Exactly these nodes' slurmd running in the farm."""
+        named = ["%s:%d:%s" % (name, port_of(name), nodeset_of(name)) for name in sorted(nodes)]
         self.kube.kubectl("-n", self.kube.namespace, "exec", "-i", FARM, "-c", C.CONTAINER_WORKER, "--",
-                          "bash", "-s", *("%s:%d" % (name, port_of(name)) for name in wanted),
-                          input=self.script, timeout=300)
-        self.running = set(wanted)
+                          "bash", "-s", *named, input=self.script, timeout=300)
 
     def forever(self) -> None:
         while not self.stopped.wait(1):
@@ -130,8 +143,13 @@ def port_of(node: str) -> int:
     return 20000 + int(found.group(1)) * 100 + int(found.group(2))
 
 
+def nodeset_of(node: str) -> str:
+    """The node set of a node: its feature."""
+    return node[len(CLUSTER) + 1:].rsplit("-", 1)[0]
+
+
 @pytest.fixture(scope="module")
-def slurm(kube_cluster: Cluster, slurm_images: dict, operator: Operator, kwok: None) -> Iterator[SlurmView]:
+def slurm(kube_cluster: Cluster, slurm_images: dict, operator: Operator) -> Iterator[SlurmView]:
     base = tiny_cluster_spec()
     spec = dict(base, slurm=dict(base["slurm"], maxNodeCount=SETS * PER_SET + 1,
                                  config=dict(base["slurm"]["config"], DebugFlags="NO_CONF_HASH")))
@@ -213,13 +231,14 @@ def scale_up(slurm: SlurmView, operator: Operator, sets: List[str], prefix: str)
     return dict(spent(before, Sample(slurm.kube, operator)), nodes=want)
 
 
-def test_the_operator_at_a_thousand_nodes_in_a_hundred_node_sets(slurm: SlurmView, operator: Operator):
+def test_the_operator_at_a_thousand_nodes_in_a_hundred_node_sets(slurm: SlurmView, operator: Operator, kwok: None):
     kube = slurm.kube
     names = ["s%03d" % i for i in range(SETS)]
     empty = steady(kube, operator)
     one = scale_up(slurm, operator, names[:1], "%s-s000-" % CLUSTER)
     scale(kube, names[:1], 0)
-    wait_for(lambda: not any(n.startswith("%s-s" % CLUSTER) for n in slurm.nodes()), 300, 3, explain=slurm.explain)
+    wait_for(lambda: not any(n.startswith("%s-s" % CLUSTER) for n in slurm.nodes())
+             and not kube.get_json("pods", "-l", "%s=s000" % C.LABEL_NODESET)["items"], 300, 3, explain=slurm.explain)
     every = scale_up(slurm, operator, names, "%s-s" % CLUSTER)
     full = steady(kube, operator)
     result = {
