@@ -36,25 +36,26 @@ for node in "$@"; do
   IFS=: read -r name port["${node%%:*}"] feature["${node%%:*}"] <<<"$node"
 done
 # Each started slurmd's process id, in NAME.run (its own pid file appears only once it is up).
-stopped=()
+declare -A stopped=()
 for run in "$farm"/*.run; do
   [ -e "$run" ] || continue
   name="$(basename "$run" .run)"
   if [ -z "${port[$name]:-}" ]; then
-    stopped+=("$(cat "$run")")
-    kill "${stopped[-1]}" 2>/dev/null || true
-    rm -rf "${run:?}" "${farm:?}/$name"
+    stopped["$name"]="$(cat "$run")"
+    kill "${stopped[$name]}" 2>/dev/null || true
   fi
 done
-# Gone before any is started again: a node made again takes its port back.
-for pid in "${stopped[@]}"; do
+# Gone before their files are, and before any is started again: a node made again takes its port back.
+for name in "${!stopped[@]}"; do
   for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || break
+    kill -0 "${stopped[$name]}" 2>/dev/null || break
     sleep 0.1
   done
+  rm -rf "${farm:?}/$name.run" "${farm:?}/$name"
 done
 for name in "${!port[@]}"; do
-  [ -e "$farm/$name.run" ] && continue
+  # Running already (one that died, or lost with its container, is started again).
+  [ -e "$farm/$name.run" ] && kill -0 "$(cat "$farm/$name.run")" 2>/dev/null && continue
   mkdir -p "$farm/$name"
   setsid slurmd -D -Z -N "$name" -f "$conf" \
     --conf "CPUs=1 RealMemory=512 Feature=${feature[$name]} Port=${port[$name]}" \

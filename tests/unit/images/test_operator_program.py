@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 
+import pytest
 from collection_path import REPO
 from prometheus_client import REGISTRY, generate_latest
 
@@ -84,3 +85,39 @@ def test_a_power_cycle_counts_its_events_as_a_pass_does(monkeypatch):
     OPERATOR.power_cluster({"metadata": {"namespace": "hpc", "name": "e"}}, logging.getLogger("test"))
     assert samples()['slurmkube_operator_events_total{reason="NodeMakePod",slurmkube_cluster="e",'
                      'slurmkube_namespace="hpc"}'] == before + 1
+
+
+class Pass(Exception):
+    """What the stand-in reconciler raises: a pass ran."""
+
+
+def test_a_change_seen_before_a_pass_began_makes_no_pass_of_its_own(monkeypatch):
+    cluster = {"metadata": {"namespace": "hpc", "name": "f"}}
+    passes = []
+
+    class Counting:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def reconcile(self, live):
+            passes.append(OPERATOR.time.monotonic())
+            raise Pass()
+
+    class Api:
+        def get(self, *args):
+            return cluster
+
+    monkeypatch.setattr(OPERATOR, "leading", lambda: True)
+    monkeypatch.setattr(OPERATOR, "kube", Api)
+    monkeypatch.setattr(OPERATOR, "Reconciler", Counting)
+    seen_before = OPERATOR.time.monotonic()
+    for seen_at in (seen_before, None):  # a change, then the resync (which always runs)
+        with pytest.raises(Pass):
+            OPERATOR.reconcile_cluster(cluster, logging.getLogger("test"), seen_at=seen_at)
+    assert len(passes) == 2
+    # Seen before the last pass began (one of 100 NodeSets scaled at once): read by it already.
+    OPERATOR.reconcile_cluster(cluster, logging.getLogger("test"), seen_at=seen_before)
+    assert len(passes) == 2
+    with pytest.raises(Pass):  # seen after it began: a pass of its own
+        OPERATOR.reconcile_cluster(cluster, logging.getLogger("test"), seen_at=OPERATOR.time.monotonic())
+    assert len(passes) == 3
