@@ -54,7 +54,7 @@ def measure(sets: int, per_set: int, repeat: int) -> Dict[str, Any]:
     kube, cluster = steady_world(sets, per_set)
     seen = SeenEqual()  # the operator's: an object applied and found equal is not sent again
     seconds = []
-    for _ in range(repeat):
+    for _round in range(repeat):
         kube.calls.clear()
         kube.slurm_bytes, kube.answering = 0, 0.0
         writes = kube.writes

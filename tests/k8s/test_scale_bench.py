@@ -77,7 +77,7 @@ def kwok(kube_cluster: Cluster, slurm: SlurmView) -> Iterator[None]:
         proc = subprocess.Popen(
             [built.stdout.strip(), "--kubeconfig", kube_cluster.env["KUBECONFIG"], "--manage-all-nodes=false",
              "--manage-nodes-with-label-selector=%s=true" % SIMULATED,
-             "--config", str(REPO / "tools" / "kwok" / "stages.yaml"),
+             *("--config=%s" % path for path in sorted((REPO / "tools" / "kwok" / "stages").glob("*.yaml"))),
              "--cidr=10.250.0.0/16", "--node-ip=10.249.0.1", "--server-address=",
              # Said, not left to its default: without it this kwok renews no Lease, and the node
              # controller marks the nodes NotReady 50 s after each status write (seen).
@@ -105,8 +105,8 @@ class Farm:
         self.thread = threading.Thread(target=self.forever, name="farm", daemon=True)
 
     def simulated_pods(self) -> Dict[str, str]:
-        pods = self.kube.get_json("pods", "-l", "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER,
-                                                                  C.LABEL_COMPONENT, C.COMPONENT_WORKER))
+        selector = "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER, C.LABEL_COMPONENT, C.COMPONENT_WORKER)
+        pods = self.kube.get_json("pods", "-l", selector)
         return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods["items"]
                 if (p["spec"].get("nodeName") or "").startswith("kwok-")
                 and (p.get("status") or {}).get("phase") == "Running"

@@ -82,9 +82,7 @@ def steady_world(sets: int, per_set: int) -> Tuple[CountingKube, Dict[str, Any]]
             kube.pod("%s-%d" % (base, ordinal), T0 - datetime.timedelta(days=2))
             kube.node("%s-%d" % (base, ordinal), "IDLE", "DYNAMIC_NORM")
         kube.objects[("StatefulSet", NAMESPACE, base)]["status"] = {"readyReplicas": per_set, "replicas": per_set}
-    for _ in range(2):
+    for _settling in range(2):
         R.Reconciler(kube, clock=lambda: T0).reconcile(cluster)
     counted(kube)
     return kube, cluster
-
-
