@@ -25,8 +25,10 @@ TWO_CPU = {"resources": {"cpu": 2, "cpuRequest": "10m", "memory": "1Gi"}}
 # What a pod asks Kubernetes: half a core (Slurm counts a whole CPU), so two fit a kind node
 # beside the cluster's own pods.
 POD_RESOURCES = {"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}}
-# Next to nothing (Slurm still counts a whole CPU each): for tests that run many pods at once.
-SMALL_POD = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}}
+# Next to nothing asked (Slurm still counts a whole CPU each): for tests that run many pods at once.
+# The limit is higher: runc's init is charged to the container's cgroup, and under 16Mi one start in
+# a couple of hundred was OOM-killed before `true` ran (CI, 2026-12-01: one of 200 pods Failed).
+SMALL_POD = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
 
 
 class Bridged:

@@ -260,6 +260,13 @@ def prioritised_pod(namespace: str, name: str, command: str, priority_class_name
     return pod
 
 
+def all_succeeded(pods: List[dict], count: int) -> bool:
+    """Whether COUNT pods are there and all Succeeded; a Failed one ends the wait at once, with why."""
+    failed = {p["metadata"]["name"]: p["status"] for p in pods if p["status"].get("phase") == "Failed"}
+    assert not failed, "pods failed: %s" % json.dumps(failed, indent=1)[:4000]
+    return len(pods) == count and all(p["status"].get("phase") == "Succeeded" for p in pods)
+
+
 def test_a_high_priority_pod_gets_the_first_cpu_that_frees_before_200_older_low_priority_pods_which_all_run(bridged):
     """The pool's twelve CPUs held by native jobs, 200 pods of a low PriorityClass wait in Slurm's
     queue, then one of a high class: the first CPU that frees goes to the high one (its job's
@@ -297,8 +304,7 @@ def test_a_high_priority_pod_gets_the_first_cpu_that_frees_before_200_older_low_
         assert not [p["metadata"]["name"] for p in bridged.pods("priority-test=" + low) if p["spec"].get("nodeName")]
         print("the urgent pod placed on %s before any of %d older pods" % (placed, LOW_PODS))
         slurm.run("scancel", *natives[1:])
-        wait_for(lambda: sum(p["status"].get("phase") == "Succeeded" for p in bridged.pods("priority-test=" + low))
-                 == LOW_PODS, 900, 5, explain=queue)
+        wait_for(lambda: all_succeeded(bridged.pods("priority-test=" + low), LOW_PODS), 900, 5, explain=queue)
         wait_for(lambda: not bridged.squeue("-p", "pool", "-t", "PD,R"), 120, 3, explain=queue)
         done = slurm.run("sacct", "-X", "-n", "-P", "-r", "pool", "-S", "now-1hour", "-o", "JobName,State")
         states = [line.split("|") for line in done.splitlines()]  # "CANCELLED by 0": a state with spaces
