@@ -265,10 +265,11 @@ def reconcile_cluster(body: Mapping[str, Any], logger: logging.Logger, seen_at: 
         return
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
+    key = "%s/%s" % (namespace, name)
     with cluster_lock(namespace, name):
-        if seen_at is not None and _pass_began.get("%s/%s" % (namespace, name), float("-inf")) > seen_at:
+        if seen_at is not None and _pass_began.get(key, float("-inf")) > seen_at:
             return
-        _pass_began["%s/%s" % (namespace, name)] = time.monotonic()
+        _pass_began[key] = time.monotonic()
         live = kube().get(C.GROUP_VERSION, C.KIND_CLUSTER, name, namespace)
         if live is None or live["metadata"].get("deletionTimestamp"):
             forget_cluster(namespace, name)

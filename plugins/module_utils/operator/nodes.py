@@ -6,18 +6,13 @@ an eviction may take, explain unresponsive nodes, and retire deleted node sets."
 
 from __future__ import annotations
 
-import datetime
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     host_lost_since,
-    parse_time,
-    pod_ready,
-    pod_terminating,
-    pod_waiting,
     pods_by_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
@@ -36,6 +31,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes
     plan_reregistration,
     plan_scale,
     plan_update,
+    worker_pods,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import (
     node_pod,
@@ -204,8 +200,7 @@ def retire_removed_on_demand_sets(p: Pass) -> None:
         selector = names.selector_labels(cluster.name, C.COMPONENT_WORKER, template["metadata"]["labels"].get(
             C.LABEL_NODESET))
         pods = pods_by_name(p.kube, cluster.namespace, selector)
-        views = [PodView(pod["metadata"]["name"], "", pod_ready(pod), pod_terminating(pod)) for pod in pods]
-        for action in plan.actions + plan_power(base, plan.replicas, 0, views, slurm_nodes):
+        for action in plan.actions + plan_power(base, plan.replicas, 0, worker_pods(pods), slurm_nodes):
             if action.kind != "make-pod":
                 perform(p, slurm, action)
             elif base in kept:
@@ -218,20 +213,6 @@ def retire_removed_on_demand_sets(p: Pass) -> None:
             for api_version, kind in (("v1", "PodTemplate"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")):
                 p.kube.delete(api_version, kind, base, cluster.namespace)
             p.events.append(Event("Normal", "NodeSetRetired", "removed %s" % base))
-
-
-def worker_pods(pods: Sequence[Mapping[str, Any]], leaving_hosts: FrozenSet[str],
-                lost_hosts: Mapping[str, datetime.datetime]) -> List[PodView]:
-    """A node set's pods as the node planners see them."""
-    views = []
-    for pod in pods:
-        labels = pod["metadata"].get("labels") or {}
-        host = (pod.get("spec") or {}).get("nodeName") or ""
-        views.append(PodView(pod["metadata"]["name"], labels.get(C.REVISION_LABEL, ""), pod_ready(pod),
-                             pod_terminating(pod), parse_time(pod["metadata"].get("creationTimestamp")),
-                             leaving_host=host in leaving_hosts, evictable=labels.get(C.LABEL_EVICTABLE) == "true",
-                             host=host, host_lost_since=lost_hosts.get(host), waiting=pod_waiting(pod)))
-    return views
 
 
 def explain_unresponsive(p: Pass, slurm: SlurmControl, slurm_nodes: Mapping[str, SlurmNode],

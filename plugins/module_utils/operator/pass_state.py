@@ -96,6 +96,10 @@ class NodeTemplates:
         """The cluster's templates, by base name (a copy: the power loop reads while a pass keeps)."""
         return dict(self._kept.get((namespace, cluster), {}))
 
+    def template(self, namespace: str, cluster: str, base: str) -> Optional[Dict[str, Any]]:
+        """One on-demand set's template, by its base name; None when no pass rendered it."""
+        return self._kept.get((namespace, cluster), {}).get(base)
+
     def keep(self, namespace: str, cluster: str, templates: Mapping[str, Dict[str, Any]]) -> None:
         """Replace the cluster's templates with these (one assignment: a reader sees old or new)."""
         if templates:

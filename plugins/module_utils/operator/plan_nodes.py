@@ -19,9 +19,16 @@ an operator restart picks up where it was.
 from __future__ import annotations
 
 import datetime
-from typing import Callable, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
+    parse_time,
+    pod_ready,
+    pod_terminating,
+    pod_waiting,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSetSpec
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmNode
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import (
@@ -121,6 +128,21 @@ class PodView(NamedTuple):
     host_lost_since: Optional[datetime.datetime] = None
     # Why it does not run, when it waits: "ErrImagePull: <message>", "Unschedulable: <message>".
     waiting: str = ""
+
+
+def worker_pods(pods: Sequence[Mapping[str, Any]], leaving_hosts: FrozenSet[str] = frozenset(),
+                lost_hosts: Optional[Mapping[str, datetime.datetime]] = None) -> List[PodView]:
+    """Worker pods as the node planners see them; LEAVING_HOSTS and LOST_HOSTS are the Kubernetes
+    nodes being emptied and those not reporting (since when)."""
+    views = []
+    for pod in pods:
+        labels = pod["metadata"].get("labels") or {}
+        host = (pod.get("spec") or {}).get("nodeName") or ""
+        views.append(PodView(pod["metadata"]["name"], labels.get(C.REVISION_LABEL, ""), pod_ready(pod),
+                             pod_terminating(pod), parse_time(pod["metadata"].get("creationTimestamp")),
+                             leaving_host=host in leaving_hosts, evictable=labels.get(C.LABEL_EVICTABLE) == "true",
+                             host=host, host_lost_since=(lost_hosts or {}).get(host), waiting=pod_waiting(pod)))
+    return views
 
 
 def plan_update(pods: Sequence[PodView], target_revision: str, nodes: Mapping[str, SlurmNode],

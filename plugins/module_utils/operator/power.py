@@ -18,12 +18,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
-    pod_ready,
-    pod_terminating,
     pods_by_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import NodeTemplates
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import NodeAction, PodView
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import NodeAction, worker_pods
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import node_pod, plan_power
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import nodes_by_name
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.runner import controller_control
@@ -76,8 +74,7 @@ def quick_steps(template: Mapping[str, Any], pods: List[Dict[str, Any]], nodes: 
     count = str((meta.get("annotations") or {}).get(C.ANNOTATION_NODES, ""))
     if not count.isdigit():
         return []
-    views = [PodView(pod["metadata"]["name"], "", pod_ready(pod), pod_terminating(pod)) for pod in pods
-             if (pod["metadata"].get("labels") or {}).get(C.LABEL_NODESET) == nodeset]
+    views = worker_pods([pod for pod in pods if (pod["metadata"].get("labels") or {}).get(C.LABEL_NODESET) == nodeset])
     steps = plan_power(meta["name"], int(count), 0, views, nodes)
     # A failed resume's pod stays for the pass: its status is what the node's reason will say.
     failed = {a.node for a in steps if a.kind == "resume-failed"}

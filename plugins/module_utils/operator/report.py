@@ -80,8 +80,9 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     job = p.kube.get("batch/v1", "Job", populate_job_name(cluster), cluster.namespace)
     ready_nodes, ready_pods, desired_nodes, leaving, per_nodeset = 0, 0, 0, 0, {}
     now = p.clock()
+    awake = on_demand_pods(p)
     for nodeset in p.nodesets:
-        counts = worker_counts(p, nodeset, sets)
+        counts = worker_counts(nodeset, sets, awake.get(nodeset.name, []))
         registered = [n for n in (slurm_nodes or {}).values() if nodeset.name in n.features]
         if on_demand(nodeset):
             registered = [n for n in registered if wants_pod(n)]  # a powered-down node runs nowhere
@@ -277,15 +278,26 @@ def upgrade_condition(state: SlurmState, generation: int, previous: Sequence[Map
     return condition("SlurmImageInUse", done, reason, message, generation, previous, now)
 
 
-def worker_counts(p: Pass, nodeset: NodeSet, sets: Mapping[str, Dict[str, Any]]) -> Dict[str, int]:
+def on_demand_pods(p: Pass) -> Dict[str, List[Dict[str, Any]]]:
+    """The on-demand sets' pods not being deleted, by node set: one list call for the cluster's worker
+    pods, none when it has no on-demand set."""
+    if not any(on_demand(nodeset) for nodeset in p.nodesets):
+        return {}
+    found: Dict[str, List[Dict[str, Any]]] = {}
+    for pod in pods_by_name(p.kube, p.cluster.namespace, names.selector_labels(p.cluster.name, C.COMPONENT_WORKER)):
+        if not pod_terminating(pod):
+            found.setdefault((pod["metadata"].get("labels") or {}).get(C.LABEL_NODESET, ""), []).append(pod)
+    return found
+
+
+def worker_counts(nodeset: NodeSet, sets: Mapping[str, Dict[str, Any]],
+                  awake: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
     """Ready and desired pods of a node set: its StatefulSet's (among the cluster's `sets`), or an
-    on-demand set's pods (those not being deleted; every one is wanted while its node is powered up)."""
+    on-demand set's pods (`awake`, those not being deleted: every one is wanted while its node is
+    powered up)."""
     if not on_demand(nodeset):
         return statefulset_counts(sets.get(nodeset_object_name(nodeset)))
-    pods = [pod for pod in pods_by_name(p.kube, p.cluster.namespace,
-                                        names.selector_labels(p.cluster.name, C.COMPONENT_WORKER, nodeset.name))
-            if not pod_terminating(pod)]
-    return {"ready": sum(1 for pod in pods if pod_ready(pod)), "desired": len(pods)}
+    return {"ready": sum(1 for pod in awake if pod_ready(pod)), "desired": len(awake)}
 
 
 def nodeset_status(cluster: SlurmCluster, nodeset: NodeSet, counts: Mapping[str, int],

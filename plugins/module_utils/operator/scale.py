@@ -86,6 +86,6 @@ def declared_count(p: Pass, live: Mapping[str, Any]) -> Optional[int]:
     its template, or (after a restart) as the live PodTemplate says, at most maxNodeCount (anyone who
     edits the namespace can write it); None when neither says."""
     base = live["metadata"]["name"]
-    template = p.templates.of(p.cluster.namespace, p.cluster.name).get(base) or live
+    template = p.templates.template(p.cluster.namespace, p.cluster.name, base) or live
     declared = str((template["metadata"].get("annotations") or {}).get(C.ANNOTATION_NODES, ""))
     return min(int(declared), p.cluster.spec.slurm.max_node_count) if declared.isdigit() else None

@@ -285,3 +285,32 @@ def test_a_live_node_count_past_max_node_count_is_not_declared(world):
     reconcile_at(kube, cluster, T0)
     conf = kube.objects[("ConfigMap", NS, "cpu-slurm-config")]["data"]["slurm.conf"]
     assert "MaxNodeCount=1024" in conf and "cpu-compute-[0-4999]" not in conf
+
+
+def test_a_pass_lists_the_worker_pods_as_often_for_three_on_demand_sets_as_for_one(world):
+    """The status counts every on-demand set's pods from one listing of the cluster's worker pods."""
+    kube, cluster = world
+
+    def pod_lists_of_a_pass():
+        kinds = []
+        listing = kube.list
+
+        def counted(api_version, kind, *args, **kwargs):
+            kinds.append(kind)
+            return listing(api_version, kind, *args, **kwargs)
+
+        kube.list = counted
+        try:
+            outcome = reconcile_at(kube, cluster, T0)
+        finally:
+            del kube.list
+        assert outcome.nodeset_status
+        return kinds.count("Pod")
+
+    one = pod_lists_of_a_pass()
+    compute = kube.objects[("NodeSet", NS, "compute")]
+    for name in ("more", "most"):
+        kube.apply(dict(compute, metadata={"name": name, "namespace": NS}))
+    reconcile_at(kube, cluster, T0)
+    assert {"more", "most"} <= set(reconcile_at(kube, cluster, T0).nodeset_status)
+    assert pod_lists_of_a_pass() == one
