@@ -66,6 +66,21 @@ def error_cause(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _json(response: Any) -> Obj:
+    """An answer's body as plain data. Not the client's ResourceInstance: it turns every field into
+    an object and back, 1.1 CPU-s for a list of 1,000 pods where json.loads takes 0.17 s."""
+    return json.loads(response.data)
+
+
+def listed_items(listed: Mapping[str, Any], kind: str) -> List[Obj]:
+    """A list's items, each with the apiVersion and kind the API server leaves out of them."""
+    items = listed.get("items") or []
+    for item in items:
+        item.setdefault("apiVersion", listed.get("apiVersion"))
+        item.setdefault("kind", kind)
+    return items
+
+
 def _describe(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata", {})
     return "%s %s/%s" % (obj.get("kind"), meta.get("namespace", ""), meta.get("name"))
@@ -101,7 +116,7 @@ class Kube:
         """The object as a dict, or None when it does not exist."""
         self.called("get")
         try:
-            return self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+            return _json(self._resource(api_version, kind).get(name=name, namespace=namespace, serialize=False))
         except NotFoundError:
             return None
         except Exception as exc:
@@ -114,12 +129,12 @@ class Kube:
         selector = ",".join("%s=%s" % kv for kv in sorted((labels or {}).items())) or None
         field_selector = ",".join("%s=%s" % kv for kv in sorted((fields or {}).items())) or None
         try:
-            result = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector,
-                                                           field_selector=field_selector)
+            listed = _json(self._resource(api_version, kind).get(namespace=namespace, label_selector=selector,
+                                                                 field_selector=field_selector, serialize=False))
         except Exception as exc:
             raise KubeError("cannot list %s in %s: %s"
                             % (kind, namespace or "all namespaces", error_cause(exc))) from exc
-        return [item.to_dict() for item in result.items]
+        return listed_items(listed, kind)
 
     def apply(self, obj: Mapping[str, Any], dry_run: bool = False) -> Obj:
         """Server-side apply with our field manager; returns the object as the server has it."""

@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.stream import ws_client
 
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube, KubeError, listed_items
 
 
 def test_while_an_exec_connects_the_shared_clients_calls_still_go_over_plain_https(monkeypatch):
@@ -33,3 +33,13 @@ def test_while_an_exec_connects_the_shared_clients_calls_still_go_over_plain_htt
     assert seen == [True]
     assert shared.call_api == plain
     assert calls == ["exec"]  # counted as made, failed or not (slurmkube_operator_api_calls_total)
+
+
+def test_a_lists_items_carry_the_api_version_and_kind_the_server_leaves_out():
+    listed = {"apiVersion": "apps/v1", "kind": "StatefulSetList",
+              "items": [{"metadata": {"name": "a"}}, {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                                                      "metadata": {"name": "b"}}]}
+    assert listed_items(listed, "StatefulSet") == [
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "a"}},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "b"}}]
+    assert listed_items({"apiVersion": "v1", "kind": "PodList", "items": None}, "Pod") == []
