@@ -67,6 +67,15 @@ def test_munged_is_not_dumpable_even_to_its_own_uid(cluster, host):
     assert [ln.split("/")[1] for ln in lines[3:5]] == ["environ read", "maps read"], lines
 
 
+@pytest.mark.parametrize("host", [CONTROLLER_POD, WORKERS[0]])
+def test_munged_runs_ten_worker_threads(cluster, host):
+    """SchedMD's high-throughput guide: munged's two threads by default queue the credentials of many
+    jobs starting at once; it suggests ten."""
+    munged = daemon_ids(cluster, host)["munged"]
+    status = cluster.exec(host, "cat", "/proc/%s/status" % munged).stdout
+    assert int(re.search(r"^Threads:\s+(\d+)$", status, re.M).group(1)) >= 10, status
+
+
 def test_munged_keeps_no_key_file_its_own_uid_could_read(cluster):
     """Once munged runs, the copy it read is gone; the Secret's file is root's: a process that
     became munged's uid (root in a job cannot: it has no setuid) would find no key on disk."""

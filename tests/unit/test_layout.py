@@ -37,7 +37,7 @@ LAYERS = ("model", "render", "k8s", "slurm", "operator", "ops")
 # What every module of a layer may import from its own layer.
 FLOORS: Dict[str, Set[str]] = {
     "model": {"bridge", "fields", "network", "problems", "types"},
-    "render": {"bridge", "common", "jwt_auth", "power_saving", "seccomp", "slurm_config"},
+    "render": {"bridge", "common", "jwt_auth", "power_saving", "profile", "seccomp", "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},
     "operator": {"leader", "pass_state", "plan_bridge", "plan_munge_key", "plan_nodes", "plan_power", "plan_upgrade",

@@ -23,8 +23,10 @@ start_munged() {
   # effective ids differ leaves the process non-dumpable, so munged's memory, environment and
   # maps (the keys it derives from the key file are in its heap) are root's and refused even to
   # a process of munged's own uid and gid, which a job could otherwise become.
+  # Ten threads, as SchedMD's high-throughput guide suggests: munged's two by default queue the
+  # credentials of many jobs starting or ending at once.
   with_stamped_stderr setpriv --reuid=munge --rgid=nogroup --egid=munge --clear-groups -- \
-    munged --foreground --socket="$MUNGE_SOCKET" &
+    munged --foreground --num-threads=10 --socket="$MUNGE_SOCKET" &
   MUNGED_PID=$!
   local i
   for i in $(seq 1 300); do

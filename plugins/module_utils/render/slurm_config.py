@@ -46,6 +46,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving
     cloud_nodes_line,
     power_saving_settings,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.profile import profile_settings
 
 SLURM_CONF = "slurm.conf"
 CGROUP_CONF = "cgroup.conf"
@@ -253,7 +254,8 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
     if has_topology(cluster):
         settings["TopologyPlugin"] = "topology/tree"
     settings.update(power_saving_settings(nodesets))
-    return settings
+    return merge_settings(settings, profile_settings(cluster))
+
 
 
 def nodeset_line(nodeset: NodeSet) -> str:
