@@ -57,10 +57,12 @@ def comparable(obj: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 class SeenEqual:
-    """What a dry run found already applied: the live object's resourceVersion and what we
-    would apply. While neither changes, the server's answer cannot either, so a long-lived
-    caller (the operator, every few seconds) skips the dry run; any write to the object, an
-    out-of-band edit included, changes its resourceVersion."""
+    """What a dry run found already applied: the live object as the user sees it (comparable: its
+    status and the server's bookkeeping left out) and what we would apply. While neither changes,
+    the server's answer cannot either, so a long-lived caller (the operator, every few seconds)
+    skips the dry run; any edit of the object but its status, an out-of-band one included, is
+    seen. Not its resourceVersion, which every status write moves: a StatefulSet or a disruption
+    budget whose pods come and go would be dry-run every pass."""
 
     def __init__(self) -> None:
         self._seen: Dict[Tuple[str, str, str], Tuple[str, str]] = {}
@@ -72,8 +74,12 @@ class SeenEqual:
 
     @staticmethod
     def _state(obj: Mapping[str, Any], live: Mapping[str, Any]) -> Tuple[str, str]:
-        # A digest, not the object: the memo stays small however many objects pass through it.
-        return str((live.get("metadata") or {}).get("resourceVersion")), content_hash([json.dumps(obj, sort_keys=True)])
+        # Digests, not the objects: the memo stays small however many objects pass through it.
+        shown = dict((key, value) for key, value in live.items() if key != "status")
+        shown["metadata"] = {key: value for key, value in (live.get("metadata") or {}).items()
+                             if key not in SERVER_BOOKKEEPING}
+        return (content_hash([json.dumps(shown, sort_keys=True)]),
+                content_hash([json.dumps(obj, sort_keys=True)]))
 
     def still(self, obj: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
         """Nothing changed since a dry run found this object applied."""

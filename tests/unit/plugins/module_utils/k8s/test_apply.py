@@ -123,10 +123,20 @@ def test_a_dry_run_that_found_an_object_applied_is_not_repeated_until_it_changes
     assert kube.version == version + 1
     assert apply_changed(kube, [obj], seen=seen) == []  # no call at all now
     assert kube.version == version + 1
-    kube.objects[("Deployment", "ns", "op")]["spec"]["replicas"] = 5
-    kube.objects[("Deployment", "ns", "op")]["metadata"]["resourceVersion"] = "edited"
+    live = kube.objects[("Deployment", "ns", "op")]
+    live["status"] = {"readyReplicas": 1}
+    live["metadata"]["resourceVersion"] = "status-written"
+    assert apply_changed(kube, [obj], seen=seen) == []  # its status moved: still no call
+    assert kube.version == version + 1
+    live["spec"]["replicas"] = 5
+    live["metadata"]["resourceVersion"] = "edited"
     assert len(apply_changed(kube, [obj], seen=seen)) == 1  # an edit is seen again
     assert kube.objects[("Deployment", "ns", "op")]["spec"]["replicas"] == 1
+    # Put back as a dry run found it applied: no call.
+    assert apply_changed(kube, [obj], seen=seen) == [] and kube.version == version + 3
+    kube.objects[("Deployment", "ns", "op")]["metadata"]["labels"] = {"by-hand": "yes"}
+    apply_changed(kube, [obj], seen=seen)
+    assert kube.version > version + 3  # a label's edit is seen too: the server is asked again
 
 
 class OrphaningServer(MemoryKube):
