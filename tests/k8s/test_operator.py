@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Sequence
+from typing import Optional, Sequence
 
 import pytest
 from kube_helpers import Cluster, wait_for
@@ -136,9 +136,25 @@ def test_the_operator_asks_for_nothing_its_grants_refuse(slurm_cluster: Cluster,
 
 
 def test_setting_change_reaches_slurm_without_restarting_pods(slurm_cluster: Cluster, slurm: SlurmView):
+    """A slurm.conf setting and the login Service's exposure (issue 38: an internal load balancer,
+    the ranges it admits) change in one edit; the API server takes the Service as rendered, and no
+    pod is made again."""
     before = pods_by_uid(slurm_cluster)
-    patch(slurm_cluster, "slurmcluster", CLUSTER, {"spec": {"slurm": {"config": {"MinJobAge": 600}}}})
+    exposure = {"serviceType": "LoadBalancer", "service": {
+        "annotations": {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"},
+        "loadBalancerSourceRanges": ["203.0.113.0/24"], "externalTrafficPolicy": "Cluster"}}
+    patch(slurm_cluster, "slurmcluster", CLUSTER, {"spec": {"slurm": {"config": {"MinJobAge": 600}},
+                                                            "login": exposure}})
     wait_for(lambda: "MinJobAge               = 600" in slurm.run("scontrol", "show", "config"), 240, 5)
+
+    def exposed() -> Optional[dict]:
+        service = slurm_cluster.get_json("service", "%s-login" % CLUSTER)
+        return service if service["spec"]["type"] == "LoadBalancer" else None
+
+    service = wait_for(exposed, 60, 2)
+    assert service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert service["spec"]["externalTrafficPolicy"] == "Cluster"
     assert pods_by_uid(slurm_cluster) == before
     # The operator had the kubelet of every pod that mounts the files refresh them at once.
     files = slurm_cluster.get_json("configmap", CONFIG_MAP)["data"]

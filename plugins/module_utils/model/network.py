@@ -1,12 +1,13 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The cluster model's network part: where the cluster's pods may connect (its NetworkPolicies'
-egress), beside types.py, which holds it in SlurmClusterSpec.egress."""
+egress) and how the login Service is reached, beside types.py, which holds them in
+SlurmClusterSpec.egress and Login.service."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import DNS1123_LABEL, FreeForm, spec_field
 
@@ -51,4 +52,34 @@ class Egress:
         "More NetworkPolicy egress rules, in Kubernetes' own form ({to: [...], ports: [...]}): an "
         "external slurmdbd or database, license servers, storage.",
         factory=list,
+    )
+
+
+@dataclass(frozen=True)
+class LoginService:
+    """What a site sets on the login Service beyond its type: how its cloud's load balancer is made
+    and whom it admits."""
+
+    annotations: Dict[str, str] = spec_field(
+        "Annotations of the login Service, read by the cloud's load balancer controller: an internal "
+        "load balancer (service.beta.kubernetes.io/aws-load-balancer-scheme: internal; "
+        "networking.gke.io/load-balancer-type: Internal; "
+        "service.beta.kubernetes.io/azure-load-balancer-internal: 'true'), its addresses, its health "
+        "checks. Keys under slurmkube.io/ are the product's and refused.",
+        factory=dict,
+    )
+    load_balancer_source_ranges: List[str] = spec_field(
+        "Client address ranges (CIDRs) the load balancer admits, serviceType LoadBalancer only. Empty: "
+        "every address may reach sshd.",
+        factory=list,
+        max_items=64,
+        unique=True,
+    )
+    external_traffic_policy: Optional[str] = spec_field(
+        "Cluster: every Kubernetes node forwards ssh to a login pod, and sshd sees the node's address. "
+        "Local: only nodes running a login pod answer, and sshd logs the client's own address (and "
+        "loadBalancerSourceRanges are enforced on it). NodePort and LoadBalancer only; Kubernetes' "
+        "default (Cluster) when unset.",
+        None,
+        enum=("Cluster", "Local"),
     )

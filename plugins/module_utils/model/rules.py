@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any, List, Mapping, Sequence, Tuple
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     LABEL_KEY,
@@ -25,6 +27,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.problems impo
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     DEFAULT_PARTITION_NAME,
     Accounting,
+    Login,
     NodeSet,
     NodeSetSpec,
     Partition,
@@ -60,6 +63,7 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
     if spec.login.node_port is not None and spec.login.service_type != "NodePort":
         problems.append(("spec.login.nodePort", "is only valid with serviceType NodePort, got serviceType %s"
                          % describe(spec.login.service_type)))
+    problems.extend(_login_service_rules(spec.login))
     problems.extend(_topology_rules(spec.slurm.topology))
     if spec.slurm.topology and spec.slurm.switch_label:
         problems.append(("spec.slurm.switchLabel", "set topology or switchLabel, not both"))
@@ -115,6 +119,31 @@ def _dns_server_rules(dns: DnsServer) -> List[Tuple[str, str]]:
         if not re.match(LABEL_KEY, key) or not re.match(LABEL_VALUE, value or ""):
             problems.append(("spec.egress.dns.podLabels", "must be Kubernetes label keys and values, got %s=%s"
                              % (describe(key), describe(value))))
+    return problems
+
+
+def _login_service_rules(login: Login) -> List[Tuple[str, str]]:
+    """Annotation keys as Kubernetes takes them and none of ours; source ranges that are address
+    ranges, on a load balancer; a traffic policy where nodes forward."""
+    service, problems = login.service, []
+    for key in sorted(service.annotations):
+        if not re.match(LABEL_KEY, key) or key.split("/")[0] == C.API_GROUP:
+            problems.append(("spec.login.service.annotations", "must be Kubernetes annotation keys outside %s/, got %s"
+                             % (C.API_GROUP, describe(key))))
+    for i, cidr in enumerate(service.load_balancer_source_ranges):
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            problems.append(("spec.login.service.loadBalancerSourceRanges[%d]" % i,
+                             "must be an address range like 203.0.113.0/24 with no host bits set, got %s"
+                             % describe(cidr)))
+    if service.load_balancer_source_ranges and login.service_type != "LoadBalancer":
+        problems.append(("spec.login.service.loadBalancerSourceRanges",
+                         "is only valid with serviceType LoadBalancer, got serviceType %s"
+                         % describe(login.service_type)))
+    if service.external_traffic_policy is not None and login.service_type == "ClusterIP":
+        problems.append(("spec.login.service.externalTrafficPolicy",
+                         "is only valid with serviceType NodePort or LoadBalancer, got serviceType ClusterIP"))
     return problems
 
 

@@ -35,7 +35,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
     SlurmValue,
     spec_field,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.model.network import Egress
+from ansible_collections.slurmkube.core.plugins.module_utils.model.network import Egress, LoginService
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,7 @@ class Login:
         minimum=NODE_PORT_RANGE[0],
         maximum=NODE_PORT_RANGE[1],
     )
+    service: LoginService = spec_field("The login Service's annotations and who may reach it.", factory=LoginService)
     resources: Resources = spec_field("Resources of each login pod.", factory=Resources)
     placement: Placement = spec_field("Where login pods run.", factory=Placement)
 

@@ -64,16 +64,19 @@ def render_login_service(cluster: SlurmCluster) -> common.Manifest:
     port: Dict[str, Any] = {"name": "ssh", "port": C.SSH_PORT, "targetPort": C.SSH_PORT, "protocol": "TCP"}
     if login.node_port is not None:
         port["nodePort"] = login.node_port
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": common.metadata(cluster, names.login(cluster.name), C.COMPONENT_LOGIN),
-        "spec": {
-            "type": login.service_type,
-            "selector": names.selector_labels(cluster.name, C.COMPONENT_LOGIN),
-            "ports": [port],
-        },
+    metadata = common.metadata(cluster, names.login(cluster.name), C.COMPONENT_LOGIN)
+    if login.service.annotations:
+        metadata["annotations"] = dict(login.service.annotations)
+    spec: Dict[str, Any] = {
+        "type": login.service_type,
+        "selector": names.selector_labels(cluster.name, C.COMPONENT_LOGIN),
+        "ports": [port],
     }
+    if login.service.load_balancer_source_ranges:
+        spec["loadBalancerSourceRanges"] = list(login.service.load_balancer_source_ranges)
+    if login.service.external_traffic_policy is not None:
+        spec["externalTrafficPolicy"] = login.service.external_traffic_policy
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
 
 
 def render_login_hosts_service(cluster: SlurmCluster) -> common.Manifest:

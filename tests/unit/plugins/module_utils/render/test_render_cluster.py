@@ -205,6 +205,21 @@ def test_login_service_type_and_pdb():
     assert ("PodDisruptionBudget", "cpu-login") not in cpu
 
 
+def test_the_login_service_carries_the_sites_annotations_source_ranges_and_traffic_policy():
+    raw = example_resources("cpu-only")
+    plain = by_kind_and_name(render_raw(raw))[("Service", "cpu-login")]
+    assert "annotations" not in plain["metadata"]
+    assert not {"loadBalancerSourceRanges", "externalTrafficPolicy"} & set(plain["spec"])  # unset: Kubernetes'
+    raw["cluster"]["spec"]["login"] = {"serviceType": "LoadBalancer", "service": {
+        "annotations": {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"},
+        "loadBalancerSourceRanges": ["203.0.113.0/24", "2001:db8::/32"], "externalTrafficPolicy": "Local"}}
+    service = by_kind_and_name(render_raw(raw))[("Service", "cpu-login")]
+    assert service["metadata"]["annotations"] == {"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal"}
+    assert service["metadata"]["labels"] == plain["metadata"]["labels"]
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24", "2001:db8::/32"]
+    assert service["spec"]["externalTrafficPolicy"] == "Local"
+
+
 def test_long_checks_cronjob_only_when_enabled():
     assert ("CronJob", "gpu-healthcheck") in by_kind_and_name(render_cluster(*example("gpu")).objects)
     assert not [o for o in render_cluster(*example("cpu-only")).objects if o["kind"] == "CronJob"]
