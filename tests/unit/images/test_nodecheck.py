@@ -294,11 +294,11 @@ def test_rendered_settings_reach_the_node_checks_under_the_names_they_read():
 
 
 def test_model_defaults_are_the_node_checks_defaults():
-    from ansible_collections.slurmkube.core.plugins.module_utils.model import types
+    from ansible_collections.slurmkube.core.plugins.module_utils.model import health
     from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
     from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_health_conf
 
-    assert types.FAST_CHECKS == N.FAST_CHECKS and types.CRITICAL_XIDS == N.CRITICAL_XIDS
+    assert health.FAST_CHECKS == N.FAST_CHECKS and health.CRITICAL_XIDS == N.CRITICAL_XIDS
     cluster = parse_cluster({"metadata": {"name": "c"}, "spec": {}})
     assert N.limits_from_config(N.parse_config(render_health_conf(cluster))) == DEFAULTS
 
