@@ -88,7 +88,7 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database
     kube = kube_cluster
     from_portal = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": portal}}}
     spec = dict(tiny_cluster_spec(), accounting={
-        "enabled": True, "resources": TINY,
+        "enabled": True, "resources": TINY, "config": {"PurgeJobAfter": "12month"},
         "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}},
         rest={"enabled": True, "replicas": 1, "resources": TINY, "allowFrom": [from_portal],
               "tokenMaxLifetimeSeconds": TOKEN_MAX_LIFETIME})
@@ -140,6 +140,12 @@ def test_jobs_are_in_sacct_with_state_exit_code_elapsed_time_and_account(slurm: 
     assert rows[ok][0:2] == ["COMPLETED", "0:0"] and rows[bad][0:2] == ["FAILED", "3:0"], rows
     assert int(rows[ok][2]) >= 2, rows
     assert rows[ok][3] == rows[bad][3] == "physics", rows
+
+
+def test_slurmdbd_runs_with_the_sites_slurmdbd_conf_settings(slurm: SlurmView):
+    """spec.accounting.config (issue 38): job history purged after a year, as slurmdbd reports it."""
+    config = slurm.run("sacctmgr", "show", "config")
+    assert re.search(r"^PurgeJobAfter\s+= 12 months$", config, re.M), config
 
 
 def test_sreport_answers_for_the_cluster(slurm: SlurmView):

@@ -126,6 +126,20 @@ PRIVILEGED_SLURM_KEYS = frozenset(
 )
 # cgroup.conf keys the product sets itself (the worker makes the writable cgroup copy there).
 MANAGED_CGROUP_KEYS = frozenset(("cgroupmountpoint",))
+# slurmdbd.conf keys spec.accounting.config may not set, and why: what the product sets (where
+# slurmdbd listens and who it runs as, its database and its authentication), and what would run a
+# program or write a file in slurmdbd's pod, which holds the munge key and the database password.
+REFUSED_SLURMDBD_KEYS = {
+    **{key.lower(): "is set by slurmkube and cannot be overridden" for key in (
+        "AuthType", "AuthAltTypes", "AuthAltParameters", "AuthInfo", "DbdHost", "DbdAddr", "DbdBackupHost",
+        "DbdPort", "SlurmUser", "StorageType", "StorageHost", "StorageBackupHost", "StoragePort", "StorageLoc",
+        "StorageUser", "StoragePass")},
+    **{key.lower(): "runs a program or writes a file in slurmdbd's pod, which holds the munge key and the "
+                    "database password" for key in (
+        "ArchiveScript", "StoragePassScript", "PluginDir", "Include", "LogFile", "PidFile")},
+    "archivedir": "would be a directory in slurmdbd's pod, lost with it: purge with the Purge*After keys, or "
+                  "archive with sacctmgr's archive dump where the archive is kept",
+}
 # Characters no text field may hold: each would end a line or a word in some file it reaches.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 

@@ -16,6 +16,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
     MANAGED_CGROUP_KEYS,
     MANAGED_SLURM_KEYS,
     PRIVILEGED_SLURM_KEYS,
+    REFUSED_SLURMDBD_KEYS,
     SLURM_KEY,
     SLURM_NAME,
     WORKER_DAEMON_RESERVE_MIB,
@@ -148,11 +149,21 @@ def _login_service_rules(login: Login) -> List[Tuple[str, str]]:
 
 
 def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
+    problems = []
     database = accounting.database
     if database.host and not database.password_secret:
-        return [("spec.accounting.database.passwordSecret",
-                 "is required with an external database host: the Secret holding its user's password")]
-    return []
+        problems.append(("spec.accounting.database.passwordSecret",
+                         "is required with an external database host: the Secret holding its user's password"))
+    for key in accounting.config:
+        where = key_path("spec.accounting.config", key)
+        if not re.match(SLURM_KEY, key):
+            problems.append((where, "is not a slurmdbd.conf option name"))
+        elif key.lower() in REFUSED_SLURMDBD_KEYS:
+            problems.append((where, REFUSED_SLURMDBD_KEYS[key.lower()]))
+    if accounting.config and accounting.host:
+        problems.append(("spec.accounting.config", "configures the slurmdbd slurmkube runs; with accounting.host "
+                         "slurmdbd runs elsewhere: set it there"))
+    return problems
 
 
 NETWORK_POLICY_PEER_KEYS = frozenset(("namespaceSelector", "podSelector", "ipBlock"))

@@ -357,6 +357,15 @@ class Accounting:
     port: int = spec_field("slurmdbd port.", 6819, minimum=1, maximum=65535)
     resources: Resources = spec_field("Resources of the slurmdbd pod.", factory=Resources)
     database: AccountingDatabase = spec_field("slurmdbd's database.", factory=AccountingDatabase)
+    config: Dict[str, SlurmValue] = spec_field(
+        "slurmdbd.conf overrides, merged over the product's (the slurmdbd slurmkube runs; none with host): "
+        "job history purged after a time (PurgeJobAfter: 12month, PurgeStepAfter, PurgeEventAfter, ...), "
+        "CommitDelay, TrackWCKey, PrivateData, MaxQueryTimeRange, StorageParameters (SSL_CA=/etc/ssl/"
+        "certs/ca-certificates.crt: TLS to the database with the image's CA bundle). null deletes a key. "
+        "What slurmkube sets (addresses, users, the database, authentication) and keys that run programs "
+        "or write files in slurmdbd's pod are refused.",
+        factory=dict,
+    )
 
 
 @dataclass(frozen=True)

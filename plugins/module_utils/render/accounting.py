@@ -25,7 +25,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import quantity_to_mebibytes
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings, with_jwks
-from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import header, key_value_lines
+from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
+    header,
+    key_value_lines,
+    merge_settings,
+)
 
 SLURMDBD_CONFIG_VOLUME = "slurmdbd-config"
 DATA_VOLUME = "data"
@@ -55,6 +59,7 @@ def render_slurmdbd_conf(cluster: SlurmCluster) -> str:
         # The REST API's accounting requests carry its users' tokens here too.
         **jwt_auth_settings(cluster),
     }
+    settings = merge_settings(settings, cluster.spec.accounting.config)
     return header(cluster, C.SLURMDBD_CONFIG_FILE) + "\n".join(key_value_lines(settings)) + "\n"
 
 

@@ -102,5 +102,5 @@ def test_the_spec_rules_cover_every_slurm_settings_map_of_the_model():
     messages = [v["message"] for v in spec_rule_validations()]
     maps = {m.split(":")[0] for m in messages if "keys must be" in m}
     assert maps == {"spec.slurm.config", "spec.slurm.privilegedConfig", "spec.slurm.cgroupConfig",
-                    "spec.partitions[*].config"}
+                    "spec.partitions[*].config", "spec.accounting.config"}
     assert maps == {m.split(":")[0] for m in messages if "values must be one word" in m}

@@ -220,6 +220,18 @@ def test_the_login_service_carries_the_sites_annotations_source_ranges_and_traff
     assert service["spec"]["externalTrafficPolicy"] == "Local"
 
 
+def test_slurmdbd_conf_takes_the_sites_settings_over_the_products():
+    raw = example_resources("multi-accounting")
+    before = by_kind_and_name(render_raw(raw))[("ConfigMap", "hpc-slurmdbd")]["data"]["slurmdbd.conf"]
+    raw["cluster"]["spec"]["accounting"]["config"] = {
+        "PurgeJobAfter": "12month", "CommitDelay": 1, "DebugLevel": "verbose", "LogTimeFormat": None}
+    after = by_kind_and_name(render_raw(raw))[("ConfigMap", "hpc-slurmdbd")]["data"]["slurmdbd.conf"]
+    assert {"PurgeJobAfter=12month", "CommitDelay=1", "DebugLevel=verbose"} <= set(after.splitlines())
+    assert "LogTimeFormat" in before and "LogTimeFormat" not in after and "DebugLevel=info" not in after
+    assert [ln for ln in after.splitlines() if ln.startswith("Storage")] == \
+        [ln for ln in before.splitlines() if ln.startswith("Storage")]
+
+
 def test_long_checks_cronjob_only_when_enabled():
     assert ("CronJob", "gpu-healthcheck") in by_kind_and_name(render_cluster(*example("gpu")).objects)
     assert not [o for o in render_cluster(*example("cpu-only")).objects if o["kind"] == "CronJob"]
