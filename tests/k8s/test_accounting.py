@@ -630,6 +630,30 @@ def test_a_key_rotation_keeps_old_tokens_until_they_retire_and_restarts_neither_
     assert {component: started(kube, component) for component in (C.COMPONENT_CONTROLLER, C.COMPONENT_REST)} == before
 
 
+# Next to last: accounting and the REST API off for the last test.
+def test_turning_accounting_and_the_rest_api_off_removes_their_objects_but_the_database_claim(slurm: SlurmView):
+    """Issue 38: a feature turned off leaves nothing behind but what holds data or keys."""
+    kube = slurm.kube
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps({"spec": {
+        "accounting": {"enabled": False}, "rest": {"enabled": False},
+        "slurm": {"config": {"AccountingStorageEnforce": None}}}}))
+    feature_objects = [("statefulset", "%s-slurmdbd" % CLUSTER), ("statefulset", "%s-mariadb" % CLUSTER),
+                       ("service", "%s-slurmdbd" % CLUSTER), ("service", "%s-mariadb" % CLUSTER),
+                       ("configmap", "%s-slurmdbd" % CLUSTER), ("deployment", "%s-rest" % CLUSTER),
+                       ("service", "%s-rest" % CLUSTER)]
+
+    def left() -> list:
+        return [pair for pair in feature_objects
+                if kube.kubectl("-n", kube.namespace, "get", *pair, check=False).returncode == 0]
+
+    wait_for(lambda: not left(), 120, 3, explain=lambda: "still there: %s" % left())
+    pruned = kube.get_json("events", "--field-selector", "reason=ObjectsPruned")["items"]
+    assert pruned and "StatefulSet/%s-mariadb" % CLUSTER in pruned[-1]["message"], pruned
+    claim = kube.get_json("pvc", "data-%s-mariadb-0" % CLUSTER)
+    assert claim["status"]["phase"] == "Bound" and not claim["metadata"].get("deletionTimestamp")
+    assert kube.get_json("secret", "%s-accounting-db" % CLUSTER)["data"]["password"]
+
+
 # Last: it deletes the cluster every test above shares.
 def test_deleting_the_cluster_keeps_the_database_claim(slurm: SlurmView):
     """Like the jail: the job history outlives the SlurmCluster object."""

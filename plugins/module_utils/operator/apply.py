@@ -7,18 +7,33 @@ the controllers' state."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Sequence, Set
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import loaded_at_start
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, listed_live, owned_by
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import (
+    LiveKey,
+    apply_changed,
+    listed_live,
+    live_key,
+    owned_by,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import with_images
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
 from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import are_cloud_node_words
+
+# Components of features a spec can turn off (spec.exporter, spec.rest, spec.accounting, or
+# accounting moved to an external slurmdbd or database): their objects go once not rendered, as do
+# NetworkPolicies (spec.networkPolicy). Never claims or Secrets (users' data, state, keys,
+# passwords), nor a node set's objects (its retirement drains the nodes first), nor an upgrade's
+# pre-flight (upgrade.py makes and removes it).
+PRUNED_COMPONENTS = frozenset((C.COMPONENT_EXPORTER, C.COMPONENT_REST, C.COMPONENT_SLURMDBD, C.COMPONENT_DATABASE))
+PRUNED_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap"),
+                ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "NetworkPolicy"))
 
 
 def render_objects(p: Pass) -> None:
@@ -73,6 +88,39 @@ def apply_objects(p: Pass) -> None:
     listed = listed_live(p.kube, owned, {C.LABEL_CLUSTER: p.cluster.name})
     p.applied = ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
                  for a in apply_changed(p.kube, owned, seen=p.seen, listed=listed)]
+    prune_switched_off(p, {live_key(obj) for obj in owned}, listed)
+
+
+def prune_switched_off(p: Pass, rendered: Set[LiveKey], listed: Mapping[LiveKey, Dict[str, Any]]) -> None:
+    """Delete what a feature turned off left (PRUNED_COMPONENTS, NetworkPolicies): objects this
+    cluster owns that the pass no longer renders, with one Event naming them. The kinds a pass
+    rendered were listed already; the others are listed here."""
+    namespace = p.cluster.namespace
+    listed_kinds = {key[0] for key in listed}
+    api_versions = {kind: api_version for api_version, kind in PRUNED_KINDS}
+    live = [obj for obj in listed.values() if obj["kind"] in api_versions]
+    for api_version, kind in PRUNED_KINDS:
+        if kind not in listed_kinds:
+            live += p.kube.list(api_version, kind, namespace, {C.LABEL_CLUSTER: p.cluster.name})
+    gone = []
+    for obj in live:
+        if live_key(obj) not in rendered and is_pruned(obj, p.cluster_obj["metadata"]["uid"]):
+            p.kube.delete(api_versions[obj["kind"]], obj["kind"], obj["metadata"]["name"], namespace)
+            gone.append("%s/%s" % (obj["kind"], obj["metadata"]["name"]))
+    if gone:
+        p.events.append(Event("Normal", "ObjectsPruned", "deleted %s: the spec no longer asks for them"
+                              % ", ".join(sorted(gone))))
+
+
+def is_pruned(obj: Mapping[str, Any], cluster_uid: str) -> bool:
+    """Whether a live object no longer rendered goes: one of a feature that can be turned off, or a
+    NetworkPolicy, that this cluster owns (never what someone else made with its label)."""
+    meta = obj["metadata"]
+    if meta.get("deletionTimestamp"):
+        return False
+    owned = any(ref.get("uid") == cluster_uid and ref.get("controller") for ref in meta.get("ownerReferences") or [])
+    component = (meta.get("labels") or {}).get(C.LABEL_COMPONENT)
+    return owned and (component in PRUNED_COMPONENTS or obj["kind"] == "NetworkPolicy")
 
 
 def is_kept_on_delete(obj: Mapping[str, Any]) -> bool:

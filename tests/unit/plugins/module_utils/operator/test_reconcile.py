@@ -50,6 +50,42 @@ def test_a_field_removed_from_the_spec_is_reapplied(world):
     assert "nodeSelector" not in kube.objects[("StatefulSet", "research", "cpu-compute")]["spec"]["template"]["spec"]
 
 
+def test_features_turned_off_leave_no_objects_but_their_claims_and_secrets(world):
+    """Issue 38: the exporter, the REST API, accounting and NetworkPolicies turned off; what they
+    rendered is deleted with one Event, what holds data or keys stays, and an object of the same
+    label that the cluster does not own is left alone."""
+    kube, cluster = world
+    cluster["spec"] = dict(cluster["spec"], exporter={"enabled": True}, rest={"enabled": True},
+                           accounting={"enabled": True})
+    R.Reconciler(kube).reconcile(cluster)
+    on = set(kube.objects)
+    assert {("Deployment", "research", "cpu-exporter"), ("StatefulSet", "research", "cpu-slurmdbd"),
+            ("StatefulSet", "research", "cpu-mariadb"), ("Secret", "research", "cpu-accounting-db"),
+            ("NetworkPolicy", "research", "cpu-database")} <= on
+    theirs = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "cpu-exporter-extra", "namespace": "research",
+        "labels": {C.LABEL_CLUSTER: "cpu", C.LABEL_COMPONENT: C.COMPONENT_EXPORTER}}}
+    kube.apply(theirs)
+    cluster["spec"] = dict(cluster["spec"], exporter={"enabled": False}, rest={"enabled": False},
+                           accounting={"enabled": False}, networkPolicy=False)
+    outcome = R.Reconciler(kube).reconcile(cluster)
+    gone = on - set(kube.objects)
+    assert {(kind, name) for kind, _ns, name in gone} == {
+        ("Deployment", "cpu-exporter"), ("Service", "cpu-exporter"), ("Deployment", "cpu-rest"),
+        ("Service", "cpu-rest"), ("PodDisruptionBudget", "cpu-rest"), ("StatefulSet", "cpu-slurmdbd"),
+        ("Service", "cpu-slurmdbd"),
+        ("ConfigMap", "cpu-slurmdbd"), ("StatefulSet", "cpu-mariadb"), ("Service", "cpu-mariadb"),
+        *{(kind, name) for kind, _ns, name in on if kind == "NetworkPolicy"}}
+    assert ("Secret", "research", "cpu-accounting-db") in kube.objects  # the password of the kept database
+    assert ("Secret", "research", "cpu-jwt-keys") in kube.objects
+    assert ("ConfigMap", "research", "cpu-exporter-extra") in kube.objects  # not the cluster's
+    (event,) = [e.message for e in outcome.events if e.reason == "ObjectsPruned"]
+    assert "Deployment/cpu-exporter" in event and "StatefulSet/cpu-mariadb" in event
+    writes = kube.writes
+    again = R.Reconciler(kube).reconcile(cluster)
+    assert kube.writes == writes and not [e for e in again.events if e.reason == "ObjectsPruned"]
+
+
 def test_scale_down_without_slurm_keeps_the_pods(world):
     kube, cluster = world
     R.Reconciler(kube).reconcile(cluster)
