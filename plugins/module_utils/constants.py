@@ -223,6 +223,13 @@ ENV_DB_PORT = "SLURMKUBE_DB_PORT"
 ENV_DB_NAME = "SLURMKUBE_DB_NAME"
 ENV_DB_USER = "SLURMKUBE_DB_USER"
 ENV_DB_BUFFER_POOL = "SLURMKUBE_DB_BUFFER_POOL"
+# The database role serves TLS only when this names a directory holding tls.crt and tls.key (a
+# kubernetes.io/tls Secret's keys), and then refuses clients without it.
+ENV_DB_TLS_DIR = "SLURMKUBE_DB_TLS_DIR"
+# The CA that signed an external database's certificate, from spec.accounting.database.tlsCaSecret,
+# where slurmdbd reads it (StorageParameters SSL_CA).
+DB_CA_SECRET_KEY = "ca.crt"
+SLURMDBD_DATABASE_CA_DIR = "/etc/slurmkube/database-ca"
 
 # Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart
 # (slurm/drain.py owns their forms; the bash health checks read these through constants.sh).

@@ -11,9 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import pytest
 from kube_helpers import Cluster, wait_for
@@ -55,20 +56,26 @@ def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def site_database(kube_cluster: Cluster, images: dict) -> str:
-    """The cluster with a database outside its namespace, applied before the main one so their
-    pods start together (the test waits for it later); the site's namespace."""
+def site_database(kube_cluster: Cluster, images: dict, tmp_path_factory) -> str:
+    """The cluster with a database outside its namespace, over TLS with the site's CA (issue 38),
+    applied before the main one so their pods start together (the test waits for it later); the
+    site's namespace."""
     kube = kube_cluster
     site = kube.namespace + "-site"
-    host = external_database(kube, site, images["mariadb"])
+    host = "mariadb.%s.svc.cluster.local" % site
+    pem = site_certificates(tmp_path_factory.mktemp("site-tls"), host)
+    external_database(kube, site, images["mariadb"], pem)
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db", "namespace": kube.namespace},
               "stringData": {C.DB_PASSWORD_SECRET_KEY: EXTERNAL_PASSWORD}}
+    ca = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "site-db-ca", "namespace": kube.namespace},
+          "stringData": {C.DB_CA_SECRET_KEY: pem["ca.crt"]}}
     to_site = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": site}}}],
                "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}
     spec = dict(tiny_cluster_spec(), egress={"to": [to_site]}, accounting={
-        "enabled": True, "resources": TINY, "database": {"host": host, "passwordSecret": "site-db"}})
+        "enabled": True, "resources": TINY,
+        "database": {"host": host, "passwordSecret": "site-db", "tlsCaSecret": "site-db-ca"}})
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
-    kube.apply(manifests(secret, cluster_manifest(kube.namespace, EXTERNAL, images, spec)))
+    kube.apply(manifests(secret, ca, cluster_manifest(kube.namespace, EXTERNAL, images, spec)))
     yield site
     kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", EXTERNAL, "--wait=true", check=False, timeout=180)
     kube.kubectl("delete", "namespace", site, "--wait=false", check=False)
@@ -436,22 +443,43 @@ EXTERNAL = "extdb"
 EXTERNAL_PASSWORD = "c0ffee" * 8
 
 
-def external_database(kube: Cluster, namespace: str, image: str) -> str:
-    """A MariaDB outside the cluster's namespace (our image, as a site's own server would be):
-    its Service's name."""
+SITE_TLS_DIR = "/etc/site-tls"
+
+
+def site_certificates(where: Path, host: str) -> Dict[str, str]:
+    """A site CA and the database server's certificate for HOST, signed by it (PEM texts)."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=site database CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=" + host)
+    (where / "san.ext").write_text("subjectAltName=DNS:%s\n" % host)
+    openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+            "-extfile", "san.ext", "-out", "tls.crt")
+    return {name: (where / name).read_text() for name in ("ca.crt", "tls.crt", "tls.key")}
+
+
+def external_database(kube: Cluster, namespace: str, image: str, pem: Dict[str, str]) -> None:
+    """A MariaDB outside the cluster's namespace (our image, as a site's own server would be),
+    serving TLS with the site CA's certificate and refusing clients without TLS."""
     env = [{"name": C.ENV_ROLE, "value": C.ROLE_DATABASE}, {"name": C.ENV_DB_NAME, "value": "slurm_acct_db"},
            {"name": C.ENV_DB_USER, "value": "slurm"}, {"name": C.ENV_DB_PASSWORD, "value": EXTERNAL_PASSWORD},
-           {"name": C.ENV_DB_BUFFER_POOL, "value": "64M"}]
+           {"name": C.ENV_DB_BUFFER_POOL, "value": "64M"}, {"name": C.ENV_DB_TLS_DIR, "value": SITE_TLS_DIR}]
     metadata = {"name": "mariadb", "namespace": namespace, "labels": {"app": "site-mariadb"}}
+    tls = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+           "metadata": {"name": "mariadb-tls", "namespace": namespace},
+           "stringData": {"tls.crt": pem["tls.crt"], "tls.key": pem["tls.key"]}}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
            "spec": {"containers": [{"name": "mariadb", "image": image, "imagePullPolicy": "Never", "env": env,
+                                    "volumeMounts": [{"name": "tls", "mountPath": SITE_TLS_DIR, "readOnly": True}],
                                     "resources": {"limits": {"cpu": "1", "memory": "256Mi"},
-                                                  "requests": {"cpu": "10m", "memory": "256Mi"}}}]}}
+                                                  "requests": {"cpu": "10m", "memory": "256Mi"}}}],
+                    "volumes": [{"name": "tls", "secret": {"secretName": "mariadb-tls"}}]}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mariadb", "namespace": namespace},
                "spec": {"selector": {"app": "site-mariadb"}, "ports": [{"port": C.DATABASE_PORT}]}}
     kube.kubectl("create", "namespace", namespace)
-    kube.kubectl("-n", namespace, "apply", "-f", "-", input=manifests(pod, service))
-    return "mariadb.%s.svc.cluster.local" % namespace
+    kube.kubectl("-n", namespace, "apply", "-f", "-", input=manifests(tls, pod, service))
 
 
 def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(kube_cluster: Cluster, operator: Operator,
@@ -470,6 +498,12 @@ def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(kube_clus
     clusters = kube.exec("%s-controller-0" % EXTERNAL, "sacctmgr", "-i", "-n", "-P", "show", "cluster",
                          "format=Cluster").stdout.split()
     assert clusters == [EXTERNAL]
+    # Over TLS, checked against the site's CA: the server refuses any client without TLS.
+    required = kube.kubectl("-n", site_database, "exec", "mariadb", "--", "mariadb", "-N", "-e",
+                            "select @@require_secure_transport").stdout.split()
+    assert required == ["1"], required
+    conf = kube.exec("%s-slurmdbd-0" % EXTERNAL, "cat", "%s/%s" % (C.SLURM_CONFIG_DIR, C.SLURMDBD_CONFIG_FILE)).stdout
+    assert "StorageParameters=SSL_CA=%s/%s" % (C.SLURMDBD_DATABASE_CA_DIR, C.DB_CA_SECRET_KEY) in conf.splitlines()
 
 
 # ---------------------------------------------------------------------------- the REST API (issue 35)

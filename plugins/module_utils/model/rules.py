@@ -154,6 +154,10 @@ def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
     if database.host and not database.password_secret:
         problems.append(("spec.accounting.database.passwordSecret",
                          "is required with an external database host: the Secret holding its user's password"))
+    if database.tls_ca_secret and not database.host:
+        problems.append(("spec.accounting.database.tlsCaSecret",
+                         "is for an external database (database.host); the in-cluster one is reached inside "
+                         "the cluster's network policy"))
     for key in accounting.config:
         where = key_path("spec.accounting.config", key)
         if not re.match(SLURM_KEY, key):

@@ -331,6 +331,15 @@ class AccountingDatabase:
         None,
         pattern=DNS1123_LABEL,
     )
+    tls_ca_secret: Optional[str] = spec_field(
+        "External host only: a Secret holding, under 'ca.crt', the CA that signed the database's "
+        "certificate. slurmdbd then connects over TLS and checks the server's certificate against it "
+        "and the host name (StorageParameters SSL_CA), as managed MySQL services require. Unset: the "
+        "client library's own choice (Debian's MariaDB Connector/C uses TLS where the server offers it and "
+        "trusts the certificate through MariaDB's password-based check, which MySQL servers lack).",
+        None,
+        pattern=DNS1123_LABEL,
+    )
     storage: VolumeClaim = spec_field(
         "Volume of the in-cluster database; kept when the cluster is deleted, like the jail.",
         factory=VolumeClaim,

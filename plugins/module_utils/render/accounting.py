@@ -33,6 +33,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
 
 SLURMDBD_CONFIG_VOLUME = "slurmdbd-config"
 DATA_VOLUME = "data"
+DATABASE_CA_VOLUME = "database-ca"
 # Where the entrypoints write the password (slurmdbd.conf, MariaDB's init file): memory, never
 # the node's disk under the container's writable layer.
 SECRETS_VOLUME = "run-secrets"
@@ -59,6 +60,8 @@ def render_slurmdbd_conf(cluster: SlurmCluster) -> str:
         # The REST API's accounting requests carry its users' tokens here too.
         **jwt_auth_settings(cluster),
     }
+    if database.tls_ca_secret:
+        settings["StorageParameters"] = "SSL_CA=%s/%s" % (C.SLURMDBD_DATABASE_CA_DIR, C.DB_CA_SECRET_KEY)
     settings = merge_settings(settings, cluster.spec.accounting.config)
     return header(cluster, C.SLURMDBD_CONFIG_FILE) + "\n".join(key_value_lines(settings)) + "\n"
 
@@ -167,6 +170,12 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster, jwt_key_ids: Sequence[str
         MEMORY_VOLUME,
     ]
     with_jwks(cluster, container["volumeMounts"], volumes)
+    ca_secret = accounting.database.tls_ca_secret
+    if ca_secret:
+        container["volumeMounts"].append({"name": DATABASE_CA_VOLUME, "mountPath": C.SLURMDBD_DATABASE_CA_DIR,
+                                          "readOnly": True})
+        volumes.append({"name": DATABASE_CA_VOLUME, "secret": {
+            "secretName": ca_secret, "items": [{"key": C.DB_CA_SECRET_KEY, "path": C.DB_CA_SECRET_KEY}]}})
     pod_spec = {"containers": [container], "volumes": volumes}
     annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster), *jwt_key_ids])}
     return _statefulset(cluster, names.slurmdbd(cluster.name), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])

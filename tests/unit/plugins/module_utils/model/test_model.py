@@ -137,6 +137,8 @@ def test_every_problem_is_reported_at_once():
          "not a slurmdbd.conf option"),
         ({"accounting": {"enabled": True, "host": "dbd.example", "config": {"PurgeJobAfter": "12month"}}},
          "spec.accounting.config", "slurmdbd runs elsewhere"),
+        ({"accounting": {"enabled": True, "database": {"tlsCaSecret": "site-ca"}}},
+         "spec.accounting.database.tlsCaSecret", "is for an external database"),
         ({"slurm": {"config": {"SlurmctldHost": "x"}}}, "spec.slurm.config.SlurmctldHost", "set by slurmkube"),
         ({"slurm": {"config": {"bad key": 1}}}, "spec.slurm.config['bad key']", "not a Slurm option"),
         ({"slurm": {"config": {"Min\nJobAge": 1}}}, "spec.slurm.config['Min\\nJobAge']", "not a Slurm option"),

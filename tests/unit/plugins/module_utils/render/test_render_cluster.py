@@ -232,6 +232,23 @@ def test_slurmdbd_conf_takes_the_sites_settings_over_the_products():
         [ln for ln in before.splitlines() if ln.startswith("Storage")]
 
 
+def test_slurmdbd_reaches_an_external_database_over_tls_with_the_sites_ca():
+    raw = example_resources("multi-accounting")
+    raw["cluster"]["spec"]["accounting"]["database"] = {"host": "db.site.example", "passwordSecret": "db",
+                                                        "tlsCaSecret": "site-ca"}
+    objects = by_kind_and_name(render_raw(raw))
+    conf = objects[("ConfigMap", "hpc-slurmdbd")]["data"]["slurmdbd.conf"].splitlines()
+    assert "StorageParameters=SSL_CA=%s/%s" % (C.SLURMDBD_DATABASE_CA_DIR, C.DB_CA_SECRET_KEY) in conf
+    pod = objects[("StatefulSet", "hpc-slurmdbd")]["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "site-ca"]
+    assert volume["secret"]["items"] == [{"key": C.DB_CA_SECRET_KEY, "path": C.DB_CA_SECRET_KEY}]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount == {"name": volume["name"], "mountPath": C.SLURMDBD_DATABASE_CA_DIR, "readOnly": True}
+    plain = example_resources("multi-accounting")
+    assert "StorageParameters" not in by_kind_and_name(render_raw(plain))[("ConfigMap", "hpc-slurmdbd")]["data"][
+        "slurmdbd.conf"]
+
+
 def test_long_checks_cronjob_only_when_enabled():
     assert ("CronJob", "gpu-healthcheck") in by_kind_and_name(render_cluster(*example("gpu")).objects)
     assert not [o for o in render_cluster(*example("cpu-only")).objects if o["kind"] == "CronJob"]
