@@ -372,6 +372,9 @@ def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewh
     finished = slurm.job(job)
     assert finished["restart_cnt"] >= 1 and finished["nodes"] in staying, finished
     assert any("requeued job %s from demo-cpu-3" % job in m for m in events_of(kube, "JobRequeued"))
+    # The operator's log says it too (issue 39: every action a log line with its object and reason).
+    said = "JobRequeued SlurmCluster %s/%s: requeued job %s from demo-cpu-3" % (kube.namespace, CLUSTER, job)
+    assert said in operator.logs(tail=5000), said
     reported = [{"jobId": int(stuck), "node": "demo-cpu-2"}]
     wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == reported, 60, 3)
     wait_for(lambda: set(slurm.nodes()) == staying | {"demo-cpu-2"}, 180, 3, explain=slurm.explain)

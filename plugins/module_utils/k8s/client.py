@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -79,6 +80,11 @@ def listed_items(listed: Mapping[str, Any], kind: str) -> List[Obj]:
         item.setdefault("apiVersion", listed.get("apiVersion"))
         item.setdefault("kind", kind)
     return items
+
+
+# Every Event posted is also a line of this log: an admin reading the operator's `kubectl logs`
+# sees each action (drain, requeue, delete, reconfigure, key step) with its object and reason.
+ACTIONS = logging.getLogger("slurmkube.actions")
 
 
 def _describe(obj: Mapping[str, Any]) -> str:
@@ -180,9 +186,12 @@ class Kube:
         return result.to_dict()
 
     def post_event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str, source: str) -> None:
-        """A Kubernetes Event about an object (what `kubectl describe` shows under Events)."""
+        """A Kubernetes Event about an object (what `kubectl describe` shows under Events), and the
+        same as a log line (a Warning as a warning)."""
         self.called("post_event")
         meta = obj["metadata"]
+        ACTIONS.log(logging.WARNING if kind == "Warning" else logging.INFO, "%s %s %s/%s: %s", reason, obj["kind"],
+                    meta.get("namespace") or "", meta["name"], message)
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1", "kind": "Event",

@@ -7,6 +7,8 @@ and what the shared client's call_api is at that moment is recorded.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.stream import ws_client
@@ -43,3 +45,23 @@ def test_a_lists_items_carry_the_api_version_and_kind_the_server_leaves_out():
         {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "a"}},
         {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "b"}}]
     assert listed_items({"apiVersion": "v1", "kind": "PodList", "items": None}, "Pod") == []
+
+
+def test_every_event_posted_is_also_a_log_line_naming_its_object_and_reason(caplog):
+    kube = Kube.__new__(Kube)  # without its discovery client, which asks a server at once
+    kube.observe, kube.writes, posted = None, 0, []
+
+    class Events:
+        def create(self, body, namespace):
+            posted.append(body)
+
+    kube._resource = lambda api_version, kind: Events()
+    cluster = {"apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",
+               "metadata": {"name": "demo", "namespace": "hpc", "uid": "u"}}
+    with caplog.at_level(logging.INFO, logger="slurmkube.actions"):
+        kube.post_event(cluster, "Normal", "NodeDrain", "drain demo-cpu-1: scale-down", "slurmkube-operator")
+        kube.post_event(cluster, "Warning", "NodeResumeFailed", "demo-cpu-2: Unschedulable", "slurmkube-operator")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "NodeDrain SlurmCluster hpc/demo: drain demo-cpu-1: scale-down"),
+        ("WARNING", "NodeResumeFailed SlurmCluster hpc/demo: demo-cpu-2: Unschedulable")]
+    assert [e["reason"] for e in posted] == ["NodeDrain", "NodeResumeFailed"]
