@@ -87,9 +87,9 @@ def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
     return run("docker", *args, check=check, timeout=timeout)
 
 
-def wait_for(what: str, predicate, timeout: float = 120, interval: float = 1.0):
+def wait_for(what: str, predicate, timeout: float = 120, interval: float = 1.0, explain=None):
     """tests/waiting.py's loop, WHAT first as these tests name it."""
-    return waiting.wait_for(predicate, timeout, interval, what=what)
+    return waiting.wait_for(predicate, timeout, interval, explain=explain, what=what)
 
 
 def remove_as_root(path: Path) -> None:

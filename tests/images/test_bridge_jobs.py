@@ -53,17 +53,28 @@ def state(cluster: Cluster, job: int) -> str:
     return json.loads(out)["jobs"][0]["job_state"][0]
 
 
+def queue_and_nodes(cluster: Cluster) -> str:
+    """What a wait that timed out says: the queue with reasons, the nodes, the daemons' last lines."""
+    queue = cluster.exec(CONTROLLER_POD, "squeue", "-a", "-o", "%i %T %r %N %C %m", check=False).stdout
+    nodes = cluster.exec(CONTROLLER_POD, "sinfo", "-N", "-o", "%N %t %C %e %E", check=False).stdout
+    return "queue:\n%s\nnodes:\n%s\n%s" % (queue, nodes, cluster.logs())
+
+
 def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_request_waits(cluster, wide):
     jobs = external_jobs(cluster)
     native = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "-c1", "-w", wide,
                           "--wrap", "sleep 600").stdout.strip()
     asked = [ExternalJobRequest(gang=g, name="ml/" + g, tasks=1, cpus_per_task=1, mem_per_cpu_mib=64)
              for g in ("pod-a", "pod-b")]
+    # The native job runs first: slurmctld may put a batch job's scheduling off (batch_sched_delay)
+    # while it starts an external job at once, and under CI's load two external jobs submitted
+    # meanwhile would take both CPUs.
+    wait_for("the native job runs", lambda: state(cluster, int(native)) == "RUNNING", timeout=120,
+             explain=lambda: queue_and_nodes(cluster))
     pod, third = submitted(jobs, *asked)
     try:
-        # 120 s: a CI-like run at full load (two lanes, the image builds) saw neither running after 60 s.
         wait_for("the native job and the pod's job run", lambda: {state(cluster, int(native)), state(cluster, pod)}
-                 == {"RUNNING"}, timeout=120)
+                 == {"RUNNING"}, timeout=120, explain=lambda: queue_and_nodes(cluster))
         listed = {j.job_id: j for j in jobs.listed()}
         assert listed[pod].nodes == (wide,) and listed[pod].allocation == ()  # a line per job
         assert [(j.job_id, j.allocation) for j in jobs.detailed([pod])] == [(pod, ((wide, 1),))]
