@@ -72,6 +72,9 @@ class LoginService:
         "Client address ranges (CIDRs) the load balancer admits, serviceType LoadBalancer only. Empty: "
         "every address may reach sshd.",
         factory=list,
+        pattern=r"^[0-9A-Fa-f.:]+/[0-9]{1,3}$",
+        pattern_doc="an address range like 203.0.113.0/24 or 2001:db8::/32",
+        max_length=43,  # the longest IPv6 range, ffff:...:ffff/128
         max_items=64,
         unique=True,
     )
