@@ -257,7 +257,6 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
     return merge_settings(settings, profile_settings(cluster))
 
 
-
 def nodeset_line(nodeset: NodeSet) -> str:
     """A NodeSet= line: the node set's dynamic nodes register with this feature."""
     return "NodeSet=%s Feature=%s" % (nodeset.name, nodeset.name)
