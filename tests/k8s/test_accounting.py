@@ -490,18 +490,22 @@ def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(kube_clus
     assert kube.kubectl("-n", kube.namespace, "get", "statefulset", "%s-mariadb" % EXTERNAL,
                         check=False).returncode != 0
 
-    def site_tables() -> str:
-        return kube.kubectl("-n", site_database, "exec", "mariadb", "--", "mariadb", "-N", "-e",
-                            "show tables from slurm_acct_db like '%s_job_table'" % EXTERNAL, check=False).stdout
+    def site_sql(statement: str) -> str:
+        # Through the server's socket, which needs no TLS; the client would otherwise try TLS there
+        # too and refuse the certificate of a CA it is not given.
+        return kube.kubectl("-n", site_database, "exec", "mariadb", "--", "mariadb", "--skip-ssl", "-N", "-e",
+                            statement, check=False).stdout
 
-    wait_for(lambda: "%s_job_table" % EXTERNAL in site_tables(), 120, 3)
+    def slurmdbd_log() -> str:
+        return kube.kubectl("-n", kube.namespace, "logs", "%s-slurmdbd-0" % EXTERNAL, "--tail=40", check=False).stdout
+
+    wait_for(lambda: "%s_job_table" % EXTERNAL in site_sql("show tables from slurm_acct_db like '%s_job_table'"
+                                                           % EXTERNAL), 120, 3, explain=slurmdbd_log)
     clusters = kube.exec("%s-controller-0" % EXTERNAL, "sacctmgr", "-i", "-n", "-P", "show", "cluster",
                          "format=Cluster").stdout.split()
     assert clusters == [EXTERNAL]
     # Over TLS, checked against the site's CA: the server refuses any client without TLS.
-    required = kube.kubectl("-n", site_database, "exec", "mariadb", "--", "mariadb", "-N", "-e",
-                            "select @@require_secure_transport").stdout.split()
-    assert required == ["1"], required
+    assert site_sql("select @@require_secure_transport").split() == ["1"]
     conf = kube.exec("%s-slurmdbd-0" % EXTERNAL, "cat", "%s/%s" % (C.SLURM_CONFIG_DIR, C.SLURMDBD_CONFIG_FILE)).stdout
     assert "StorageParameters=SSL_CA=%s/%s" % (C.SLURMDBD_DATABASE_CA_DIR, C.DB_CA_SECRET_KEY) in conf.splitlines()
 
