@@ -9,7 +9,7 @@ and one 2-CPU node, 4 CPUs, without its accounting) rendered from the same model
 slurm.conf is the same text:
 - "kubernetes": the operator's cluster on the test kind cluster (jail, cgroups, pods);
 - "bare": the same daemons and images as plain docker containers on one network
-  (tests/images/test_images.py's Cluster) with the pods' CPU and memory limits, no Kubernetes
+  (tests/images/docker_cluster.py's Cluster) with the pods' CPU and memory limits, no Kubernetes
   in between.
 
 Workloads, each timed inside the controller from the first submission until the queue is
@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import copy
 import datetime
-import importlib.util
+import importlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,7 @@ def quickstart_objects(namespace: str) -> tuple:
         nodesets.append(ns)
     cluster["spec"]["login"] = {"replicas": 0}
     cluster["spec"].setdefault("slurm", {})["profile"] = PROFILE
-    # Bare Slurm has no slurmdbd (test_images' cluster runs none), and a slurmctld told to use
+    # Bare Slurm has no slurmdbd (the docker tier's cluster runs none), and a slurmctld told to use
     # one that never answers stops on a first start: both sides run without accounting.
     cluster["spec"].pop("accounting", None)
     return cluster, nodesets
@@ -96,15 +97,14 @@ def workloads(run) -> dict:
 
 
 @pytest.fixture(scope="module")
-def smoke():
-    spec = importlib.util.spec_from_file_location("test_images", REPO / "tests/images/test_images.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def docker_tier():
+    """The docker tier's cluster (tests/images/docker_cluster.py), imported from its folder."""
+    sys.path.insert(0, str(REPO / "tests" / "images"))
+    return importlib.import_module("docker_cluster")
 
 
 def test_job_throughput_against_bare_slurm(kube_cluster: Cluster, slurm_images, operator: Operator,
-                                           smoke, tmp_path_factory, capsys):
+                                           docker_tier, tmp_path_factory, capsys):
     kube = kube_cluster
     cluster, nodesets = quickstart_objects(kube.namespace)
     images = dict(cluster_manifest(kube.namespace, CLUSTER, slurm_images)["spec"]["images"])
@@ -113,8 +113,8 @@ def test_job_throughput_against_bare_slurm(kube_cluster: Cluster, slurm_images, 
     # Bare Slurm first, while the local cluster has nothing else to run.
     model = parse_cluster(cluster)
     models = [parse_nodeset(ns) for ns in nodesets]
-    smoke.IMAGES.update(slurm_images)  # what its clean-up runs in
-    bare = smoke.Cluster(slurm_images, tmp_path_factory.mktemp("bare"), model, models)
+    docker_tier.IMAGES.update(slurm_images)  # what its clean-up runs in
+    bare = docker_tier.Cluster(slurm_images, tmp_path_factory.mktemp("bare"), model, models)
     bare.prepare()
     try:
         # The controller pod's limits: the sbatch loop runs beside slurmctld, in its CPU quota.
@@ -126,7 +126,7 @@ def test_job_throughput_against_bare_slurm(kube_cluster: Cluster, slurm_images, 
             for i in range(ns.spec.replicas):
                 names.append("%s-%s-%d" % (CLUSTER, ns.name, i))
                 bare.start_worker(names[-1], nodeset=ns)
-        smoke.wait_for("bare workers idle", lambda: bare.idle_nodes() >= set(names), timeout=180)
+        docker_tier.wait_for("bare workers idle", lambda: bare.idle_nodes() >= set(names), timeout=180)
         bare_results = workloads(lambda *argv: bare.exec(bare.controller_pod, *argv, timeout=1800).stdout)
     finally:
         bare.destroy()

@@ -284,8 +284,7 @@ class Slurm:
     profile: str = spec_field(
         "What slurm.conf is tuned for. general: Slurm's defaults, job records kept 300 s after they end, "
         "per-step usage gathered (sstat, sacct's MaxRSS). highThroughput: the settings of SchedMD's "
-        "high-throughput guide that fit, for many short jobs: jobs scheduled in batches rather than one "
-        "by one at submission (SchedulerParameters=defer), no per-step usage gathered "
+        "high-throughput guide that fit every cluster, for many short jobs: no per-step usage gathered "
         "(JobAcctGatherType=jobacct_gather/none: sstat and sacct's usage fields stay empty), and ended "
         "jobs leave slurmctld's memory after 10 s (MinJobAge; sacct still has them when accounting is "
         "on). With bridge.namespaces set MinJobAge stays 300: the bridge reads its jobs' ends from "

@@ -65,15 +65,14 @@ def test_slurmd_reports_every_jobs_end_so_the_next_jobs_start_at_once():
     assert mine["Epilog"] == "/opt/site/epilog"
 
 
-def test_the_high_throughput_profile_defers_scheduling_gathers_no_usage_and_forgets_ended_jobs_sooner():
+def test_the_high_throughput_profile_gathers_no_usage_and_forgets_ended_jobs_sooner():
     general = settings(render_slurm_conf(cluster(), [SMALL]))
-    assert "SchedulerParameters" not in general and general["MinJobAge"] == "300"
+    assert general["MinJobAge"] == "300"
     tuned = settings(render_slurm_conf(cluster({"slurm": {"profile": "highThroughput"}}), [SMALL]))
-    assert tuned["SchedulerParameters"] == "defer"
     assert tuned["JobAcctGatherType"] == "jobacct_gather/none" and "JobAcctGatherFrequency" not in tuned
     assert tuned["MinJobAge"] == "10"
     changed = {k for k in set(general) | set(tuned) if general.get(k) != tuned.get(k)}
-    assert changed == {"SchedulerParameters", "JobAcctGatherType", "JobAcctGatherFrequency", "MinJobAge"}
+    assert changed == {"JobAcctGatherType", "JobAcctGatherFrequency", "MinJobAge"}
 
 
 def test_the_high_throughput_profile_keeps_ended_jobs_300_s_for_the_bridge_and_yields_to_the_users_config():
@@ -82,7 +81,7 @@ def test_the_high_throughput_profile_keeps_ended_jobs_300_s_for_the_bridge_and_y
     mine = cluster({"slurm": {"profile": "highThroughput",
                               "config": {"MinJobAge": 60, "SchedulerParameters": ["bf_continue"]}}})
     conf = settings(render_slurm_conf(mine, [SMALL]))
-    assert conf["MinJobAge"] == "60" and conf["SchedulerParameters"] == "defer,bf_continue"
+    assert conf["MinJobAge"] == "60" and conf["SchedulerParameters"] == "bf_continue"
 
 
 def test_an_unknown_profile_is_refused_naming_the_field():
