@@ -113,7 +113,7 @@ def test_job_throughput_against_bare_slurm(kube_cluster: Cluster, slurm_images, 
     # Bare Slurm first, while the local cluster has nothing else to run.
     model = parse_cluster(cluster)
     models = [parse_nodeset(ns) for ns in nodesets]
-    docker_tier.IMAGES.update(slurm_images)  # what its clean-up runs in
+    docker_tier.built_images()  # what its clean-up runs in (the base image) among them
     bare = docker_tier.Cluster(slurm_images, tmp_path_factory.mktemp("bare"), model, models)
     bare.prepare()
     try:
