@@ -48,17 +48,23 @@ def owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> Dict[str, Any]
     return out
 
 
-def comparable(obj: Mapping[str, Any]) -> Dict[str, Any]:
-    """An object as the user sees it: no status, no server bookkeeping in its metadata."""
-    out = {key: copy.deepcopy(value) for key, value in obj.items() if key != "status"}
+def shown(obj: Mapping[str, Any]) -> Dict[str, Any]:
+    """An object as the user sees it, sharing the object's values: no status, no server bookkeeping
+    in its metadata."""
+    out = {key: value for key, value in obj.items() if key != "status"}
     out["metadata"] = {key: value for key, value in (obj.get("metadata") or {}).items()
                        if key not in SERVER_BOOKKEEPING}
     return out
 
 
+def comparable(obj: Mapping[str, Any]) -> Dict[str, Any]:
+    """An object as the user sees it (shown), a copy of its own."""
+    return copy.deepcopy(shown(obj))
+
+
 class SeenEqual:
     """What a dry run found already applied: the live object as the user sees it (comparable: its
-    status and the server's bookkeeping left out) and what we would apply. While neither changes,
+    status and the server's bookkeeping left out: shown) and what we would apply. While neither changes,
     the server's answer cannot either, so a long-lived caller (the operator, every few seconds)
     skips the dry run; any edit of the object but its status, an out-of-band one included, is
     seen. Not its resourceVersion, which every status write moves: a StatefulSet or a disruption
@@ -75,10 +81,7 @@ class SeenEqual:
     @staticmethod
     def _state(obj: Mapping[str, Any], live: Mapping[str, Any]) -> Tuple[str, str]:
         # Digests, not the objects: the memo stays small however many objects pass through it.
-        shown = dict((key, value) for key, value in live.items() if key != "status")
-        shown["metadata"] = {key: value for key, value in (live.get("metadata") or {}).items()
-                             if key not in SERVER_BOOKKEEPING}
-        return (content_hash([json.dumps(shown, sort_keys=True)]),
+        return (content_hash([json.dumps(shown(live), sort_keys=True)]),
                 content_hash([json.dumps(obj, sort_keys=True)]))
 
     def still(self, obj: Mapping[str, Any], live: Mapping[str, Any]) -> bool:

@@ -158,12 +158,8 @@ def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
         problems.append(("spec.accounting.database.tlsCaSecret",
                          "is for an external database (database.host); the in-cluster one is reached inside "
                          "the cluster's network policy"))
-    for key in accounting.config:
-        where = key_path("spec.accounting.config", key)
-        if not re.match(SLURM_KEY, key):
-            problems.append((where, "is not a slurmdbd.conf option name"))
-        elif key.lower() in REFUSED_SLURMDBD_KEYS:
-            problems.append((where, REFUSED_SLURMDBD_KEYS[key.lower()]))
+    problems.extend(_file_config_rules(accounting.config, "spec.accounting.config", "slurmdbd.conf",
+                                       REFUSED_SLURMDBD_KEYS))
     if accounting.config and accounting.host:
         problems.append(("spec.accounting.config", "configures the slurmdbd slurmkube runs; with accounting.host "
                          "slurmdbd runs elsewhere: set it there"))
@@ -224,15 +220,23 @@ def _privileged_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]
             for key in config if key.lower() not in PRIVILEGED_SLURM_KEYS]
 
 
-def _cgroup_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
+def _file_config_rules(config: Mapping[str, Any], where: str, file_name: str,
+                       refused: Mapping[str, str]) -> List[Tuple[str, str]]:
+    """A settings map of one config file: option names only, none of the REFUSED ones (lower-case
+    key -> why)."""
     problems = []
     for key in config:
-        where = key_path("spec.slurm.cgroupConfig", key)
+        path = key_path(where, key)
         if not re.match(SLURM_KEY, key):
-            problems.append((where, "is not a cgroup.conf option name"))
-        elif key.lower() in MANAGED_CGROUP_KEYS:
-            problems.append((where, "is set by slurmkube and cannot be overridden"))
+            problems.append((path, "is not a %s option name" % file_name))
+        elif key.lower() in refused:
+            problems.append((path, refused[key.lower()]))
     return problems
+
+
+def _cgroup_config_rules(config: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    return _file_config_rules(config, "spec.slurm.cgroupConfig", "cgroup.conf",
+                              {key: "is set by slurmkube and cannot be overridden" for key in MANAGED_CGROUP_KEYS})
 
 
 def _topology_rules(switches: Sequence[Switch]) -> List[Tuple[str, str]]:
