@@ -32,11 +32,19 @@ options:
   wait:
     description:
       - Wait until the object reports the state asked for.
+      - Left out, the module waits (V(true)) and warns that from 1.0.0 the default is V(false),
+        as kubernetes.core's.
     type: bool
-    default: true
   wait_timeout:
     description:
       - How many seconds to wait when O(wait=true).
+      - Left out, 600 (a cluster's pods start in minutes); from 1.0.0, 120 as kubernetes.core's.
     type: int
-    default: 600
+  wait_sleep:
+    description:
+      - Seconds between two looks while waiting. An API error that may pass (HTTP 429 or 5xx, no
+        answer) does not end the wait; it fails the task only if it lasts until O(wait_timeout).
+    type: int
+    default: 5
+    version_added: "0.4.0"
 """

@@ -41,6 +41,9 @@ options:
       - Also return (and write) the C(SlurmCluster) and C(NodeSet) CustomResourceDefinitions.
     type: bool
     default: false
+seealso:
+  - module: slurmkube.core.slurm_cluster
+  - module: kubernetes.core.k8s
 attributes:
   check_mode:
     support: full

@@ -56,6 +56,9 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
+seealso:
+  - module: slurmkube.core.slurm_cluster_info
+  - module: slurmkube.core.slurm_cluster
 attributes:
   check_mode:
     support: full

@@ -97,6 +97,9 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
+seealso:
+  - module: slurmkube.core.jail_volume
+  - module: slurmkube.core.slurm_user
 attributes:
   check_mode:
     support: full

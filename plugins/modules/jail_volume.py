@@ -103,6 +103,9 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
   - slurmkube.core.kube_auth.wait
+seealso:
+  - module: slurmkube.core.jail_user
+  - module: slurmkube.core.slurm_cluster
 attributes:
   check_mode:
     support: full
@@ -163,7 +166,12 @@ populate_job:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import (
+    kube_for,
+    wait_options,
+    waits,
+    with_common,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.jail_volume import (
     ensure_absent,
     ensure_present,
@@ -199,13 +207,14 @@ def main() -> None:
     p = module.params
     try:
         want = wanted_from_params(p)
+        waiting = wait_options(module)
         kube = kube_for(module)
         if want.state == "absent":
             result = ensure_absent(kube, want, module.check_mode)
         else:
             result = ensure_present(kube, want, module.check_mode)
-            if result.populate_job and p["wait"] and not module.check_mode:
-                wait_populated(kube, want.namespace, result.populate_job, p["wait_timeout"])
+            if result.populate_job and waits(module, waiting):
+                wait_populated(kube, want.namespace, result.populate_job, waiting.timeout, waiting.timer)
     except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     out = {"changed": result.changed, "claim": result.claim}

@@ -59,6 +59,9 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
   - slurmkube.core.kube_auth.wait
+seealso:
+  - module: slurmkube.core.slurm_cluster
+  - module: slurmkube.core.rest_keys
 attributes:
   check_mode:
     support: full
@@ -104,7 +107,12 @@ rolled_out:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import (
+    kube_for,
+    wait_options,
+    waits,
+    with_common,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.munge_key import (
     ensure_key,
     key_from_params,
@@ -132,6 +140,7 @@ def main() -> None:
     p = module.params
     try:
         name = secret_name_for(p)
+        waiting = wait_options(module)
         kube = kube_for(module)
         if p["state"] == "absent":
             result = remove_key(kube, name, p["namespace"], module.check_mode)
@@ -139,8 +148,9 @@ def main() -> None:
             given = key_from_params(p["content"], p["src"])
             result = ensure_key(kube, name, p["namespace"], given, p["rotate"], p["cluster"], module.check_mode)
         rolled_out = False
-        if result.replaced and p["wait"] and p["cluster"] and not module.check_mode:
-            rolled_out = wait_rolled_out(kube, p["cluster"], p["namespace"], result.fingerprint, p["wait_timeout"])
+        if result.replaced and p["cluster"] and waits(module, waiting):
+            rolled_out = wait_rolled_out(kube, p["cluster"], p["namespace"], result.fingerprint, waiting.timeout,
+                                         waiting.timer)
     except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=result.changed, fingerprint=result.fingerprint, secret=result.secret,

@@ -53,6 +53,9 @@ extends_documentation_fragment:
   - slurmkube.core.kube_auth.wait
 requirements:
   - cryptography (Python)
+seealso:
+  - module: slurmkube.core.slurm_token
+  - module: slurmkube.core.munge_key
 attributes:
   check_mode:
     support: full
@@ -116,7 +119,12 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import CRYPTOGRAPHY_IMPORT_ERROR, HAS_CRYPTOGRAPHY
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import (
+    kube_for,
+    wait_options,
+    waits,
+    with_common,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.rest_keys import rotate, show, wait_in_effect
 
 
@@ -134,13 +142,15 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("cryptography"), exception=str(CRYPTOGRAPHY_IMPORT_ERROR))
     p = module.params
     try:
+        waiting = wait_options(module)
         kube = kube_for(module)
         if not (p["rotate"] or p["revoke"]):
             result = show(kube, p["cluster"], p["namespace"])
         else:
             result = rotate(kube, p["cluster"], p["namespace"], int(time.time()), module.check_mode, p["revoke"])
-            if p["wait"] and not module.check_mode:
-                result["in_effect"] = wait_in_effect(kube, p["cluster"], p["namespace"], p["wait_timeout"])
+            if waits(module, waiting):
+                result["in_effect"] = wait_in_effect(kube, p["cluster"], p["namespace"], waiting.timeout,
+                                                     waiting.timer)
     except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -58,7 +58,7 @@ options:
         description:
           - The C(spec) of the NodeSet; C(clusterName) is filled in.
           - Without C(replicas), an existing NodeSet keeps its live count, so that
-            C(kubectl scale nodeset) or an autoscaler (HPA, KEDA) is not undone; a new one
+            C(kubectl scale nodesets.slurmkube.io) or an autoscaler (HPA, KEDA) is not undone; a new one
             gets the CRD's default. With C(replicas), that number is applied.
         type: dict
         default: {}
@@ -74,6 +74,10 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
   - slurmkube.core.kube_auth.wait
+seealso:
+  - module: slurmkube.core.slurm_cluster_info
+  - module: slurmkube.core.slurm_operator
+  - module: kubernetes.core.k8s
 attributes:
   check_mode:
     support: full
@@ -135,14 +139,30 @@ spec:
   description: The SlurmCluster's spec as it is after the task (the live one when O(spec) was left out).
   returned: when O(state=present)
   type: dict
+result:
+  description:
+    - The SlurmCluster as the API server has it after the task (metadata, spec, status), as
+      kubernetes.core.k8s returns its object; in check mode, as the task would write it.
+  returned: when O(state=present)
+  type: dict
+  version_added: "0.4.0"
+  sample: {"apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "demo"},
+           "spec": {}, "status": {"phase": "Ready"}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change, kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import (
+    Change,
+    kube_for,
+    wait_options,
+    waits,
+    with_common,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     Request,
+    cluster_after,
     ensure_absent,
     ensure_present,
     plan_present,
@@ -170,6 +190,7 @@ def main() -> None:
         module.fail_json(msg="prune_node_sets: needs node_sets, the node sets to keep")
     result = {"changed": False}
     try:
+        waiting = wait_options(module)
         kube = kube_for(module)
         if p["state"] == "absent":
             record(module, result, ensure_absent(kube, p["name"], p["namespace"], module.check_mode))
@@ -178,8 +199,9 @@ def main() -> None:
                                               p["prune_node_sets"]))
             record(module, result, ensure_present(kube, plan.objects, plan.doomed, module.check_mode))
             result["spec"] = plan.spec
-            if p["wait"] and not module.check_mode:
-                result["status"] = wait_ready(kube, p["name"], p["namespace"], p["wait_timeout"])
+            if waits(module, waiting):
+                result["status"] = wait_ready(kube, p["name"], p["namespace"], waiting.timeout, waiting.timer)
+            result["result"] = cluster_after(kube, p["name"], p["namespace"], plan, module.check_mode)
     except SlurmkubeError as exc:
         module.fail_json(msg=str(exc), **result)
     module.exit_json(**result)

@@ -16,13 +16,15 @@ description:
     through the Kubernetes exec API. Nothing is changed.
   - While slurmctld cannot answer (the cluster is still starting), the Slurm lists are empty,
     RV(slurm_reachable) is false and RV(slurm_error) says why; the status is still returned.
+  - Without O(name), lists the namespace's clusters (RV(clusters)) and asks no Slurm.
 author:
   - slurmkube maintainers (@slurmkube)
 options:
   name:
-    description: Name of the SlurmCluster.
+    description:
+      - Name of the SlurmCluster.
+      - Left out, the module returns only RV(clusters), every SlurmCluster of O(namespace).
     type: str
-    required: true
   namespace:
     description: Namespace of the cluster.
     type: str
@@ -34,6 +36,9 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
+seealso:
+  - module: slurmkube.core.slurm_cluster
+  - module: kubernetes.core.k8s_info
 attributes:
   check_mode:
     support: full
@@ -50,6 +55,11 @@ EXAMPLES = r"""
     namespace: slurm
   register: demo
 
+- name: List the clusters of namespace slurm
+  slurmkube.core.slurm_cluster_info:
+    namespace: slurm
+  register: listed
+
 - name: Fail when a node is drained
   ansible.builtin.assert:
     that: demo.nodes_by_state.drain | default(0) == 0
@@ -57,18 +67,25 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+clusters:
+  description: The namespace's SlurmClusters, by name, each with its spec and status.
+  returned: when O(name) is not given
+  type: list
+  elements: dict
+  version_added: "0.4.0"
+  sample: [{"name": "demo", "namespace": "slurm", "spec": {}, "status": {"phase": "Ready"}}]
 spec:
   description: The SlurmCluster's spec.
-  returned: always
+  returned: when O(name) is given
   type: dict
 status:
   description: The SlurmCluster's status (phase, conditions, nodes ready/desired, nodes by state).
-  returned: always
+  returned: when O(name) is given
   type: dict
   sample: {"phase": "Ready", "nodes": {"ready": 2, "desired": 2}}
 slurm_reachable:
   description: slurmctld answered; the Slurm lists below are empty when it did not.
-  returned: always
+  returned: when O(name) is given
   type: bool
 slurm_error:
   description: Why Slurm could not be read.
@@ -82,7 +99,7 @@ slurm_version:
   sample: "26.05.5"
 nodes:
   description: Every node slurmctld knows, by name.
-  returned: always
+  returned: when O(name) is given
   type: list
   elements: dict
   sample:
@@ -96,12 +113,12 @@ nodes:
       features: [cpu]
 nodes_by_state:
   description: How many nodes are idle, allocated, mixed, down, future, drain.
-  returned: always
+  returned: when O(name) is given
   type: dict
   sample: {"idle": 3, "drain": 1}
 partitions:
   description: The partitions, in slurm.conf order.
-  returned: always
+  returned: when O(name) is given
   type: list
   elements: dict
   sample:
@@ -118,7 +135,7 @@ accounting:
     - With C(spec.accounting.enabled), slurmdbd as the controller pod sees it; empty otherwise.
     - C(dbd_agent_queue_size) counts the records slurmctld holds that slurmdbd has not taken
       yet; it grows while slurmdbd or its database is away and drains when they are back.
-  returned: always
+  returned: when O(name) is given
   type: dict
   version_added: "0.3.0"
   sample:
@@ -127,7 +144,7 @@ accounting:
     dbd_agent_queue_size: 0
 jobs:
   description: The jobs in the queue (empty when O(jobs=false)), by id.
-  returned: always
+  returned: when O(name) is given
   type: list
   elements: dict
   sample:
@@ -145,13 +162,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import gather
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import gather, listed
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec=with_common({
-            "name": {"type": "str", "required": True},
+            "name": {"type": "str"},
             "namespace": {"type": "str", "default": "default"},
             "jobs": {"type": "bool", "default": True},
         }),
@@ -159,7 +176,9 @@ def main() -> None:
     )
     p = module.params
     try:
-        facts = gather(kube_for(module), p["name"], p["namespace"], p["jobs"])
+        kube = kube_for(module)
+        facts = gather(kube, p["name"], p["namespace"], p["jobs"]) if p["name"] else {
+            "clusters": listed(kube, p["namespace"])}
     except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **facts)

@@ -30,9 +30,13 @@ options:
     description: The operator image (built by C(images/build.sh); no registry is needed).
     type: str
     default: slurmkube/operator:latest
-  pull_policy:
-    description: imagePullPolicy of the operator pod.
+  image_pull_policy:
+    description:
+      - imagePullPolicy of the operator pod.
+      - Named C(pull_policy) before 0.4.0; that name still works and is deprecated (as
+        kubernetes.core and M(slurmkube.core.jail_volume) name it).
     type: str
+    aliases: [pull_policy]
     choices: [Always, IfNotPresent, Never]
     default: IfNotPresent
   replicas:
@@ -145,6 +149,8 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
   - slurmkube.core.kube_auth.wait
+seealso:
+  - module: slurmkube.core.slurm_cluster
 attributes:
   check_mode:
     support: full
@@ -158,7 +164,7 @@ EXAMPLES = r"""
 - name: Install the operator, managing the clusters of its own namespace
   slurmkube.core.slurm_operator:
     image: slurmkube/operator:3f2a9c1d0b7e
-    pull_policy: Never
+    image_pull_policy: Never
 
 - name: One operator for clusters in any namespace (a ClusterRole over every namespace)
   slurmkube.core.slurm_operator:
@@ -195,7 +201,12 @@ namespace:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import kube_for, with_common
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import (
+    kube_for,
+    wait_options,
+    waits,
+    with_common,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_operator import (
     OperatorSettings,
     admission_settings,
@@ -210,7 +221,10 @@ def main() -> None:
         argument_spec=with_common({
             "namespace": {"type": "str", "default": "slurmkube-system"},
             "image": {"type": "str", "default": "slurmkube/operator:latest"},
-            "pull_policy": {"type": "str", "choices": ["Always", "IfNotPresent", "Never"], "default": "IfNotPresent"},
+            "image_pull_policy": {"type": "str", "choices": ["Always", "IfNotPresent", "Never"],
+                                  "default": "IfNotPresent", "aliases": ["pull_policy"],
+                                  "deprecated_aliases": [{"name": "pull_policy", "version": "1.0.0",
+                                                          "collection_name": "slurmkube.core"}]},
             "replicas": {"type": "int", "default": 1},
             "watch_namespaces": {"type": "list", "elements": "str", "default": []},
             "cluster_scope": {"type": "bool", "default": False},
@@ -232,17 +246,18 @@ def main() -> None:
     if p["replicas"] < 0:
         module.fail_json(msg="replicas: must be 0 or more, got %d" % p["replicas"])
     try:
+        waiting = wait_options(module)
         kube = kube_for(module)
         if p["state"] == "absent":
             change = remove_operator(kube, p["namespace"], p["remove_crds"], module.check_mode)
         else:
             admission, remove_admission = admission_settings(p["admission_policy"])
-            settings = OperatorSettings(p["namespace"], p["image"], p["pull_policy"], p["replicas"],
+            settings = OperatorSettings(p["namespace"], p["image"], p["image_pull_policy"], p["replicas"],
                                         tuple(p["watch_namespaces"]), p["cluster_scope"], admission,
                                         remove_admission, tuple(p["bridge_namespaces"]))
             change = ensure_operator(kube, settings, module.check_mode)
-            if p["wait"] and not module.check_mode:
-                wait_operator(kube, p["namespace"], p["replicas"], p["wait_timeout"])
+            if waits(module, waiting):
+                wait_operator(kube, p["namespace"], p["replicas"], waiting.timeout, waiting.timer)
     except SlurmkubeError as exc:
         module.fail_json(msg=str(exc))
     result = {"changed": change.changed, "namespace": p["namespace"]}

@@ -68,6 +68,12 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - slurmkube.core.kube_auth
   - slurmkube.core.slurm_accounting
+seealso:
+  - module: slurmkube.core.slurm_account
+  - module: slurmkube.core.slurm_user
+  - name: sacctmgr
+    link: https://slurm.schedmd.com/sacctmgr.html
+    description: Slurm's own tool for the accounting database, which the module runs.
 attributes:
   check_mode:
     support: full

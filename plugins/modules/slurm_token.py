@@ -48,6 +48,11 @@ extends_documentation_fragment:
   - slurmkube.core.kube_auth
 requirements:
   - cryptography (Python)
+seealso:
+  - module: slurmkube.core.rest_keys
+  - name: slurmrestd and JWT authentication
+    link: https://slurm.schedmd.com/jwt.html
+    description: How Slurm checks the tokens.
 attributes:
   check_mode:
     support: full

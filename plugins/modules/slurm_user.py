@@ -45,6 +45,13 @@ extends_documentation_fragment:
   - slurmkube.core.kube_auth
   - slurmkube.core.slurm_accounting
   - slurmkube.core.slurm_accounting.limits
+seealso:
+  - module: slurmkube.core.slurm_account
+  - module: slurmkube.core.slurm_qos
+  - module: slurmkube.core.jail_user
+  - name: sacctmgr
+    link: https://slurm.schedmd.com/sacctmgr.html
+    description: Slurm's own tool for the accounting database, which the module runs.
 attributes:
   check_mode:
     support: full

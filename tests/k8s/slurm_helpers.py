@@ -91,7 +91,7 @@ class Operator:
         proc, result = run_module(workdir, "slurm_operator", {
             "namespace": self.namespace, "watch_namespaces": list(watch_namespaces),
             "bridge_namespaces": list(bridge_namespaces), "image": self.image,
-            "pull_policy": "Never", "replicas": 2, "wait_timeout": 300, "kubeconfig": self.kube.env["KUBECONFIG"],
+            "image_pull_policy": "Never", "replicas": 2, "wait_timeout": 300, "kubeconfig": self.kube.env["KUBECONFIG"],
         }, env=self.kube.env)
         assert result is not None, proc.stdout[-4000:]
         wait_for(self.leader, 60, 2)

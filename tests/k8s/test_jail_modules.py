@@ -268,6 +268,12 @@ def test_slurm_cluster_info_reports_nodes_partitions_and_a_users_job(slurm_clust
 def test_slurm_cluster_info_unknown_cluster_names_the_option(slurm_cluster: Cluster, tmp_path: Path):
     proc, result = module(slurm_cluster, tmp_path, "slurm_cluster_info", {"name": "nosuch"})
     assert result is None and "name: no SlurmCluster nosuch in namespace %s" % slurm_cluster.namespace in proc.stdout
+    # Without a name: the namespace's clusters, as the API server lists them.
+    proc, result = module(slurm_cluster, tmp_path, "slurm_cluster_info", {})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    live = slurm_cluster.get_json("slurmclusters.slurmkube.io")["items"]
+    assert [c["name"] for c in result["clusters"]] == sorted(o["metadata"]["name"] for o in live) != []
+    assert "nodes" not in result and result["clusters"][0]["namespace"] == slurm_cluster.namespace
 
 
 def pod_lives(kube: Cluster) -> dict:

@@ -74,6 +74,10 @@ def test_slurm_cluster_changed_then_idempotent_check_and_diff(kube: Cluster, tmp
     assert kube.get_json("nodeset", "cpu")["spec"]["clusterName"] == "mod"
     proc, result = module(kube, tmp_path, "slurm_cluster", cluster_args(2))
     assert result["changed"] is False
+    # result: the SlurmCluster as the API server has it (its uid and generation are the server's)
+    live = kube.get_json("slurmcluster.slurmkube.io", "mod")
+    assert result["result"]["metadata"]["uid"] == live["metadata"]["uid"]
+    assert result["result"]["spec"] == live["spec"] and result["result"]["kind"] == "SlurmCluster"
     proc, result = module(kube, tmp_path, "slurm_cluster", cluster_args(5), "--check", "--diff")
     assert result["changed"] is True and "replicas" in proc.stdout
     assert kube.get_json("nodeset", "cpu")["spec"]["replicas"] == 2

@@ -7,6 +7,7 @@ nothing of it on the host.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from kube_helpers import REPO, Cluster, exported_env, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -106,6 +108,66 @@ def demo_jobs_on_two_kubernetes_workers_share_the_jail(kube: Cluster) -> None:
     as_demo(second, "cat ~/quickstart-written > ~/quickstart-read && echo $SLURMD_NODENAME >> ~/quickstart-read")
     read = in_controller(kube, "cat", C.JAIL_MOUNT_PATH + "/home/demo/quickstart-read")
     assert read.split() == [first, second], read
+
+
+# site.yml's settings for the quickstart's cluster reached as a cluster of your own.
+OWN_CLUSTER = "own-cluster.json"
+
+
+def token_auth(kube: Cluster, workdir: Path) -> dict:
+    """kubernetes.core's connection options for the kind cluster without its kubeconfig: its API
+    server's address, a cluster-admin ServiceAccount's token and the cluster's CA in a file."""
+    kube.kubectl("-n", "kube-system", "create", "serviceaccount", "quickstart-admin")
+    kube.kubectl("create", "clusterrolebinding", "quickstart-admin", "--clusterrole=cluster-admin",
+                 "--serviceaccount=kube-system:quickstart-admin")
+    token = kube.kubectl("-n", "kube-system", "create", "token", "quickstart-admin", "--duration=1h").stdout.strip()
+    config = json.loads(kube.kubectl("config", "view", "--minify", "--raw", "-o", "json").stdout)
+    server = config["clusters"][0]["cluster"]
+    ca_cert = workdir / "ca.pem"
+    ca_cert.write_bytes(base64.b64decode(server["certificate-authority-data"]))
+    return {"host": server["server"], "api_key": token, "ca_cert": str(ca_cert)}
+
+
+def site_with_a_token_alone_changes_nothing(kube: Cluster, workdir: Path) -> None:
+    """The quickstart's cluster reached as a cluster of your own with host, api_key and ca_cert
+    (slurmkube_kubernetes_auth, the plays' module_defaults) and KUBECONFIG naming no file: site.yml
+    converges with nothing to change, and the token is not printed. What the kind cluster made
+    here implied is said instead: its shared class, images already on its nodes."""
+    auth = token_auth(kube, workdir)
+    example = yaml.safe_load((REPO / "playbooks" / "vars" / "example-cluster.yml").read_text())
+    example["slurmkube_cluster"]["spec"].setdefault("jail", {})["storageClassName"] = "slurmkube-shared"
+    settings = workdir / OWN_CLUSTER
+    settings.write_text(json.dumps(dict(example, slurmkube_kubernetes_auth=auth, slurmkube_pull_policy="Never")))
+    # A kubeconfig read anyway would be this missing file, and fail the run.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_")}
+    env.update(KUBECONFIG=str(workdir / "no-kubeconfig"), ANSIBLE_NOCOLOR="1")
+    result = subprocess.run(["bash", "quickstart.sh", "-e", "@" + str(settings)], cwd=REPO, capture_output=True,
+                            text=True, timeout=1800, check=False, env=env)
+    output = result.stdout + result.stderr
+    (workdir / "token.log").write_text(output)
+    assert result.returncode == 0, failed(output)
+    counts = recap(result.stdout)
+    assert counts.get("ok", 0) > 0 and counts.get("changed") == 0 and counts.get("failed") == 0, counts
+    assert re.search(r"TASK \[Make the kind cluster\] \**\s+skipping", output), output[-3000:]
+    assert auth["api_key"] not in output
+
+
+def scale_then_teardown_with_a_token_alone(kube: Cluster, settings: Path) -> None:
+    """scale.yml and teardown.yml (purge, on a cluster not made here: its objects one by one) with
+    the same connection options alone: the node set shrinks, then the cluster, its pods, its
+    claims and its jail go."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_")}
+    env.update(KUBECONFIG=str(settings.parent / "no-kubeconfig"), ANSIBLE_NOCOLOR="1")
+    scale = run_playbook(REPO / "playbooks" / "scale.yml", "-e", "@" + str(settings), "-e", "slurmkube_node_set=big",
+                         "-e", "slurmkube_replicas=0", env=env)
+    assert scale.returncode == 0, failed(scale.stdout + scale.stderr)
+    assert kube.get_json("nodesets.slurmkube.io", "big")["spec"]["replicas"] == 0
+    teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "@" + str(settings), "-e",
+                            "slurmkube_purge=true", env=env)
+    assert teardown.returncode == 0, failed(teardown.stdout + teardown.stderr)
+    left = kube.kubectl("-n", "slurm", "get", "slurmclusters.slurmkube.io,pods,persistentvolumeclaims", "-o",
+                        "name").stdout.split()
+    assert left == [], left
 
 
 # Holds 150 MiB and burns about two CPU seconds, then ends once ~/stats-release exists.
@@ -215,6 +277,8 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         ssh = printed_ssh(second.stdout)
         demo_logs_in_with_the_printed_command(ssh)
         demo_runs_a_container_on_both_workers(ssh, tmp_path)
+        site_with_a_token_alone_changes_nothing(kube, tmp_path)
+        scale_then_teardown_with_a_token_alone(kube, tmp_path / OWN_CLUSTER)
     finally:
         shared = Path(kind("shared", KIND_NAME).strip()) if kind_containers() else None
         teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")

@@ -19,18 +19,42 @@ try:
     from kubernetes.dynamic.exceptions import ConflictError as ApiConflictError
     from kubernetes.dynamic.exceptions import NotFoundError
     from kubernetes.stream import stream
+    from urllib3.exceptions import HTTPError as TransportError  # the client's HTTP library
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
+    TRANSPORT_ERRORS: Tuple[type, ...] = (OSError, TransportError)
 except ImportError as exc:  # the modules report it with missing_required_lib
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = exc
+    TRANSPORT_ERRORS = (OSError,)
 
 Obj = Dict[str, Any]
 
 
+# The API's answers that say "try again": too many requests, and the server or the proxy before
+# it not able to answer now.
+TRANSIENT_STATUSES = frozenset((429, 500, 502, 503, 504))
+
+
 class KubeError(SlurmkubeError):
     """A Kubernetes call failed; the message names the object and the reason."""
+
+    @property
+    def transient(self) -> bool:
+        """What failed may pass by itself: a status that says so, or no answer at all (the
+        connection refused, reset or timed out)."""
+        return is_transient(self.__cause__)
+
+
+def is_transient(exc: Optional[BaseException]) -> bool:
+    """An error of the client library that a later call may not meet."""
+    if exc is None:
+        return False
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status:
+        return status in TRANSIENT_STATUSES
+    return isinstance(exc, TRANSPORT_ERRORS)
 
 
 class ConflictError(KubeError):

@@ -7,14 +7,18 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
+
 POLL_SECONDS = 3.0
 
 
 class Timer(NamedTuple):
-    """How the loop waits and tells time (tests pass a fake one)."""
+    """How the loop waits and tells time (tests pass a fake one), and how long it sleeps between
+    looks (a module's wait_sleep)."""
 
     sleep: Callable[[float], None]
     clock: Callable[[], float]
+    interval: float = POLL_SECONDS
 
 
 REAL_TIME = Timer(time.sleep, time.monotonic)
@@ -30,14 +34,21 @@ class Poll(NamedTuple):
 def wait_until(probe: Callable[[], Poll], timeout: float, timer: Timer = REAL_TIME) -> Poll:
     """Look with probe until it is done or timeout seconds have passed; the last look is returned.
 
-    A probe that sees a failure no waiting can mend (an invalid spec, a failed Job) raises.
+    A probe that sees a failure no waiting can mend (an invalid spec, a failed Job) raises. An API
+    error that passes (the server restarting, overloaded, out of reach) does not end a long wait:
+    it is raised only when it is still there at the deadline.
     """
     deadline = timer.clock() + timeout
     while True:
-        poll = probe()
-        if poll.done or timer.clock() >= deadline:
-            return poll
-        timer.sleep(POLL_SECONDS)
+        try:
+            poll = probe()
+        except KubeError as exc:
+            if not exc.transient or timer.clock() >= deadline:
+                raise
+        else:
+            if poll.done or timer.clock() >= deadline:
+                return poll
+        timer.sleep(timer.interval)
 
 
 def statefulset_counts(sts: Optional[Mapping[str, Any]]) -> Dict[str, int]:

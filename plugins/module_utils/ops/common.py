@@ -24,6 +24,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import (
     KubeError,
     error_cause,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import REAL_TIME, Timer
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Rest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.secrets import secret_value
@@ -85,10 +86,50 @@ ASSOCIATION_ARGS: Dict[str, Dict[str, Any]] = {
     "default_qos": {"type": "str"},
 }
 
+# wait and wait_timeout default to true and 600 while the change to kubernetes.core's false and
+# 120 is announced (wait_options): no default here, so an option left out can be told apart.
 WAIT_ARGS: Dict[str, Dict[str, Any]] = {
-    "wait": {"type": "bool", "default": True},
-    "wait_timeout": {"type": "int", "default": 600},
+    "wait": {"type": "bool"},
+    "wait_timeout": {"type": "int"},
+    "wait_sleep": {"type": "int", "default": 5},
 }
+WAIT_DEFAULT = True
+WAIT_TIMEOUT_DEFAULT = 600
+WAIT_DEFAULTS_CHANGE = (
+    "wait and wait_timeout default to true and 600 s; from slurmkube.core 1.0.0 they default to false and "
+    "120 s, as kubernetes.core's modules: set wait (and, to wait, wait_timeout) to keep waiting as now")
+
+
+class WaitOptions(NamedTuple):
+    """Whether a module waits, for how long, and how it looks while it does."""
+
+    wait: bool
+    timeout: int
+    timer: Timer
+
+
+def wait_options(module: Any) -> WaitOptions:
+    """The wait options with their defaults; ClusterError naming wait_sleep or wait_timeout when
+    it cannot be used (asked before anything is written)."""
+    p = module.params
+    if p["wait_sleep"] < 1:
+        raise ClusterError("wait_sleep: %d; at least 1 second between looks" % p["wait_sleep"])
+    if p["wait_timeout"] is not None and p["wait_timeout"] < 0:
+        raise ClusterError("wait_timeout: %d; 0 or more seconds" % p["wait_timeout"])
+    return WaitOptions(WAIT_DEFAULT if p["wait"] is None else p["wait"],
+                       WAIT_TIMEOUT_DEFAULT if p["wait_timeout"] is None else p["wait_timeout"],
+                       Timer(REAL_TIME.sleep, REAL_TIME.clock, float(p["wait_sleep"])))
+
+
+def waits(module: Any, waiting: WaitOptions) -> bool:
+    """Whether to wait now (never in check mode: nothing was written); a deprecation warning where
+    a default about to change decides it."""
+    if module.check_mode:
+        return False
+    p = module.params
+    if p["wait"] is None or (p["wait"] and p["wait_timeout"] is None):
+        module.deprecate(WAIT_DEFAULTS_CHANGE, version="1.0.0", collection_name="slurmkube.core")
+    return waiting.wait
 
 
 def with_common(spec: Dict[str, Dict[str, Any]], wait: bool = False) -> Dict[str, Dict[str, Any]]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -126,6 +127,15 @@ def ensure_present(kube: Kube, objects: Sequence[Mapping[str, Any]], doomed: Seq
         if not check_mode:
             kube.delete(C.GROUP_VERSION, C.KIND_NODESET, meta["name"], meta["namespace"])
     return Change(bool(diffs), diffs)
+
+
+def cluster_after(kube: Kube, name: str, namespace: str, plan: Plan, check_mode: bool) -> Dict[str, Any]:
+    """The SlurmCluster after the task: as the API server has it, or, in check mode with a spec
+    to write, as the plan would write it (nothing was)."""
+    wanted = next((o for o in plan.objects if o["kind"] == C.KIND_CLUSTER), None)
+    if check_mode and wanted is not None:
+        return copy.deepcopy(wanted)
+    return kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, name, namespace) or copy.deepcopy(wanted or {})
 
 
 def ensure_absent(kube: Kube, name: str, namespace: str, check_mode: bool) -> Change:

@@ -9,7 +9,7 @@ nothing is changed.
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.errors import SlurmkubeError
@@ -44,3 +44,12 @@ def gather(kube: Kube, name: str, namespace: str, include_jobs: bool) -> Dict[st
         return out
     out["slurm_reachable"] = True
     return out
+
+
+def listed(kube: Kube, namespace: str) -> List[Dict[str, Any]]:
+    """The namespace's SlurmClusters, by name: each one's name, namespace, spec and status (no
+    Slurm is asked: a listing costs one API call however many clusters there are)."""
+    return [{"name": obj["metadata"]["name"], "namespace": obj["metadata"].get("namespace", namespace),
+             "spec": obj.get("spec") or {}, "status": obj.get("status") or {}}
+            for obj in sorted(kube.list(C.GROUP_VERSION, C.KIND_CLUSTER, namespace),
+                              key=lambda obj: obj["metadata"]["name"])]

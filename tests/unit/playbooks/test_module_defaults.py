@@ -3,8 +3,10 @@ extends kubernetes.core.k8s, so the connection set there reaches a kubernetes.co
 
 from __future__ import annotations
 
+import json
 import textwrap
 
+from collection_path import REPO
 from playbook_runner import run_playbook
 
 PLAY = textwrap.dedent("""\
@@ -34,3 +36,17 @@ def test_the_groups_defaults_reach_kubernetes_core_and_slurmkube_tasks_alike(tmp
     read_pods, read_cluster = output.split("TASK [Read the cluster]")
     assert "Could not find or access '/nonexistent/kubeconfig-from-defaults'" in read_pods, output[-3000:]
     assert "kubeconfig: ******** does not exist" in read_cluster, output[-3000:]  # the value is no_log
+
+
+def test_the_playbooks_connection_setting_reaches_their_kubernetes_tasks(tmp_path):
+    """slurmkube_kubernetes_auth is the plays' module_defaults: scale.yml's first Kubernetes task
+    goes to the host given there (nothing listens on port 1), and the token is not printed."""
+    auth = {"host": "https://127.0.0.1:1", "api_key": "secret-token-not-to-print", "validate_certs": False}
+    proc = run_playbook(REPO / "playbooks" / "scale.yml", "-e", json.dumps({
+        "slurmkube_kubernetes_auth": auth, "slurmkube_node_set": "cpu", "slurmkube_replicas": 1}))
+    output = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert "TASK [Read the cluster and its node sets]" in output, output[-3000:]
+    failed = output.split("TASK [Read the cluster and its node sets]")[1]
+    assert "host='127.0.0.1', port=1" in failed, failed[:3000]
+    assert "secret-token-not-to-print" not in proc.stdout + proc.stderr

@@ -5,6 +5,7 @@ k8s tier's (tests/k8s/test_quickstart.py, test_molecule.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playbook_runner import run_role
@@ -37,3 +38,13 @@ def test_a_given_kubeconfig_makes_nothing_here(tmp_path: Path):
                                                         "slurmkube_cluster": CLUSTER}, "kubernetes_made_here")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert made_here == ""
+
+
+def test_connection_options_alone_make_nothing_here(tmp_path: Path):
+    """A cluster of your own reached with host and api_key (slurmkube_kubernetes_auth): no kind."""
+    auth = {"host": "https://127.0.0.1:6443", "api_key": "token"}
+    proc, made_here = run_role(tmp_path, "kubernetes", {"slurmkube_kubernetes_auth": auth,
+                                                        "slurmkube_cluster": CLUSTER}, "kubernetes_made_here")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert made_here == ""
+    assert re.search(r"TASK \[Make the kind cluster\] \**\s+skipping:", proc.stdout), proc.stdout[-3000:]

@@ -10,6 +10,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.problems impo
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_resource
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     Request,
+    cluster_after,
+    ensure_present,
     nodeset_resource,
     plan_present,
 )
@@ -87,3 +89,18 @@ def test_a_node_set_named_twice_is_refused_naming_the_item_before_any_write():
         plan_present(kube, Request("demo", "hpc", None, twice))
     assert str(raised.value) == "invalid cluster: node_sets[2].name: is used twice: 'cpu'"
     assert kube.writes == writes
+
+
+def test_the_result_is_the_live_cluster_or_in_check_mode_what_would_be_written():
+    kube = live_cluster()
+    kube.objects[("SlurmCluster", "hpc", "demo")]["status"] = {"phase": "Ready"}
+    kept = plan_present(kube, Request("demo", "hpc", None, None))
+    assert cluster_after(kube, "demo", "hpc", kept, check_mode=True)["status"] == {"phase": "Ready"}
+    changed_spec = dict(SPEC, login={"replicas": 0})
+    plan = plan_present(kube, Request("demo", "hpc", changed_spec, None))
+    would = cluster_after(kube, "demo", "hpc", plan, check_mode=True)
+    assert would["spec"] == changed_spec and "status" not in would
+    ensure_present(kube, plan.objects, plan.doomed, check_mode=False)
+    after = cluster_after(kube, "demo", "hpc", plan, check_mode=False)
+    assert after["spec"] == changed_spec and after["status"] == {"phase": "Ready"}
+    assert after["metadata"]["name"] == "demo" and after["kind"] == "SlurmCluster"

@@ -9,7 +9,11 @@ from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import ClusterInfoError, gather
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster_info import (
+    ClusterInfoError,
+    gather,
+    listed,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmControl
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.facts import (
     default_partitions,
@@ -124,3 +128,15 @@ def test_a_cluster_still_starting_still_returns_its_status():
 def test_an_unknown_cluster_fails_naming_the_option():
     with pytest.raises(ClusterInfoError, match=r"^name: no SlurmCluster nosuch in namespace hpc$"):
         gather(MemoryKube(), "nosuch", "hpc", include_jobs=True)
+
+
+def test_a_listing_names_the_namespaces_clusters_without_asking_slurm():
+    kube = KubeWithController(ready=True, runner=lambda argv: pytest.fail("Slurm asked: %s" % argv))
+    for name, namespace in (("alpha", "hpc"), ("zeta", "other")):
+        kube.apply({"apiVersion": "slurmkube.io/v1alpha1", "kind": "SlurmCluster",
+                    "metadata": {"name": name, "namespace": namespace}, "spec": {"login": {}}})
+    clusters = listed(kube, "hpc")
+    assert [(c["name"], c["namespace"]) for c in clusters] == [("alpha", "hpc"), ("demo", "hpc")]
+    assert clusters[0]["spec"] == {"login": {}} and clusters[0]["status"] == {}
+    assert clusters[1]["status"] == {"phase": "Ready"}
+    assert listed(kube, "empty") == []
