@@ -4,6 +4,16 @@
 # how long, and where the log is: a cold build is never silent for minutes. Returns CMD's
 # status; on failure the end of the log goes to stderr.
 # Sourced by tools/kubernetes/build-env.sh and images/build.sh; PROGRESS_TAG names the caller.
+#
+# SLURMKUBE_PROGRESS_FILE: a file that gets a copy of all the script says on stderr (its
+# progress lines), started afresh; the module slurmkube.core.job_progress prints its new lines
+# while a playbook waits for the script. Unset for the children: they write to the same stderr.
+if [[ -n ${SLURMKUBE_PROGRESS_FILE:-} ]]; then
+  mkdir -p "$(dirname "$SLURMKUBE_PROGRESS_FILE")"
+  exec 2> >(tee "$SLURMKUBE_PROGRESS_FILE" >&2)
+  unset SLURMKUBE_PROGRESS_FILE
+fi
+
 progress_run() {
   local what="$1" logfile="$2" start=$SECONDS next pid status=0
   shift 2

@@ -244,6 +244,17 @@ def demo_runs_a_container_on_both_workers(ssh: list, tmp_path: Path) -> None:
     assert sorted(t["rank"] for t in tasks) == ["0", "1"] and len({t["job"] for t in tasks}) == 1, tasks
 
 
+def kind_progress_is_printed_at_least_once_a_minute(output: str) -> None:
+    """While the kind cluster is made, the play prints kind.sh's own lines as they come
+    (slurmkube.core.job_progress): what it does and, each minute, for how long and where its log is."""
+    stamps = re.findall(r"^kind cluster %s: \[kind (\d\d):(\d\d):(\d\d)\] (.*)$" % KIND_NAME, output, flags=re.M)
+    said = [stamp[3] for stamp in stamps]
+    assert any(line.startswith("creating cluster %s" % KIND_NAME) for line in said), output[-3000:]
+    seconds = [int(stamp[0]) * 3600 + int(stamp[1]) * 60 + int(stamp[2]) for stamp in stamps]
+    gaps = [(b - a) % 86400 for a, b in zip(seconds, seconds[1:])]
+    assert gaps and max(gaps) <= 65, list(zip(said, [0, *gaps]))
+
+
 def kind_containers() -> list:
     return subprocess.run(["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + KIND_NAME],
                           capture_output=True, text=True, check=True).stdout.split()
@@ -256,6 +267,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         first = play("bash", "quickstart.sh")
         (tmp_path / "first.log").write_text(first.stdout + first.stderr)
         assert first.returncode == 0, failed(first.stdout + first.stderr)
+        kind_progress_is_printed_at_least_once_a_minute(first.stdout)
         kube = Cluster(env=exported_env(kind("env", KIND_NAME)), namespace="slurm")
         # the level Slurm's pods need, said on their namespace (Pod Security admission)
         labels = json.loads(kube.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]

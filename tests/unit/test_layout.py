@@ -152,9 +152,13 @@ def test_every_floor_and_top_names_a_file_of_its_layer():
 
 
 def test_each_module_has_its_back_end_named_after_it():
+    """ops/<name>.py; or, for the documentation of an action (it runs on the controller), the
+    action plugins/action/<name>.py, and every action is documented so."""
     modules = {p.stem for p in (REPO / "plugins" / "modules").glob("*.py")}
+    actions = {p.stem for p in (REPO / "plugins" / "action").glob("*.py")}
     back_ends = {p.stem for p in (MODULE_UTILS / "ops").glob("*.py")} - {"__init__", "common"}
-    assert back_ends == modules
+    assert back_ends == modules - actions
+    assert actions and actions <= modules
 
 
 def test_node_programs_import_nothing_of_the_collection():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A kind cluster on this machine, made offline when it must be.
 #
-#   kind.sh up [NAME]          create the cluster unless it exists (1 control plane + workers)
+#   kind.sh up [NAME]          create the cluster unless it exists (1 control plane + workers),
+#                              first raising the host's inotify limits kind needs (as root)
 #   kind.sh down [NAME]        delete it and what it left on the host (network, /lib/modules)
 #   kind.sh kubeconfig [NAME]  print its kubeconfig's path
 #   kind.sh env [NAME]         print shell exports of its KUBECONFIG and a PATH with kubectl
@@ -24,6 +25,7 @@
 #                            $SLURMKUBE_CACHE/kind/clusters/<name>/shared): storage every node sees
 #   SLURMKUBE_KIND_UPSTREAM_NODE_IMAGE  the image to try first instead of the pinned one; set
 #                            empty, the image built here is always used
+#   SLURMKUBE_KIND_PROC_SYS  where the host's kernel settings are read and raised (default /proc/sys)
 set -euo pipefail
 
 # shellcheck source=tools/kind/lib.sh
@@ -44,6 +46,30 @@ kind_cli() {
   else
     "$KIND_BIN/kind" "$@"
   fi
+}
+
+# kind's known issues: every node runs systemd, the kubelet and containerd, each holding inotify
+# instances and watches; at a host's usual 128 instances a second or third cluster's pods hang
+# (stuck in Init, "too many open files"), as three clusters side by side showed here.
+KIND_HOST_LIMITS=(fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288)
+KIND_PROC_SYS=${SLURMKUBE_KIND_PROC_SYS:-/proc/sys}
+
+# The limits raised where they are lower (as root); else up stops, naming the limit and how to
+# raise it.
+ensure_host_limits() {
+  local limit key want file have
+  for limit in "${KIND_HOST_LIMITS[@]}"; do
+    key=${limit%%=*}
+    want=${limit#*=}
+    file="$KIND_PROC_SYS/${key//.//}"
+    have=$(cat "$file" 2>/dev/null) || kind_die "cannot read $key ($file)"
+    ((have >= want)) && continue
+    if (echo "$want" >"$file") 2>/dev/null; then
+      kind_log "raised $key from $have to $want (kind's known issues: clusters side by side need it)"
+    else
+      kind_die "$key is $have; kind clusters side by side need $want (kind's known issues): as root, sysctl -w $key=$want"
+    fi
+  done
 }
 
 cluster_dir() { echo "$KIND_CACHE/clusters/$1"; }
@@ -163,6 +189,7 @@ YAML
 up() {
   local name=$1 workers=${SLURMKUBE_KIND_WORKERS:-2}
   local dir shared image unprivileged=0 kubeconfig out
+  ensure_host_limits
   kind_build_cli
   dir=$(cluster_dir "$name")
   kubeconfig=$(kubeconfig_of "$name")

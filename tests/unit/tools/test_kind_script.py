@@ -10,9 +10,12 @@ second quickstart run tried to create its kind cluster again while the tests' ow
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Dict
 
 from collection_path import REPO
 
@@ -55,12 +58,22 @@ def kind_sh(env: dict, *args: str) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def proc_sys(root: Path, instances: int, watches: int) -> Dict[str, str]:
+    """A stand-in for /proc/sys holding the two inotify limits kind.sh raises; its variable."""
+    inotify = root / "fs" / "inotify"
+    inotify.mkdir(parents=True)
+    (inotify / "max_user_instances").write_text("%d\n" % instances)
+    (inotify / "max_user_watches").write_text("%d\n" % watches)
+    return {"SLURMKUBE_KIND_PROC_SYS": str(root)}
+
+
 def test_up_of_the_first_of_two_listed_clusters_reuses_it(tmp_path: Path):
     executable(kind_bin_of(tmp_path / "cache") / "kind", FAKE_KIND)
     # The kubectl kind.sh copied out of the cluster's control plane when it made the cluster.
     executable(tmp_path / "cache/kind/clusters/slurmkube-demo/bin/kubectl", "#!/bin/sh\nexit 0\n")
     calls = tmp_path / "calls"
-    env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / "cache"), CALLS=str(calls))
+    env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / "cache"), CALLS=str(calls),
+               **proc_sys(tmp_path / "sys", 512, 524288))
     for run in range(3):
         up = kind_sh(env, "up", "slurmkube-demo")
         assert up.returncode == 0, (run, up.stderr)
@@ -68,6 +81,43 @@ def test_up_of_the_first_of_two_listed_clusters_reuses_it(tmp_path: Path):
     kubeconfig = tmp_path / "cache/kind/clusters/slurmkube-demo/kubeconfig"
     export = f"export kubeconfig export kubeconfig --name slurmkube-demo --kubeconfig {kubeconfig}"
     assert calls.read_text().splitlines() == [export] * 3
+
+
+def test_up_raises_the_inotify_limits_kind_needs_and_keeps_higher_ones(tmp_path: Path):
+    executable(kind_bin_of(tmp_path / "cache") / "kind", FAKE_KIND)
+    executable(tmp_path / "cache/kind/clusters/slurmkube-demo/bin/kubectl", "#!/bin/sh\nexit 0\n")
+    env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / "cache"), CALLS=str(tmp_path / "calls"),
+               **proc_sys(tmp_path / "sys", 128, 1048576))
+    up = kind_sh(env, "up", "slurmkube-demo")
+    assert up.returncode == 0, up.stderr
+    limits = tmp_path / "sys" / "fs" / "inotify"
+    assert (limits / "max_user_instances").read_text().strip() == "512"
+    assert (limits / "max_user_watches").read_text().strip() == "1048576"
+    assert "raised fs.inotify.max_user_instances from 128 to 512" in up.stderr, up.stderr
+    assert "max_user_watches" not in up.stderr
+
+
+def test_up_without_the_right_to_raise_a_limit_stops_saying_which_and_how():
+    """As a user who cannot write the limit (nobody, over files root owns), before anything is made."""
+    base = Path(tempfile.mkdtemp(prefix="kind-limits-"))  # pytest's tmp_path is root's alone
+    try:
+        executable(kind_bin_of(base / "cache") / "kind", FAKE_KIND)
+        env = dict(os.environ, SLURMKUBE_CACHE=str(base / "cache"), CALLS=str(base / "calls"),
+                   **proc_sys(base / "sys", 128, 524288))
+        for path in [base, *base.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o555)
+        for path in [base / "cache", *(base / "cache").rglob("*")]:  # lib.sh keeps locks there; limits stay root's
+            path.chmod(path.stat().st_mode | 0o777 if path.is_dir() else path.stat().st_mode)
+        up = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", str(KIND),
+                             "up", "slurmkube-demo"], env=env, capture_output=True, text=True, timeout=60,
+                            check=False)  # fmt: skip
+        assert up.returncode != 0
+        assert ("fs.inotify.max_user_instances is 128; kind clusters side by side need 512 (kind's known issues): "
+                "as root, sysctl -w fs.inotify.max_user_instances=512") in up.stderr, up.stderr
+        assert not (base / "calls").exists()
+        assert (base / "sys/fs/inotify/max_user_instances").read_text().strip() == "128"
+    finally:
+        shutil.rmtree(base)
 
 
 FAKE_KIND_NODES = """#!/usr/bin/env bash
