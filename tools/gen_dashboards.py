@@ -16,78 +16,89 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 OUT = Path(__file__).resolve().parent.parent / "monitoring" / "grafana"
-CLUSTER = 'slurmkube_cluster=~"$cluster"'
+# Every cluster panel selects and groups by both labels a cluster's samples carry: two clusters of
+# one name in two namespaces are never summed together.
+CLUSTER = 'slurmkube_namespace=~"$namespace",slurmkube_cluster=~"$cluster"'
+BY = "slurmkube_namespace, slurmkube_cluster"
+WHO = "{{slurmkube_namespace}}/{{slurmkube_cluster}}"
 
 # (title, expression, legend, kind) per panel; kind is timeseries or stat.
 Panel = Tuple[str, str, str, str]
 DASHBOARDS: Dict[str, Tuple[str, Sequence[Panel]]] = {
     "slurmkube-overview": ("Slurm cluster overview", (
-        ("slurmctld up", "slurm_up{%s}" % CLUSTER, "{{slurmkube_cluster}}", "stat"),
-        ("Nodes by state", "sum by (state) (slurm_nodes{%s})" % CLUSTER, "{{state}}", "timeseries"),
-        ("CPUs allocated", "sum(slurm_cpus{%s,kind=\"allocated\"}) / sum(slurm_cpus{%s,kind=\"total\"})"
-         % (CLUSTER, CLUSTER), "allocated", "stat"),
-        ("Jobs by state", "sum by (state) (slurm_jobs{%s})" % CLUSTER, "{{state}}", "timeseries"),
-        ("GPUs allocated", "sum by (node_set) (slurm_gpus{%s,kind=\"allocated\"})" % CLUSTER, "{{node_set}}",
+        ("slurmctld up", "slurm_up{%s}" % CLUSTER, WHO, "stat"),
+        ("Nodes by state", "sum by (%s, state) (slurm_nodes{%s})" % (BY, CLUSTER), WHO + " {{state}}", "timeseries"),
+        ("CPUs allocated", "sum by (%s) (slurm_cpus_alloc{%s}) / sum by (%s) (slurm_cpus_total{%s})"
+         % (BY, CLUSTER, BY, CLUSTER), WHO, "stat"),
+        ("Jobs by state", "sum by (%s, state) (slurm_jobs{%s})" % (BY, CLUSTER), WHO + " {{state}}", "timeseries"),
+        ("GPUs allocated", "sum by (%s, node_set) (slurm_gpus_alloc{%s})" % (BY, CLUSTER), WHO + " {{node_set}}",
          "timeseries"),
-        ("Control plane parts up", "slurmkube_control_plane_up{%s}" % CLUSTER, "{{slurmkube_cluster}} {{part}}",
-         "stat"),
+        ("Control plane parts up", "slurmkube_control_plane_up{%s}" % CLUSTER, WHO + " {{part}}", "stat"),
     )),
     "slurmkube-nodes": ("Slurm nodes and health", (
-        ("Unavailable nodes by reason", "sum by (node_set, state, reason) (slurm_nodes_unavailable{%s})" % CLUSTER,
-         "{{node_set}} {{state}} {{reason}}", "timeseries"),
-        ("Nodes by node set", "sum by (node_set, state) (slurm_nodes{%s})" % CLUSTER, "{{node_set}} {{state}}",
-         "timeseries"),
-        ("Failing health checks", "sum by (node, check) (slurm_node_health_check_failed{%s}) > 0" % CLUSTER,
-         "{{node}} {{check}}", "timeseries"),
+        ("Unavailable nodes by reason", "sum by (%s, node_set, state, reason) (slurm_nodes_unavailable{%s})"
+         % (BY, CLUSTER), WHO + " {{node_set}} {{state}} {{reason}}", "timeseries"),
+        ("Nodes by node set", "sum by (%s, node_set, state) (slurm_nodes{%s})" % (BY, CLUSTER),
+         WHO + " {{node_set}} {{state}}", "timeseries"),
+        ("Failing health checks", "sum by (%s, node, check) (slurm_node_health_check_failed{%s}) > 0"
+         % (BY, CLUSTER), WHO + " {{node}} {{check}}", "timeseries"),
         ("Seconds since each node's health check", "time() - slurm_node_health_check_timestamp_seconds{%s}"
-         % CLUSTER, "{{node}}", "timeseries"),
-        ("Failed long checks", "sum by (node, check) (slurm_node_long_check_failed{%s})" % CLUSTER,
-         "{{node}} {{check}}", "timeseries"),
-        ("Memory bandwidth (long check)", "slurm_node_memory_bandwidth_bytes_per_second{%s}" % CLUSTER, "{{node}}",
-         "timeseries"),
+         % CLUSTER, WHO + " {{node}}", "timeseries"),
+        ("Failed long checks", "sum by (%s, node, check) (slurm_node_long_check_failed{%s})" % (BY, CLUSTER),
+         WHO + " {{node}} {{check}}", "timeseries"),
+        ("Memory bandwidth (long check)", "slurm_node_memory_bandwidth_bytes_per_second{%s}" % CLUSTER,
+         WHO + " {{node}}", "timeseries"),
         ("GPU all-reduce bus bandwidth (long check)", "slurm_node_gpu_bus_bandwidth_bytes_per_second{%s}"
-         % CLUSTER, "{{node}}", "timeseries"),
+         % CLUSTER, WHO + " {{node}}", "timeseries"),
         ("Jail volume used", "1 - slurm_jail_volume_free_bytes{%s} / slurm_jail_volume_size_bytes{%s}"
-         % (CLUSTER, CLUSTER), "{{slurmkube_cluster}}", "stat"),
-        ("Memory allocated", "sum by (node_set) (slurm_memory_bytes{%s,kind=\"allocated\"})" % CLUSTER,
-         "{{node_set}}", "timeseries"),
+         % (CLUSTER, CLUSTER), WHO, "stat"),
+        ("Memory allocated", "sum by (%s, node_set) (slurm_memory_alloc_bytes{%s})" % (BY, CLUSTER),
+         WHO + " {{node_set}}", "timeseries"),
     )),
     "slurmkube-queue": ("Slurm queue and scheduler", (
-        ("Pending jobs by reason", "sum by (reason) (slurm_jobs_pending{%s})" % CLUSTER, "{{reason}}",
+        ("Pending jobs by reason", "sum by (%s, reason) (slurm_jobs_pending{%s})" % (BY, CLUSTER),
+         WHO + " {{reason}}", "timeseries"),
+        ("Jobs per user", "sum by (%s, user) (slurm_user_jobs{%s})" % (BY, CLUSTER), WHO + " {{user}}",
          "timeseries"),
-        ("Jobs per user", "sum by (user) (slurm_user_jobs{%s})" % CLUSTER, "{{user}}", "timeseries"),
-        ("Scheduling cycle", "slurm_scheduler_cycle_last_seconds{%s}" % CLUSTER, "main", "timeseries"),
-        ("Backfill cycle", "slurm_backfill_cycle_last_seconds{%s}" % CLUSTER, "backfill", "timeseries"),
-        ("RPC rate", "sum by (type) (rate(slurm_rpcs_total{%s}[5m]))" % CLUSTER, "{{type}}", "timeseries"),
-        ("Accounting records waiting", "slurm_dbd_agent_queue_size{%s}" % CLUSTER, "dbd queue", "timeseries"),
+        ("Scheduling cycle", "slurm_scheduler_cycle_last_seconds{%s}" % CLUSTER, WHO + " main", "timeseries"),
+        ("Backfill cycle", "slurm_backfill_cycle_last_seconds{%s}" % CLUSTER, WHO + " backfill", "timeseries"),
+        ("RPC rate", "sum by (%s, type) (rate(slurm_rpcs_total{%s}[5m]))" % (BY, CLUSTER), WHO + " {{type}}",
+         "timeseries"),
+        ("Accounting records waiting", "slurm_dbd_agent_queue_size{%s}" % CLUSTER, WHO + " dbd queue",
+         "timeseries"),
+        ("Exporter sources answering", "slurm_scrape_success{%s}" % CLUSTER, WHO + " {{source}}", "stat"),
     )),
     "slurmkube-operator": ("slurmkube operator", (
+        # The operator itself serves every cluster: these two are not per cluster.
         ("Operators answering", "sum(up{component=\"operator\"})", "up", "stat"),
         ("Leader", "max(slurmkube_operator_leader)", "leader", "stat"),
-        ("Reconcile passes by result", "sum by (slurmkube_cluster, result) "
-         "(rate(slurmkube_operator_reconcile_passes_total{%s}[5m]))" % CLUSTER,
-         "{{slurmkube_cluster}} {{result}}", "timeseries"),
-        ("Reconcile pass duration (p90)", "histogram_quantile(0.9, sum by (slurmkube_cluster, le) "
-         "(rate(slurmkube_operator_reconcile_duration_seconds_bucket{%s}[5m])))" % CLUSTER,
-         "{{slurmkube_cluster}}", "timeseries"),
-        ("API writes", "sum by (slurmkube_cluster, kind) (rate(slurmkube_operator_api_writes_total{%s}[5m]))"
-         % CLUSTER, "{{slurmkube_cluster}} {{kind}}", "timeseries"),
+        ("Reconcile passes by result", "sum by (%s, result) "
+         "(rate(slurmkube_operator_reconcile_passes_total{%s}[5m]))" % (BY, CLUSTER),
+         WHO + " {{result}}", "timeseries"),
+        ("Reconcile pass duration (p90)", "histogram_quantile(0.9, sum by (%s, le) "
+         "(rate(slurmkube_operator_reconcile_duration_seconds_bucket{%s}[5m])))" % (BY, CLUSTER),
+         WHO, "timeseries"),
+        ("API writes", "sum by (%s, kind) (rate(slurmkube_operator_api_writes_total{%s}[5m]))"
+         % (BY, CLUSTER), WHO + " {{kind}}", "timeseries"),
         ("API calls by verb (exec: Slurm's commands among them)",
          "sum by (verb) (rate(slurmkube_operator_api_calls_total[5m]))", "{{verb}}", "timeseries"),
-        ("Drains, replacements, requeues", "sum by (slurmkube_cluster, reason) "
-         "(increase(slurmkube_operator_events_total{%s}[1h]))" % CLUSTER, "{{slurmkube_cluster}} {{reason}}",
+        ("Drains, replacements, requeues", "sum by (%s, reason) "
+         "(increase(slurmkube_operator_events_total{%s}[1h]))" % (BY, CLUSTER), WHO + " {{reason}}",
          "timeseries"),
         ("Node sets: replicas and in service", "slurmkube_nodeset_replicas{%s}" % CLUSTER,
-         "{{node_set}} {{kind}}", "timeseries"),
-        ("Munge key rotation pending", "max by (slurmkube_cluster) (slurmkube_munge_key_rotation_pending{%s})"
-         % CLUSTER, "{{slurmkube_cluster}}", "stat"),
-        ("Bridge: pods by state", "sum by (slurmkube_cluster, state) (slurmkube_bridge_pods{%s})" % CLUSTER,
-         "{{slurmkube_cluster}} {{state}}", "timeseries"),
-        ("Bridge: pod created to bound (p90)", "histogram_quantile(0.9, sum by (slurmkube_cluster, le) "
-         "(rate(slurmkube_bridge_bind_latency_seconds_bucket{%s}[15m])))" % CLUSTER, "{{slurmkube_cluster}}",
+         WHO + " {{node_set}} {{kind}}", "timeseries"),
+        ("Munge key rotation pending", "max by (%s) (slurmkube_munge_key_rotation_pending{%s})"
+         % (BY, CLUSTER), WHO, "stat"),
+        ("Bridge: pods by state", "sum by (%s, state) (slurmkube_bridge_pods{%s})" % (BY, CLUSTER),
+         WHO + " {{state}}", "timeseries"),
+        ("Bridge: pod created to bound (p90)", "histogram_quantile(0.9, sum by (%s, le) "
+         "(rate(slurmkube_bridge_bind_latency_seconds_bucket{%s}[15m])))" % (BY, CLUSTER), WHO,
          "timeseries"),
     )),
 }
+
+# Panels over the operator itself, not one cluster (the test of the dashboards skips them).
+OPERATOR_WIDE = ("Operators answering", "Leader", "API calls by verb (exec: Slurm's commands among them)")
 
 
 def panel(index: int, spec: Panel) -> Dict[str, Any]:
@@ -111,8 +122,11 @@ def dashboard(uid: str, title: str, panels: Sequence[Panel]) -> Dict[str, Any]:
         "time": {"from": "now-6h", "to": "now"},
         "templating": {"list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus"},
+            {"name": "namespace", "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
+             "query": "label_values(slurm_up, slurmkube_namespace)", "includeAll": True, "multi": True},
             {"name": "cluster", "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
-             "query": "label_values(slurm_up, slurmkube_cluster)", "includeAll": True, "multi": True},
+             "query": "label_values(slurm_up{slurmkube_namespace=~\"$namespace\"}, slurmkube_cluster)",
+             "includeAll": True, "multi": True},
         ]},
         "panels": [panel(i, p) for i, p in enumerate(panels)],
     }

@@ -54,23 +54,23 @@ class SlurmCollector:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.taken: Optional[float] = None  # when Slurm was last asked; never yet
-        self.families: List[Family] = [up_family(False)]
+        self.families: List[Family] = up_family({source: False for source in COMMANDS})
         self.jail = JailReader(C.JAIL_MOUNT_PATH)
 
     def refresh(self) -> None:
         families: List[Family] = []
-        reachable = True
+        answered: Dict[str, bool] = {}
         nodes: AbstractSet[str] = frozenset()
         for kind, argv in COMMANDS.items():
             text = run(argv)
+            answered[kind] = text is not None
             if text is None:
-                reachable = False
                 continue
             families.extend(PARSERS[kind](text))
             if kind == "nodes":
                 nodes = node_names(text)
         families.extend(self.jail.families(nodes))
-        self.families = [up_family(reachable)] + families
+        self.families = up_family(answered) + families
         self.taken = time.monotonic()
 
     def collect(self) -> Iterator[Metric]:

@@ -42,7 +42,7 @@ def scrape_config(namespace: str, cluster: str, interval: int) -> Dict[str, Any]
         "rule_files": ["/etc/prometheus/slurmkube.rules.yml"],
         "scrape_configs": [
             job("slurmkube-exporter", "%s-%s" % (cluster, C.COMPONENT_EXPORTER), 9341,
-                {"slurmkube_cluster": cluster, "component": C.COMPONENT_EXPORTER}),
+                {"slurmkube_namespace": namespace, "slurmkube_cluster": cluster, "component": C.COMPONENT_EXPORTER}),
             job("slurmkube-operator", C.OPERATOR_NAME, C.OPERATOR_METRICS_PORT, {"component": C.COMPONENT_OPERATOR}),
         ],
     }

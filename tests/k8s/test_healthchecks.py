@@ -392,8 +392,8 @@ def exporter_families() -> set:
     """Every family name the exporter has (each is there with no samples too)."""
     empty_nodes = json.dumps({"nodes": []})
     families = M.node_families(empty_nodes) + M.job_families("") + \
-        M.scheduler_families(json.dumps({"statistics": {}})) + [M.up_family(True)] + M.jail_families(0, 0, 0, 0) + \
-        M.health_families({}, set()) + M.long_check_families({}, set())
+        M.scheduler_families(json.dumps({"statistics": {}})) + M.up_family({"nodes": True}) + \
+        M.jail_families(0, 0, 0, 0) + M.health_families({}, set()) + M.long_check_families({}, set())
     return {f.name + ("_total" if f.kind == "counter" and not f.name.endswith("_total") else "") for f in families}
 
 
@@ -435,6 +435,7 @@ def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_ale
 
         alert = wait_for(alerted, 3 * SCRAPE_INTERVAL, 1)[0]
         assert alert["labels"]["slurmkube_cluster"] == CLUSTER and alert["labels"]["node_set"] == "cpu", alert
+        assert alert["labels"]["slurmkube_namespace"] == hc.namespace, alert
 
         # A job waits behind the drained nodes: the queue families have samples too.
         job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true").strip()
@@ -450,8 +451,8 @@ def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_ale
 
         # Every dashboard panel returns data, but those that cannot here; every rule is valid and
         # every metric it reads has samples.
-        # Grafana's $cluster variable, as "All" sends it.
-        dashboards = [expr.replace("$cluster", ".*") for expr in dashboard_expressions()]
+        # Grafana's $namespace and $cluster variables, as "All" sends them.
+        dashboards = [expr.replace("$cluster", ".*").replace("$namespace", ".*") for expr in dashboard_expressions()]
         empty = [expr for expr in dashboards if not prometheus.query(expr)]
         explained = [expr for expr in empty if any(name in expr for name in NO_SAMPLES_HERE)]
         assert empty == explained, "dashboard expressions with no data: %s" % (set(empty) - set(explained))

@@ -108,12 +108,26 @@ def node_set_of(node: Mapping[str, Any]) -> str:
     return features[0] if features else ""
 
 
+# Capacity and use, one family each, so that sum() over one means something. The CPU and GPU
+# names are those of the community exporter (vpenso/prometheus-slurm-exporter: slurm_cpus_total,
+# slurm_cpus_alloc, slurm_gpus_total, slurm_gpus_alloc), here per node set; memory, which it has
+# not, follows them with the unit Prometheus asks for.
+RESOURCE_FAMILIES = (
+    ("slurm_cpus_total", "CPUs of the nodes by node set."),
+    ("slurm_cpus_alloc", "CPUs allocated to jobs by node set."),
+    ("slurm_memory_total_bytes", "Memory of the nodes (RealMemory) by node set."),
+    ("slurm_memory_alloc_bytes", "Memory allocated to jobs by node set."),
+    ("slurm_gpus_total", "GPUs of the nodes by node set."),
+    ("slurm_gpus_alloc", "GPUs allocated to jobs by node set."),
+)
+
+
 def node_families(nodes_json: str) -> List[Family]:
     """Nodes by state and node set, why the unavailable ones are, and what they hold."""
     nodes = json.loads(nodes_json).get("nodes") or []
     by_state: Counter = Counter()
     unavailable: Counter = Counter()
-    resources: Dict[Tuple[str, str, str], float] = {}
+    resources: Dict[Tuple[str, str], float] = {}
     for node in nodes:
         node_set = node_set_of(node)
         state = node_state(node.get("state") or [])
@@ -121,15 +135,15 @@ def node_families(nodes_json: str) -> List[Family]:
         if state in ("down", "drain"):
             unavailable[(node_set, state, reason_kind(node.get("reason") or ""))] += 1
         held = (
-            ("cpus", "total", number(node.get("cpus")) or 0),
-            ("cpus", "allocated", number(node.get("alloc_cpus")) or 0),
-            ("memory", "total", (number(node.get("real_memory")) or 0) * 2 ** 20),
-            ("memory", "allocated", (number(node.get("alloc_memory")) or 0) * 2 ** 20),
-            ("gpus", "total", gpus_in(node.get("gres") or "")),
-            ("gpus", "allocated", gpus_in(node.get("gres_used") or "")),
+            ("slurm_cpus_total", number(node.get("cpus")) or 0),
+            ("slurm_cpus_alloc", number(node.get("alloc_cpus")) or 0),
+            ("slurm_memory_total_bytes", (number(node.get("real_memory")) or 0) * 2 ** 20),
+            ("slurm_memory_alloc_bytes", (number(node.get("alloc_memory")) or 0) * 2 ** 20),
+            ("slurm_gpus_total", gpus_in(node.get("gres") or "")),
+            ("slurm_gpus_alloc", gpus_in(node.get("gres_used") or "")),
         )
-        for what, kind, value in held:
-            resources[(what, node_set, kind)] = resources.get((what, node_set, kind), 0) + value
+        for name, value in held:
+            resources[(name, node_set)] = resources.get((name, node_set), 0) + value
     return [
         Family("slurm_nodes", "gauge", "Slurm nodes by node set and state (down, drain, completing, mixed, "
                "allocated, idle, other).",
@@ -137,10 +151,9 @@ def node_families(nodes_json: str) -> List[Family]:
         Family("slurm_nodes_unavailable", "gauge", "Down or drained nodes by node set, state and who set the "
                "reason (health-check, long-check, pod-lost, node-lost, planned:<purpose>, other, none).",
                [(labels(node_set=s, state=st, reason=r), n) for (s, st, r), n in sorted(unavailable.items())]),
-        *(Family("slurm_%s%s" % (what, "_bytes" if what == "memory" else ""), "gauge",
-                 "%s of the nodes by node set, total and allocated." % what.capitalize(),
-                 [(labels(node_set=s, kind=k), v) for (w, s, k), v in sorted(resources.items()) if w == what])
-          for what in ("cpus", "memory", "gpus")),
+        *(Family(name, "gauge", text,
+                 [(labels(node_set=s), v) for (n, s), v in sorted(resources.items()) if n == name])
+          for name, text in RESOURCE_FAMILIES),
     ]
 
 
@@ -300,8 +313,16 @@ def long_check_of(file_name: str) -> str:
     return "latency" if file_name.endswith("-latency.log") else "node"
 
 
-def up_family(reachable: bool) -> Family:
-    return Family("slurm_up", "gauge", "1 when slurmctld answered the last scrape.", [((), 1.0 if reachable else 0.0)])
+def up_family(answered: Mapping[str, bool]) -> List[Family]:
+    """slurm_up: slurmctld answered at least one of the exporter's questions (one failing
+    command is not a controller down); slurm_scrape_success: which of them it answered."""
+    return [
+        Family("slurm_up", "gauge", "1 when slurmctld answered the last scrape (any of its commands).",
+               [((), 1.0 if any(answered.values()) else 0.0)]),
+        Family("slurm_scrape_success", "gauge", "1 when the source's command answered the last scrape, by source "
+               "(nodes: scontrol show nodes, jobs: squeue, sdiag: sdiag).",
+               [(labels(source=source), 1.0 if ok else 0.0) for source, ok in sorted(answered.items())]),
+    ]
 
 
 def series_count(families: Sequence[Family]) -> int:

@@ -39,7 +39,7 @@ def served_names() -> set:
     slurm = FIXTURES / "slurm"
     families = node_families((slurm / "nodes-drained.json").read_text()) + \
         job_families("main|PENDING|Priority|alice\n") + \
-        scheduler_families((slurm / "sdiag.json").read_text()) + [up_family(True)] + \
+        scheduler_families((slurm / "sdiag.json").read_text()) + up_family({"nodes": True}) + \
         jail_families(1, 1, 1, 1) + health_families({}, set()) + long_check_families({}, set())
     return {f.name for f in families} | set(telemetry.served_names())
 
@@ -67,3 +67,35 @@ def test_dashboards_and_rules_ask_for_served_metrics_only():
 def test_there_is_a_dashboard_for_the_overview_nodes_queue_and_operator():
     assert set(generator().DASHBOARDS) == {"slurmkube-overview", "slurmkube-nodes", "slurmkube-queue",
                                            "slurmkube-operator"}
+
+
+def groupings(expression: str) -> list:
+    """The label lists of every `by (...)` in an expression."""
+    return [[label.strip() for label in found.split(",")] for found in re.findall(r"\bby \(([^)]*)\)", expression)]
+
+
+def test_two_clusters_of_one_name_in_two_namespaces_stay_apart_in_every_panel():
+    """Issue 39: each cluster panel selects the namespace and the cluster, every sum keeps both,
+    and its legend names both; only the operator's own panels are not per cluster."""
+    gen = generator()
+    for _title, panels in gen.DASHBOARDS.values():
+        for title, expr, legend, _kind in panels:
+            if title in gen.OPERATOR_WIDE:
+                assert "slurmkube_cluster" not in expr, title
+                continue
+            assert 'slurmkube_namespace=~"$namespace",slurmkube_cluster=~"$cluster"' in expr, title
+            assert all({"slurmkube_namespace", "slurmkube_cluster"} <= set(by) for by in groupings(expr)), title
+            assert legend.startswith("{{slurmkube_namespace}}/{{slurmkube_cluster}}"), title
+
+
+def test_every_rule_that_sums_keeps_the_namespace_and_the_cluster_and_every_alert_has_a_runbook():
+    rules = yaml.safe_load((REPO / "monitoring" / "prometheus" / "slurmkube.rules.yml").read_text())
+    runbooks = (REPO / "docs" / "runbooks.md").read_text()
+    for rule in (r for group in rules["groups"] for r in group["rules"]):
+        assert all({"slurmkube_namespace", "slurmkube_cluster"} <= set(by) for by in groupings(rule["expr"])), rule
+        annotations = rule["annotations"]
+        assert annotations["description"] and annotations["summary"], rule["alert"]
+        assert annotations["runbook"] == "docs/runbooks.md#" + rule["alert"].lower(), rule["alert"]
+        assert "\n## %s\n" % rule["alert"] in runbooks, rule["alert"]
+        if "slurmkube_cluster" in annotations["summary"]:
+            assert "{{ $labels.slurmkube_namespace }}/{{ $labels.slurmkube_cluster }}" in annotations["summary"]

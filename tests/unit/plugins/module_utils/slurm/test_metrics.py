@@ -18,6 +18,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics impor
     reason_kind,
     scheduler_families,
     series_count,
+    up_family,
 )
 
 SLURM = FIXTURES / "slurm"
@@ -56,8 +57,12 @@ def test_nodes_add_up_by_node_set_and_state():
     nodes = json.loads(text)["nodes"]
     families = by_name(node_families(text))
     assert sum(families["slurm_nodes"].values()) == len(nodes)
-    assert sum(families["slurm_cpus"][k] for k in families["slurm_cpus"] if ("kind", "total") in k) == \
-        sum(n["cpus"] for n in nodes)
+    # capacity and use are families of their own: a sum over one is the cluster's
+    assert sum(families["slurm_cpus_total"].values()) == sum(n["cpus"] for n in nodes)
+    assert sum(families["slurm_cpus_alloc"].values()) == sum(n["alloc_cpus"] for n in nodes)
+    assert sum(families["slurm_memory_total_bytes"].values()) == sum(n["real_memory"] for n in nodes) * 2 ** 20
+    assert all(set(dict(k)) == {"node_set"} for name in ("slurm_cpus_total", "slurm_gpus_alloc")
+               for k in families[name])
     drained = families["slurm_nodes_unavailable"]
     assert all(dict(k)["state"] in ("down", "drain") for k in drained)
 
@@ -149,3 +154,11 @@ def test_an_nccl_result_line_becomes_bus_bandwidth_and_a_failed_check():
     families = by_name(long_check_families({"g-0.log": (1.0, line)}, {"g-0"}))
     assert families["slurm_node_gpu_bus_bandwidth_bytes_per_second"] == {(("node", "g-0"),): 4e9}
     assert families["slurm_node_long_check_failed"] == {(("check", "node"), ("node", "g-0")): 1.0}
+
+
+def test_slurm_up_is_any_answer_and_each_source_says_its_own():
+    families = by_name(up_family({"nodes": True, "jobs": False, "sdiag": True}))
+    assert families["slurm_up"] == {(): 1.0}
+    assert families["slurm_scrape_success"] == {(("source", "jobs"),): 0.0, (("source", "nodes"),): 1.0,
+                                                (("source", "sdiag"),): 1.0}
+    assert by_name(up_family({"nodes": False, "jobs": False}))["slurm_up"] == {(): 0.0}
