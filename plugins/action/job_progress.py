@@ -26,10 +26,13 @@ ARGUMENT_SPEC = {
 
 def new_lines(path: Optional[str], offset: int) -> Tuple[List[str], int]:
     """The whole lines written to PATH since OFFSET, and the offset after them (a line still
-    being written waits for its end)."""
+    being written waits for its end). A file shorter than OFFSET was started afresh (the script
+    truncates it when it starts): it is read from its beginning."""
     if not path or not os.path.isfile(path):
-        return [], offset
+        return [], 0
     with open(path, "rb") as log:
+        if os.fstat(log.fileno()).st_size < offset:
+            offset = 0
         log.seek(offset)
         text = log.read()
     complete = text[:text.rfind(b"\n") + 1]
@@ -55,7 +58,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         start = last_said = time.monotonic()
-        offset = os.path.getsize(args["log"]) if args["log"] and os.path.isfile(args["log"]) else 0
+        # From the start: the caller removes the last run's file before it starts the task.
+        offset = 0
         while True:
             status = self.job_status(args["jid"], task_vars or {})
             lines, offset = new_lines(args["log"], offset)

@@ -30,8 +30,9 @@ options:
     required: true
   log:
     description:
-      - A file on the controller the task writes its progress lines to; only the lines written
-        while waiting are printed.
+      - A file on the controller the task writes its progress lines to, read from its beginning;
+        remove the last run's file before starting the task. A file the task truncates when it
+        starts is read again from its beginning.
     type: path
   interval:
     description: Seconds without a new line after which a line says how long the task has run.

@@ -7,7 +7,7 @@ import datetime
 
 import nodecheck as N
 import pytest
-from examples import FIXTURES
+from example_clusters import FIXTURES
 
 GPU = FIXTURES / "gpu"
 DEFAULTS = N.Limits()

@@ -4,6 +4,7 @@ SLURMKUBE_PROGRESS_FILE), or how long it has run when it says nothing."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from pathlib import Path
@@ -65,3 +66,16 @@ def test_a_failed_task_fails_the_wait_with_its_status_and_output(tmp_path: Path)
     assert waited is None
     assert re.search(r'fatal: \[localhost\]: FAILED! => .*"rc": 3', output), output[-3000:]
     assert "broken" in output
+
+
+def test_a_progress_file_started_afresh_is_read_from_its_beginning(tmp_path: Path):
+    """The script truncates its progress file when it starts (tools/progress.sh): a reader that
+    had got further in the last run's longer file reads the new one from its first line."""
+    action = importlib.import_module("ansible_collections.slurmkube.core.plugins.action.job_progress")
+    log = tmp_path / "progress.log"
+    log.write_text("an old line of the last run\nanother old one\n")
+    lines, offset = action.new_lines(str(log), 0)
+    assert lines == ["an old line of the last run", "another old one"]
+    log.write_text("new\nhalf a li")
+    assert action.new_lines(str(log), offset) == (["new"], 4)
+    assert action.new_lines(str(tmp_path / "missing.log"), 12) == ([], 0)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import yaml
-from examples import FIXTURES
+from example_clusters import FIXTURES
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from examples import EXAMPLES, example
+from example_clusters import EXAMPLES, example
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
     munge_secret_name,

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 from collection_path import REPO
-from examples import EXAMPLES, example_resources
+from example_clusters import EXAMPLES, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, spec_rule_validations
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from examples import example_resources
+from example_clusters import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import secrets as operator_secrets

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from examples import example_resources
+from example_clusters import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C

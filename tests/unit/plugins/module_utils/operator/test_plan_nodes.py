@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from examples import FIXTURES
+from example_clusters import FIXTURES
 
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_nodes import (
     NodeAction,

@@ -11,7 +11,7 @@ import datetime
 import json
 
 import pytest
-from examples import example_resources
+from example_clusters import example_resources
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from examples import example_resources
+from example_clusters import example_resources
 from playbook_runner import run_module as run_ansible_module
 
 

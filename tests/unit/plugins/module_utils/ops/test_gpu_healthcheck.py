@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from examples import example_resources
+from example_clusters import example_resources
 from test_reconcile_health import SlurmKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C

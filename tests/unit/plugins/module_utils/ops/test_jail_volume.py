@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from examples import EXAMPLES, example
+from example_clusters import EXAMPLES, example
 from memory_kube import MemoryKube
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import Timer

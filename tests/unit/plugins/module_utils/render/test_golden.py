@@ -13,7 +13,7 @@ from typing import Dict
 
 import pytest
 import yaml
-from examples import EXAMPLES, FIXTURES, example
+from example_clusters import EXAMPLES, FIXTURES, example
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import runs_slurmdbd
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.cluster_manifests import manifest_file_name

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from examples import EXAMPLES, example, example_resources
+from example_clusters import EXAMPLES, example, example_resources
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import node_conf, slurm_mem_spec_limit_mib

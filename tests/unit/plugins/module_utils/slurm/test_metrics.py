@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from examples import FIXTURES
+from example_clusters import FIXTURES
 
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics import (
     gpus_in,
