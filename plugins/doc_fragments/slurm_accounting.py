@@ -21,6 +21,10 @@ options:
     description: Namespace of the cluster.
     type: str
     default: default
+seealso:
+  - name: sacctmgr
+    link: https://slurm.schedmd.com/sacctmgr.html
+    description: Slurm's own tool for the accounting database, which the module runs.
 notes:
   - Talks to slurmdbd with C(sacctmgr) in a ready controller pod, through the Kubernetes exec
     API, reading its parsable output. Only settings that differ are changed; an option left

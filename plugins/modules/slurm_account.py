@@ -45,9 +45,6 @@ extends_documentation_fragment:
 seealso:
   - module: slurmkube.core.slurm_user
   - module: slurmkube.core.slurm_qos
-  - name: sacctmgr
-    link: https://slurm.schedmd.com/sacctmgr.html
-    description: Slurm's own tool for the accounting database, which the module runs.
 attributes:
   check_mode:
     support: full

@@ -49,9 +49,6 @@ seealso:
   - module: slurmkube.core.slurm_account
   - module: slurmkube.core.slurm_qos
   - module: slurmkube.core.jail_user
-  - name: sacctmgr
-    link: https://slurm.schedmd.com/sacctmgr.html
-    description: Slurm's own tool for the accounting database, which the module runs.
 attributes:
   check_mode:
     support: full

@@ -114,6 +114,14 @@ def demo_jobs_on_two_kubernetes_workers_share_the_jail(kube: Cluster) -> None:
 OWN_CLUSTER = "own-cluster.json"
 
 
+def without_kubeconfig(workdir: Path) -> dict:
+    """This environment with no K8S_AUTH_* variable and KUBECONFIG naming a missing file: a
+    kubeconfig read anyway would fail the run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_")}
+    env.update(KUBECONFIG=str(workdir / "no-kubeconfig"), ANSIBLE_NOCOLOR="1")
+    return env
+
+
 def token_auth(kube: Cluster, workdir: Path) -> dict:
     """kubernetes.core's connection options for the kind cluster without its kubeconfig: its API
     server's address, a cluster-admin ServiceAccount's token and the cluster's CA in a file."""
@@ -138,11 +146,8 @@ def site_with_a_token_alone_changes_nothing(kube: Cluster, workdir: Path) -> Non
     example["slurmkube_cluster"]["spec"].setdefault("jail", {})["storageClassName"] = "slurmkube-shared"
     settings = workdir / OWN_CLUSTER
     settings.write_text(json.dumps(dict(example, slurmkube_kubernetes_auth=auth, slurmkube_pull_policy="Never")))
-    # A kubeconfig read anyway would be this missing file, and fail the run.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_")}
-    env.update(KUBECONFIG=str(workdir / "no-kubeconfig"), ANSIBLE_NOCOLOR="1")
     result = subprocess.run(["bash", "quickstart.sh", "-e", "@" + str(settings)], cwd=REPO, capture_output=True,
-                            text=True, timeout=1800, check=False, env=env)
+                            text=True, timeout=1800, check=False, env=without_kubeconfig(workdir))
     output = result.stdout + result.stderr
     (workdir / "token.log").write_text(output)
     assert result.returncode == 0, failed(output)
@@ -156,8 +161,7 @@ def scale_then_teardown_with_a_token_alone(kube: Cluster, settings: Path) -> Non
     """scale.yml and teardown.yml (purge, on a cluster not made here: its objects one by one) with
     the same connection options alone: the node set shrinks, then the cluster, its pods, its
     claims and its jail go."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("K8S_AUTH_")}
-    env.update(KUBECONFIG=str(settings.parent / "no-kubeconfig"), ANSIBLE_NOCOLOR="1")
+    env = without_kubeconfig(settings.parent)
     scale = run_playbook(REPO / "playbooks" / "scale.yml", "-e", "@" + str(settings), "-e", "slurmkube_node_set=big",
                          "-e", "slurmkube_replicas=0", env=env)
     assert scale.returncode == 0, failed(scale.stdout + scale.stderr)
