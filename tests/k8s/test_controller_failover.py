@@ -259,9 +259,11 @@ def test_the_backup_serves_within_seconds_when_the_primary_node_stops(ha: LoginS
     stopped = time.time()
     rows = submissions(submitting)
     failed = [row for row in rows if row[3].startswith("FAILED")]
-    assert len(rows) == SUBMISSIONS and not failed, failed
+    assert len(rows) == SUBMISSIONS and not failed, "%d of %d submissions ended, refused: %s" % (
+        len(rows), SUBMISSIONS, failed)
     waited = first_accepted_after(rows, stopped)
-    assert waited is not None and waited <= TARGET_FAILOVER_S, waited
+    assert waited is not None and waited <= TARGET_FAILOVER_S, "first accepted %s s after the stop; around it: %s" % (
+        waited, [row for row in rows if stopped - 5 < row[1] < stopped + 60])
     jobs = [job_id(row) for row in rows]
     assert len(set(jobs)) == SUBMISSIONS, "a job id was given twice"
     # Every submission the old primary accepted is in the state the backup took over.
