@@ -29,6 +29,15 @@ LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_CLUSTER = API_GROUP + "/cluster"
 LABEL_NODESET = API_GROUP + "/nodeset"
+# The volumes of the product's pods: a site's pod volumes (spec.pods, a component's pod) take other
+# names (tests/unit/plugins/module_utils/render/test_pod_options.py checks this list against every rendered pod).
+PRODUCT_VOLUMES = frozenset((
+    "slurm-config", "munge-key", "jail", "state", "sshd-config", "ssh-host-keys", "spool", "shm", "node-tmp",
+    "seccomp-profiles", "slurmdbd-config", "data", "database-ca", "run-secrets", "jwt-keys", "logs", "munge-etc",
+    "munge-lib", "run", "tmp",
+))
+# A worker's volume of a jail sub-mount is this and the sub-mount's name.
+SUB_MOUNT_VOLUME_PREFIX = "sub-"
 # Kubernetes' own label of a node's name: what "another Kubernetes node" means to a spread.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # The StatefulSet controller's label of the template revision a pod was made from.

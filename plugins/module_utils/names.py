@@ -116,7 +116,7 @@ def pod(statefulset: str, ordinal: int) -> str:
 
 def sub_mount_volume(sub_mount: str) -> str:
     """The worker pod's volume of a jail sub-mount (spec.jail.subMounts[].name)."""
-    return "sub-%s" % sub_mount
+    return C.SUB_MOUNT_VOLUME_PREFIX + sub_mount
 
 
 def node_range(statefulset: str, count: int) -> str:

@@ -24,6 +24,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
     is_normalized_path,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.network import DnsServer
+from ansible_collections.slurmkube.core.plugins.module_utils.model.pods import mount_rules, pod_rules
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError, describe, key_path
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     DEFAULT_PARTITION_NAME,
@@ -81,12 +82,24 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
     problems.extend(_peer_rules(spec.exporter.scrape_from, "spec.exporter.scrapeFrom"))
     problems.extend(_peer_rules(spec.rest.allow_from, "spec.rest.allowFrom"))
     problems.extend(_bridge_rules(spec))
+    problems.extend(_pod_options_rules(spec))
     for where, res in (("spec.controller.resources", spec.controller.resources),
                        ("spec.rest.resources", spec.rest.resources),
                        ("spec.login.resources", spec.login.resources),
                        ("spec.accounting.resources", spec.accounting.resources),
                        ("spec.accounting.database.resources", spec.accounting.database.resources)):
         problems.extend(_positive_resources(where, res))
+    return problems
+
+
+def _pod_options_rules(spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
+    """spec.pods and each component's pod; a component's volumeMounts may name spec.pods' volumes."""
+    shared = [v.get("name") for v in spec.pods.volumes]
+    problems = pod_rules(spec.pods, "spec.pods")
+    for where, options in (("spec.controller.pod", spec.controller.pod), ("spec.login.pod", spec.login.pod),
+                           ("spec.accounting.pod", spec.accounting.pod), ("spec.exporter.pod", spec.exporter.pod),
+                           ("spec.rest.pod", spec.rest.pod)):
+        problems.extend(pod_rules(options, where, shared))
     return problems
 
 
@@ -306,6 +319,8 @@ def nodeset_rules(name: str, spec: NodeSetSpec) -> List[Tuple[str, str]]:
             problems.append(("spec.gres[%d]" % i, "must look like 'name[:type]:count', got %s" % describe(gres)))
         elif gres.split(":")[0] == "gpu":
             problems.append(("spec.gres[%d]" % i, "GPUs come from resources.gpus and gpuType, got %s" % describe(gres)))
+    # Its volumeMounts may name the cluster's spec.pods volumes: check_references checks them.
+    problems.extend(pod_rules(spec.pod, "spec.pod", None))
     return problems
 
 
@@ -322,6 +337,10 @@ def check_references(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> None
             if ref not in names:
                 problems.append(("spec.partitions[%d].nodeSets" % i, "unknown node set %s; known: %s"
                                  % (describe(ref), ", ".join(sorted(names)) or "none")))
+    shared = [v.get("name") for v in cluster.spec.pods.volumes]
+    for ns in nodesets:
+        problems.extend(("NodeSet %s: %s" % (ns.name, where), what)
+                        for where, what in mount_rules(ns.spec.pod, "spec.pod", shared))
     on_demand = sorted(ns.name for ns in nodesets if ns.spec.max_replicas is not None)
     if cluster.spec.slurm.switch_label and on_demand:
         # A powered-down node has no pod, so no machine whose label would place it in topology.conf.

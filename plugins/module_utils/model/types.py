@@ -37,6 +37,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.health import HealthChecks
 from ansible_collections.slurmkube.core.plugins.module_utils.model.network import Egress, LoginService
+from ansible_collections.slurmkube.core.plugins.module_utils.model.pods import PodOptions
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class Images:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where pods may run."""
+    """Where pods may run: the same as the component's pod.nodeSelector and pod.tolerations (which
+    also take affinity and a priority class), kept for specs written before them."""
 
     node_selector: Dict[str, str] = spec_field("Kubernetes node selector.", factory=dict)
     tolerations: List[FreeForm] = spec_field("Kubernetes tolerations.", factory=list)
@@ -130,6 +132,8 @@ class Controller:
     state_volume: VolumeClaim = spec_field("Volume for StateSaveLocation, made ReadWriteMany (every controller "
                                            "mounts it); the jail's class when none is named.", factory=VolumeClaim)
     placement: Placement = spec_field("Where the controller runs.", factory=Placement)
+    pod: PodOptions = spec_field("What the site adds to the slurmctld pods (and the upgrade's preflight Job), "
+                                 "after spec.pods.", factory=PodOptions)
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,7 @@ class Login:
     service: LoginService = spec_field("The login Service's annotations and who may reach it.", factory=LoginService)
     resources: Resources = spec_field("Resources of each login pod.", factory=Resources)
     placement: Placement = spec_field("Where login pods run.", factory=Placement)
+    pod: PodOptions = spec_field("What the site adds to the login pods, after spec.pods.", factory=PodOptions)
 
 
 @dataclass(frozen=True)
@@ -365,6 +370,8 @@ class Accounting:
     port: int = spec_field("slurmdbd port.", 6819, minimum=1, maximum=65535)
     resources: Resources = spec_field("Resources of the slurmdbd pod.", factory=Resources)
     database: AccountingDatabase = spec_field("slurmdbd's database.", factory=AccountingDatabase)
+    pod: PodOptions = spec_field("What the site adds to the slurmdbd pod and the in-cluster database's, after "
+                                 "spec.pods.", factory=PodOptions)
     config: Dict[str, SlurmValue] = spec_field(
         "slurmdbd.conf overrides, merged over the product's (the slurmdbd slurmkube runs; none with host): "
         "job history purged after a time (PurgeJobAfter: 12month, PurgeStepAfter, PurgeEventAfter, ...), "
@@ -390,6 +397,7 @@ class Exporter:
         "Who may scrape: NetworkPolicy 'from' peers ({namespaceSelector: ...}, {podSelector: "
         "...}); any pod in any namespace when empty.", factory=list)
     resources: Resources = spec_field("Resources of the exporter pod.", factory=Resources)
+    pod: PodOptions = spec_field("What the site adds to the exporter pod, after spec.pods.", factory=PodOptions)
 
 
 @dataclass(frozen=True)
@@ -408,6 +416,7 @@ class Rest:
     token_max_lifetime_seconds: int = spec_field(
         "The longest lifetime slurm_token gives a token.", 86400, minimum=60, maximum=31 * 86400)
     resources: Resources = spec_field("Resources of each slurmrestd pod.", factory=Resources)
+    pod: PodOptions = spec_field("What the site adds to the slurmrestd pods, after spec.pods.", factory=PodOptions)
 
 
 @dataclass(frozen=True)
@@ -437,6 +446,10 @@ class SlurmClusterSpec:
     """spec of a SlurmCluster."""
 
     images: Images = spec_field("Container images.", factory=Images)
+    pods: PodOptions = spec_field(
+        "What the site adds to every pod of the cluster (its node sets' too): pull secrets of a private "
+        "registry, a priority class, scheduling, labels, annotations, environment, volumes. Each component's "
+        "and node set's own pod adds to it.", factory=PodOptions)
     controller: Controller = spec_field("The controller (slurmctld).", factory=Controller)
     login: Login = spec_field("Login nodes (sshd).", factory=Login)
     munge: Munge = spec_field("The munge key.", factory=Munge)
@@ -472,6 +485,8 @@ class NodeSetSpec:
     features: List[str] = spec_field("Extra Slurm features of the nodes.", factory=list)
     gres: List[str] = spec_field("Extra GRES beyond GPUs, as 'name[:type]:count'.", factory=list)
     placement: Placement = spec_field("Where the node pods run.", factory=Placement)
+    pod: PodOptions = spec_field("What the site adds to the node pods, after the cluster's spec.pods.",
+                                 factory=PodOptions)
     spread: Spread = spec_field("How the node pods spread over Kubernetes nodes.", factory=Spread)
     drain_timeout_seconds: int = spec_field(
         "On scale-down, or when its Kubernetes node is being emptied (kubectl drain, an autoscaler), how "

@@ -23,7 +23,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import quantity_to_mebibytes
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings, with_jwks
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     header,
@@ -126,10 +126,10 @@ def _statefulset(cluster: SlurmCluster, name: str, component: str, pod_spec: Dic
         "serviceName": name,
         "selector": {"matchLabels": names.selector_labels(cluster.name, component)},
         "updateStrategy": {"type": "RollingUpdate"},
-        "template": {
-            "metadata": {"labels": names.object_labels(cluster.name, component), "annotations": annotations},
-            "spec": {**common.pod_identity(cluster), **pod_spec},
-        },
+        "template": pods.customised(
+            {"metadata": {"labels": names.object_labels(cluster.name, component), "annotations": annotations},
+             "spec": {**common.pod_identity(cluster), **pod_spec}},
+            pods.component_options(cluster, cluster.spec.accounting.pod)),
     }
     if claims:
         # Deleting the cluster keeps the database, as it keeps the jail.

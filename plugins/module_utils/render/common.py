@@ -10,7 +10,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import jail_claim_name, munge_secret_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
-    Placement,
     Resources,
     SlurmCluster,
 )
@@ -127,16 +126,6 @@ def resources(res: Resources, gpus: bool = False) -> Dict[str, Any]:
     if res.cpu_request is not None:
         requests["cpu"] = str(res.cpu_request)
     return {"requests": requests, "limits": dict(amounts)}
-
-
-def placement(spec: Placement) -> Dict[str, Any]:
-    """nodeSelector and tolerations of a pod spec (only the ones that are set)."""
-    out: Dict[str, Any] = {}
-    if spec.node_selector:
-        out["nodeSelector"] = dict(spec.node_selector)
-    if spec.tolerations:
-        out["tolerations"] = [dict(t) for t in spec.tolerations]
-    return out
 
 
 def tcp_probe(port: int, period: int = 10) -> Dict[str, Any]:

@@ -19,7 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import slurmdbd_host
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import with_jwks
 
 STATE_VOLUME = "state"
@@ -165,7 +165,6 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
     if waiting is not None:
         pod_spec["initContainers"] = [waiting]
     pod_spec.update(common.login_hosts_dns(cluster))
-    pod_spec.update(common.placement(spec.placement))
     pod_spec.update(one_per_host(cluster))
     return {
         "apiVersion": "apps/v1",
@@ -178,7 +177,7 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
             # A standby is never Ready: with OrderedReady, the pods after it would never be made.
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "OnDelete"},
-            "template": {
+            "template": pods.customised({
                 "metadata": {
                     "labels": {**names.object_labels(cluster.name, C.COMPONENT_CONTROLLER), **serving_labels(cluster)},
                     "annotations": {
@@ -186,6 +185,6 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
                     },
                 },
                 "spec": pod_spec,
-            },
+            }, pods.component_options(cluster, spec.pod, spec.placement)),
         },
     }

@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 
 
 def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -51,7 +51,7 @@ def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_EXPORTER)},
-            "template": {
+            "template": pods.customised({
                 "metadata": {"labels": pod_labels, "annotations": common.scrape_annotations(exporter.port)},
                 "spec": {
                     **common.pod_identity(cluster),
@@ -60,7 +60,7 @@ def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
                                 common.jail_volume(cluster)],
                     **common.login_hosts_dns(cluster),
                 },
-            },
+            }, pods.component_options(cluster, exporter.pod)),
         },
     }
 

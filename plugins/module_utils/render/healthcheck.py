@@ -9,7 +9,7 @@ from typing import Optional
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 
 # The long-checks role gives up after 300 s; the Job must not outlive it by much.
 LONG_CHECKS_DEADLINE_SECONDS = 600
@@ -47,7 +47,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
                 "spec": {
                     "backoffLimit": 1,
                     "activeDeadlineSeconds": LONG_CHECKS_DEADLINE_SECONDS,
-                    "template": {
+                    "template": pods.customised({
                         "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_HEALTHCHECK)},
                         "spec": {
                             **common.pod_identity(cluster),
@@ -55,7 +55,7 @@ def render_healthcheck_cronjob(cluster: SlurmCluster) -> Optional[common.Manifes
                             "containers": [container],
                             "volumes": [common.config_volume(cluster), common.munge_volume(cluster)],
                         },
-                    },
+                    }, pods.component_options(cluster)),
                 },
             },
         },

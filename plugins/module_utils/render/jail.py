@@ -16,7 +16,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import jail_claim_name
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 
 # The populate program leaves a jail alone when its marker holds the version, takes the
 # update path (image's /usr replaced, missing files added, nothing else touched) when the
@@ -136,9 +136,11 @@ def populate_job(metadata: Mapping[str, Any], pod_labels: Mapping[str, str], ima
 
 
 def render_jail_populate_job(cluster: SlurmCluster) -> common.Manifest:
-    """The cluster's populate Job, run as the cluster's tokenless ServiceAccount."""
+    """The cluster's populate Job, run as the cluster's tokenless ServiceAccount, with spec.pods."""
     images = cluster.spec.images
-    return populate_job(
+    job = populate_job(
         common.metadata(cluster, populate_job_name(cluster), C.COMPONENT_JAIL),
         names.object_labels(cluster.name, C.COMPONENT_JAIL), images.jail, images.pull_policy, jail_version(cluster),
         common.jail_volume(cluster), common.pod_identity(cluster), cluster_name=cluster.name)
+    job["spec"]["template"] = pods.customised(job["spec"]["template"], pods.component_options(cluster))
+    return job

@@ -10,7 +10,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 
 SSHD_VOLUME = "sshd-config"
 HOST_KEYS_VOLUME = "ssh-host-keys"
@@ -139,7 +139,6 @@ def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
              "secret": {"secretName": names.ssh_host_keys_secret(cluster.name), "defaultMode": 0o400}},
         ],
     }
-    pod_spec.update(common.placement(login.placement))
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -150,13 +149,13 @@ def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
             "selector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
-            "template": {
+            "template": pods.customised({
                 "metadata": {
                     "labels": names.object_labels(cluster.name, C.COMPONENT_LOGIN),
                     "annotations": {C.ANNOTATION_CONFIG_HASH: content_hash(
                         [render_sshd_config(cluster), names.login_hosts(cluster.name)])},
                 },
                 "spec": pod_spec,
-            },
+            }, pods.component_options(cluster, login.pod, login.placement)),
         },
     }

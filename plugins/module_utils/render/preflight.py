@@ -12,7 +12,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import with_jwks
 
 # slurmctld starts in seconds; a pull of a new image may take minutes.
@@ -50,7 +50,6 @@ def render_preflight(cluster: SlurmCluster, files: Mapping[str, str]) -> List[co
         "containers": [container],
         "volumes": volumes,
     }
-    pod_spec.update(common.placement(cluster.spec.controller.placement))
     config_map: common.Manifest = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -64,10 +63,9 @@ def render_preflight(cluster: SlurmCluster, files: Mapping[str, str]) -> List[co
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": PREFLIGHT_DEADLINE_SECONDS,
-            "template": {
-                "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_PREFLIGHT)},
-                "spec": pod_spec,
-            },
+            "template": pods.customised(
+                {"metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_PREFLIGHT)}, "spec": pod_spec},
+                pods.component_options(cluster, cluster.spec.controller.pod, cluster.spec.controller.placement)),
         },
     }
     return [config_map, job]

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 
 
 def rest_selector(cluster: SlurmCluster) -> Dict[str, str]:
@@ -54,7 +54,7 @@ def render_rest_deployment(cluster: SlurmCluster, config_hash: str) -> common.Ma
         "spec": {
             "replicas": cluster.spec.rest.replicas,
             "selector": {"matchLabels": rest_selector(cluster)},
-            "template": {
+            "template": pods.customised({
                 "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_REST),
                              "annotations": {C.ANNOTATION_CONFIG_HASH: config_hash}},
                 "spec": {
@@ -62,7 +62,7 @@ def render_rest_deployment(cluster: SlurmCluster, config_hash: str) -> common.Ma
                     "containers": [_rest_container(cluster)],
                     "volumes": [common.config_volume(cluster)],
                 },
-            },
+            }, pods.component_options(cluster, cluster.spec.rest.pod)),
         },
     }
 

@@ -19,7 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
     slurm_real_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import cloud_node_words
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (
     PROFILE_DIR,
@@ -214,17 +214,16 @@ def render_worker_pod_template(cluster: SlurmCluster, nodeset: NodeSet, config_h
         "volumes": _worker_volumes(cluster),
     }
     pod_spec.update(common.login_hosts_dns(cluster))
-    pod_spec.update(common.placement(nodeset.spec.placement))
     spread = topology_spread(cluster, nodeset)
     if spread:
         pod_spec["topologySpreadConstraints"] = spread
-    return {
+    return pods.customised({
         "metadata": {
             "labels": names.object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),
             "annotations": {C.ANNOTATION_CONFIG_HASH: config_hash},
         },
         "spec": pod_spec,
-    }
+    }, pods.component_options(cluster, nodeset.spec.pod, nodeset.spec.placement))
 
 
 def render_worker_statefulset(cluster: SlurmCluster, nodeset: NodeSet, config_hash: str,
