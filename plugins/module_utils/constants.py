@@ -131,6 +131,9 @@ PHASE_INVALID = "Invalid"
 PHASE_PENDING = "Pending"
 PHASE_PROVISIONING = "Provisioning"
 PHASE_READY = "Ready"
+# The SlurmCluster's condition that its pods could pull their images (the operator writes it, the
+# slurm_cluster module fails on it at once).
+CONDITION_IMAGES_PULLED = "ImagesPulled"
 
 # Ports.
 SLURMCTLD_PORT = 6817

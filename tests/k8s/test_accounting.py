@@ -48,6 +48,11 @@ SHARES = {"light": 1, "heavy": 9}
 TOKEN_MAX_LIFETIME = 120
 # MariaDB with a 256 MiB buffer pool (half its memory).
 DATABASE_RESOURCES = dict(TINY, memory="512Mi")
+# What a site adds to every pod of the cluster (spec.pods): a label, a node selector every kind
+# node matches, a toleration of a taint no node has, a pull secret.
+SITE_PODS = {"labels": {"example.org/team": "hpc"}, "nodeSelector": {"kubernetes.io/os": "linux"},
+             "tolerations": [{"key": "example.org/dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+             "imagePullSecrets": ["registry-login"]}
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +109,11 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database
     spec["slurm"] = {"config": dict(spec["slurm"]["config"], AccountingStorageEnforce="associations,limits,qos",
                                     PriorityCalcPeriod=1)}
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
+    spec["pods"] = SITE_PODS
+    # The pull secret the pods name (the images are kind's own, pullPolicy Never: the kubelet never
+    # uses it; a registry pull with one is the registry test's).
+    kube.kubectl("-n", kube.namespace, "create", "secret", "docker-registry", SITE_PODS["imagePullSecrets"][0],
+                 "--docker-server=registry.example.org", "--docker-username=site", "--docker-password=unused")
     with running_cluster(kube, operator, CLUSTER, images, spec, [(NODESET, 1, WIDE)]) as view:
         # slurmctld registers the cluster with slurmdbd when it first connects.
         wait_for(lambda: CLUSTER in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
@@ -147,6 +157,22 @@ def test_jobs_are_in_sacct_with_state_exit_code_elapsed_time_and_account(slurm: 
     assert rows[ok][0:2] == ["COMPLETED", "0:0"] and rows[bad][0:2] == ["FAILED", "3:0"], rows
     assert int(rows[ok][2]) >= 2, rows
     assert rows[ok][3] == rows[bad][3] == "physics", rows
+
+
+def test_the_sites_pod_options_reach_every_pod_of_the_cluster(slurm: SlurmView):
+    """spec.pods as the API server holds the pods: slurmctld, slurmdbd, MariaDB, slurmrestd, login,
+    the worker and the jail's populate Job each carry the label, node selector, toleration and
+    pull secret, beside the product's own labels."""
+    pods = slurm.kube.get_json("pods", "-l", "%s=%s" % (C.LABEL_CLUSTER, CLUSTER))["items"]
+    components = {p["metadata"]["labels"][C.LABEL_COMPONENT] for p in pods}
+    assert {C.COMPONENT_CONTROLLER, C.COMPONENT_LOGIN, C.COMPONENT_WORKER, C.COMPONENT_SLURMDBD,
+            C.COMPONENT_DATABASE, C.COMPONENT_REST, C.COMPONENT_JAIL} <= components, components
+    for pod in pods:
+        labels, spec, name = pod["metadata"]["labels"], pod["spec"], pod["metadata"]["name"]
+        assert labels["example.org/team"] == "hpc" and labels[C.LABEL_CLUSTER] == CLUSTER, name
+        assert spec["nodeSelector"]["kubernetes.io/os"] == "linux", name
+        assert SITE_PODS["tolerations"][0] in spec["tolerations"], name
+        assert spec["imagePullSecrets"] == [{"name": "registry-login"}], name
 
 
 def test_slurmdbd_runs_with_the_sites_slurmdbd_conf_settings(slurm: SlurmView):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Optional, Sequence
 
 import pytest
 from kube_helpers import Cluster, wait_for
+from playbook_runner import run_module
 from slurm_helpers import (
     QUICK_REQUEUE,
     TINY_NODES,
@@ -43,6 +45,8 @@ pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=750)]
 
 CLUSTER = "demo"
 CONFIG_MAP = CLUSTER + "-slurm-config"
+# A second cluster, whose controller image cannot be pulled.
+NO_PULL = "nopull"
 
 
 @pytest.fixture(scope="module")
@@ -410,6 +414,33 @@ def test_one_operator_keeps_clusters_in_two_namespaces(slurm_cluster: Cluster, s
     finally:
         other.kubectl("delete", "namespace", other.namespace, "--wait=true", check=False, timeout=300)
         operator.install(tmp_path / "one", [kube.namespace])
+
+
+def test_an_image_the_pods_cannot_pull_fails_the_modules_wait_in_under_two_minutes_naming_it(
+        slurm_cluster: Cluster, slurm_images, tmp_path: Path):
+    """What site.yml's cluster step runs (slurm_cluster, wait: true, 600 s): the controller's image
+    is on a registry that refuses connections; the module fails at once the kubelet backs off,
+    naming the image and the pod, the status says so and a Warning Event too."""
+    kube = slurm_cluster
+    missing = "localhost:1/slurmkube/controller:absent"
+    spec = cluster_manifest(kube.namespace, NO_PULL, slurm_images, {"login": {"replicas": 0}})["spec"]
+    spec["images"] = dict(spec["images"], controller=missing, pullPolicy="IfNotPresent")
+    args = {"name": NO_PULL, "namespace": kube.namespace, "spec": spec, "wait": True, "wait_timeout": 600,
+            "kubeconfig": kube.env["KUBECONFIG"]}
+    started = time.monotonic()
+    try:
+        proc, result = run_module(tmp_path, "slurm_cluster", args, env=kube.env)
+        waited = time.monotonic() - started
+        assert result is None and "image %s (pod %s-controller-0): ImagePullBackOff" % (missing, NO_PULL) \
+            in proc.stdout, proc.stdout[-3000:]
+        assert waited < 120, waited
+        status = cluster_status(kube, NO_PULL)
+        found = next(c for c in status["conditions"] if c["type"] == C.CONDITION_IMAGES_PULLED)
+        assert found["status"] == "False" and missing in found["message"], status
+        events = kube.get_json("events", "--field-selector", "reason=ImagePullFailed,involvedObject.name=" + NO_PULL)
+        assert any(missing in e["message"] for e in events["items"]), events
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", NO_PULL, "--wait=true", check=False, timeout=180)
 
 
 def test_deleting_the_cluster_removes_what_it_owns_but_keeps_the_jail(slurm_cluster: Cluster):

@@ -36,11 +36,11 @@ GROUND_FILES = {"constants", "digest", "errors", "jwt", "keys", "names", "quanti
 LAYERS = ("model", "render", "k8s", "slurm", "operator", "ops")
 # What every module of a layer may import from its own layer.
 FLOORS: Dict[str, Set[str]] = {
-    "model": {"bridge", "fields", "health", "network", "problems", "types"},
-    "render": {"bridge", "common", "jwt_auth", "power_saving", "profile", "seccomp", "slurm_config"},
+    "model": {"bridge", "fields", "health", "network", "pods", "problems", "types"},
+    "render": {"bridge", "common", "jwt_auth", "pods", "power_saving", "profile", "seccomp", "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},
-    "operator": {"leader", "pass_state", "plan_bridge", "plan_munge_key", "plan_nodes", "plan_power", "plan_upgrade",
+    "operator": {"images", "leader", "pass_state", "plan_bridge", "plan_munge_key", "plan_nodes", "plan_power", "plan_upgrade",
                  "serving",
                  "status",
                  "telemetry", "topology", "volume_refresh"},

@@ -6,7 +6,7 @@ and whether the nodes under pods report)."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import Kube
 
@@ -76,6 +76,24 @@ def pod_waiting(pod: Mapping[str, Any]) -> str:
             reason = condition.get("reason") or "Unschedulable"
             return ("%s: %s" % (reason, condition.get("message") or "")).rstrip(": ")
     return ""
+
+
+# A container's waiting reasons that say its image cannot be had: the kubelet has failed to pull it
+# and backs off (a single ErrImagePull may be a registry's hiccup), or will never try.
+IMAGE_PULL_FAILURES = ("ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")
+
+
+def image_pull_failures(pod: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """(image, "reason: message") of each of the pod's containers, init containers first, whose
+    image cannot be pulled."""
+    status = pod.get("status") or {}
+    out = []
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in IMAGE_PULL_FAILURES:
+            out.append((container.get("image") or "", ("%s: %s" % (waiting["reason"], waiting.get("message") or ""))
+                        .rstrip(": ")))
+    return out
 
 
 def pod_terminating(pod: Mapping[str, Any]) -> bool:

@@ -206,4 +206,3 @@ def mount_rules(options: PodOptions, where: str, volume_names: Sequence[str]) ->
         if not isinstance(target, str) or not target.startswith("/"):
             problems.append((path + ".mountPath", "must be an absolute path, got %s" % describe(target)))
     return problems
-

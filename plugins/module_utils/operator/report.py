@@ -19,6 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.images import images_condition
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import (
     Controllers,
     JobNotRequeued,
@@ -106,7 +107,11 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         nodes_message += ", %d leaving" % leaving
     nodes_message += "".join("; job %d on %s was sent with --no-requeue: its node leaves when it ends"
                              % held for held in not_requeued)
+    # First: a pod that cannot pull its image is why the others are not ready (Ready's reason).
+    images, image_events = images_condition(p, generation, previous, now)
+    p.events.extend(image_events)
     conditions = [
+        images,
         controller_condition(p, slurm_nodes is not None, generation, previous, now),
         condition("JailReady", job_complete(job) or bool(cluster.spec.jail.existing_claim and job is None),
                   "JailPopulated", "jail populated from %s" % cluster.spec.images.jail, generation, previous, now),

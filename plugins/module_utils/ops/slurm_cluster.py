@@ -162,14 +162,29 @@ def is_ready(obj: Optional[Mapping[str, Any]]) -> bool:
     return current and status.get("phase") == C.PHASE_READY
 
 
+def unpullable_images(obj: Mapping[str, Any]) -> Optional[str]:
+    """What the operator says of images the cluster's pods cannot pull (ImagesPulled false for the
+    latest spec), else None."""
+    status = obj.get("status") or {}
+    if status.get("observedGeneration") != obj["metadata"].get("generation"):
+        return None
+    found = next((c for c in status.get("conditions") or [] if c.get("type") == C.CONDITION_IMAGES_PULLED), {})
+    return found.get("message") if found.get("status") == "False" else None
+
+
 def wait_ready(kube: Kube, name: str, namespace: str, timeout: int, timer: Timer = REAL_TIME) -> Dict[str, Any]:
-    """Poll until Ready; fail at once on Invalid, or with the last status on timeout."""
+    """Poll until Ready; fail at once on Invalid or an image the pods cannot pull (no wait makes it
+    appear), or with the last status on timeout."""
     def probe() -> Poll:
         obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, name, namespace) or {}
         status = obj.get("status") or {}
         if status.get("phase") == C.PHASE_INVALID and status.get("observedGeneration") == obj["metadata"].get(
                 "generation"):
             raise ClusterError("SlurmCluster %s/%s is invalid: %s" % (namespace, name, status.get("message")))
+        unpulled = unpullable_images(obj) if obj else None
+        if unpulled:
+            raise ClusterError("SlurmCluster %s/%s: %s (spec.images, spec.pods.imagePullSecrets)"
+                               % (namespace, name, unpulled))
         return Poll(is_ready(obj), status)
 
     last = wait_until(probe, timeout, timer)

@@ -1,19 +1,22 @@
 """slurm_cluster's plan: an option left out leaves its part alone, pruning is asked for, and a
-node set without replicas keeps the live count."""
+node set without replicas keeps the live count; its wait fails at once on an image the pods
+cannot pull.
 
 from __future__ import annotations
 
 import pytest
 from memory_kube import MemoryKube
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
-from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import cluster_resource
+from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import ClusterError, cluster_resource
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import (
     Request,
     cluster_after,
     ensure_present,
     nodeset_resource,
     plan_present,
+    wait_ready,
 )
 
 SPEC = {"partitions": [{"name": "main", "default": True, "nodeSets": ["cpu"]}]}
@@ -104,3 +107,29 @@ def test_the_result_is_the_live_cluster_or_in_check_mode_what_would_be_written()
     after = cluster_after(kube, "demo", "hpc", plan, check_mode=False)
     assert after["spec"] == changed_spec and after["status"] == {"phase": "Ready"}
     assert after["metadata"]["name"] == "demo" and after["kind"] == "SlurmCluster"
+
+
+def with_images_condition(kube, observed_generation):
+    obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, "demo", "hpc")
+    generation = obj["metadata"].setdefault("generation", 2)
+    obj["status"] = {"phase": "Provisioning", "observedGeneration": observed_generation or generation,
+                     "message": "0/2 nodes in service", "conditions": [{
+                         "type": C.CONDITION_IMAGES_PULLED, "status": "False",
+                         "message": "cannot pull image site/worker:1 (pod demo-cpu-0): ImagePullBackOff"}]}
+    kube.objects[kube.key(C.KIND_CLUSTER, "demo", "hpc")] = obj
+
+
+def test_the_wait_fails_at_once_naming_an_image_the_pods_cannot_pull():
+    kube = live_cluster()
+    with_images_condition(kube, None)
+    with pytest.raises(ClusterError) as failed:
+        wait_ready(kube, "demo", "hpc", timeout=600)
+    assert "cannot pull image site/worker:1 (pod demo-cpu-0): ImagePullBackOff" in str(failed.value)
+
+
+def test_an_image_failure_of_an_earlier_spec_does_not_fail_the_wait():
+    kube = live_cluster()
+    with_images_condition(kube, 1)
+    with pytest.raises(ClusterError) as failed:
+        wait_ready(kube, "demo", "hpc", timeout=0)
+    assert "not Ready after 0s" in str(failed.value) and "cannot pull" not in str(failed.value)

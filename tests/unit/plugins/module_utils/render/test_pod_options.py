@@ -69,8 +69,8 @@ EVERYTHING = {"accounting": {"enabled": True}, "exporter": {"enabled": True}, "r
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_spec_pods_reaches_every_pod_template_and_keeps_the_products_own(name):
-    plain, _ = rendered(resources_with(name, EVERYTHING))
-    site, _ = rendered(resources_with(name, {**EVERYTHING, "pods": SITE}))
+    plain = rendered(resources_with(name, EVERYTHING))[0]
+    site = rendered(resources_with(name, {**EVERYTHING, "pods": SITE}))[0]
     before = dict(pod_templates(plain))
     after = dict(pod_templates(site))
     kinds = {where.split("/")[0] for where in after}
@@ -147,14 +147,14 @@ def test_placement_and_pod_add_up_and_the_pod_wins_a_node_selector_key():
 def test_an_on_demand_sets_template_revision_follows_its_pod_options():
     """The operator rolls an on-demand set's pods when the revision changes: a new pull secret must."""
     def revision(pods):
-        objects, _ = rendered(resources_with("on-demand", {"pods": pods} if pods else None))
+        objects = rendered(resources_with("on-demand", {"pods": pods} if pods else None))[0]
         return [o["metadata"]["annotations"][C.ANNOTATION_REVISION] for o in objects if o["kind"] == "PodTemplate"]
     assert revision(None) != revision({"imagePullSecrets": ["registry-login"]})
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_volume_of_the_products_pods_is_one_a_site_may_not_name(name):
-    objects, _ = rendered(resources_with(name, EVERYTHING))
+    objects = rendered(resources_with(name, EVERYTHING))[0]
     used = {v["name"] for _where, t in pod_templates(objects) for v in t["spec"].get("volumes", [])}
     ours = {v for v in used if not v.startswith(C.SUB_MOUNT_VOLUME_PREFIX)}
     assert ours <= C.PRODUCT_VOLUMES, sorted(ours - C.PRODUCT_VOLUMES)
@@ -194,7 +194,7 @@ def test_a_components_mounts_may_name_the_clusters_volumes_and_a_node_sets_too()
     shared = {"volumes": [{"name": "datasets", "nfs": {"server": "nfs.example.org", "path": "/datasets"}}]}
     mount = {"volumeMounts": [{"name": "datasets", "mountPath": "/datasets", "readOnly": True}]}
     raw = resources_with("cpu-only", {"pods": shared, "login": {"pod": mount}}, nodeset_pod=mount)
-    objects, _ = rendered(raw)
+    objects = rendered(raw)[0]
     assert any(m["name"] == "datasets" for _w, t in pod_templates(objects) for c in t["spec"]["containers"]
                for m in c.get("volumeMounts", []))
     raw["nodesets"][0]["spec"]["pod"] = {"volumeMounts": [{"name": "elsewhere", "mountPath": "/x"}]}
