@@ -112,8 +112,10 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database
     spec["pods"] = SITE_PODS
     # The pull secret the pods name (the images are kind's own, pullPolicy Never: the kubelet never
     # uses it; a registry pull with one is the registry test's).
-    kube.kubectl("-n", kube.namespace, "create", "secret", "docker-registry", SITE_PODS["imagePullSecrets"][0],
-                 "--docker-server=registry.example.org", "--docker-username=site", "--docker-password=unused")
+    kube.apply(kube.kubectl("-n", kube.namespace, "create", "secret", "docker-registry",
+                            SITE_PODS["imagePullSecrets"][0], "--docker-server=registry.example.org",
+                            "--docker-username=site", "--docker-password=unused", "--dry-run=client",
+                            "-o", "yaml").stdout)
     with running_cluster(kube, operator, CLUSTER, images, spec, [(NODESET, 1, WIDE)]) as view:
         # slurmctld registers the cluster with slurmdbd when it first connects.
         wait_for(lambda: CLUSTER in view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
@@ -160,12 +162,12 @@ def test_jobs_are_in_sacct_with_state_exit_code_elapsed_time_and_account(slurm: 
 
 
 def test_the_sites_pod_options_reach_every_pod_of_the_cluster(slurm: SlurmView):
-    """spec.pods as the API server holds the pods: slurmctld, slurmdbd, MariaDB, slurmrestd, login,
-    the worker and the jail's populate Job each carry the label, node selector, toleration and
-    pull secret, beside the product's own labels."""
+    """spec.pods as the API server holds the pods: slurmctld, slurmdbd, MariaDB, slurmrestd, the
+    worker and the jail's populate Job (this cluster has no login pod) each carry the label, node
+    selector, toleration and pull secret, beside the product's own labels."""
     pods = slurm.kube.get_json("pods", "-l", "%s=%s" % (C.LABEL_CLUSTER, CLUSTER))["items"]
     components = {p["metadata"]["labels"][C.LABEL_COMPONENT] for p in pods}
-    assert {C.COMPONENT_CONTROLLER, C.COMPONENT_LOGIN, C.COMPONENT_WORKER, C.COMPONENT_SLURMDBD,
+    assert {C.COMPONENT_CONTROLLER, C.COMPONENT_WORKER, C.COMPONENT_SLURMDBD,
             C.COMPONENT_DATABASE, C.COMPONENT_REST, C.COMPONENT_JAIL} <= components, components
     for pod in pods:
         labels, spec, name = pod["metadata"]["labels"], pod["spec"], pod["metadata"]["name"]

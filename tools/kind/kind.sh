@@ -8,6 +8,8 @@
 #   kind.sh env [NAME]         print shell exports of its KUBECONFIG and a PATH with kubectl
 #   kind.sh load NAME IMAGE... load local docker images into its workers (those they miss)
 #   kind.sh shared [NAME]      print the host directory every node mounts at the same path
+#   kind.sh registry-ca NAME HOST:PORT CA_FILE
+#                              make its nodes trust a registry's private CA (certs.d, no restart)
 #   kind.sh kind ARGS...       run the pinned kind CLI
 #
 # NAME defaults to slurmkube. The node image is the upstream kindest/node of our Kubernetes
@@ -161,9 +163,17 @@ YAML
     if ((i == 0)); then echo "  - role: control-plane"; else echo "  - role: worker"; fi
     printf '    extraMounts:\n      - {hostPath: %s, containerPath: %s}\n' "$shared" "$shared"
   done
+  cat <<'YAML'
+containerdConfigPatches:
+  # A registry's settings (its CA, a mirror) in /etc/containerd/certs.d/<host:port>/hosts.toml
+  # of each node, read at each pull: a site's registry with a CA of its own works without a
+  # restart of containerd (kind's documented way for local registries).
+  - |-
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = "/etc/containerd/certs.d"
+YAML
   if ((unprivileged)); then
     cat <<'YAML'
-containerdConfigPatches:
   # Without CAP_SYS_RESOURCE runc cannot lower a process's OOM score adjustment: every pod
   # sandbox would fail ("can't get final child's PID from pipe: EOF").
   - |-
@@ -226,6 +236,23 @@ up() {
   kubectl_dir "$name" >/dev/null
   add_shared_storage "$name" "$shared"
   kind_log "cluster $name is up; kubeconfig: $kubeconfig"
+}
+
+# registry_ca NAME HOST:PORT CA_FILE: each node of NAME pulls from HOST:PORT over TLS checked
+# against CA_FILE (containerd reads certs.d at each pull: config_path in cluster_config).
+registry_ca() {
+  local name=$1 registry=$2 ca=$3 node dir
+  [[ $registry =~ ^[A-Za-z0-9.-]+(:[0-9]+)?$ ]] || kind_die "HOST:PORT must be a registry's host[:port], got '$registry'"
+  [[ -r $ca ]] || kind_die "cannot read the CA file $ca"
+  exists "$name" || kind_die "no kind cluster named $name"
+  dir=/etc/containerd/certs.d/$registry
+  for node in $(kind_cli get nodes --name "$name"); do
+    docker exec "$node" mkdir -p "$dir"
+    docker cp "$ca" "$node:$dir/ca.crt" >/dev/null
+    printf 'server = "https://%s"\n\n[host."https://%s"]\n  capabilities = ["pull", "resolve"]\n  ca = "%s/ca.crt"\n' \
+      "$registry" "$registry" "$dir" | docker exec -i "$node" tee "$dir/hosts.toml" >/dev/null
+  done
+  kind_log "the nodes of $name trust $registry's CA ($ca)"
 }
 
 # kubectl in the control-plane node, as the cluster's admin.
@@ -332,6 +359,11 @@ main() {
       load "$@"
       ;;
     shared) cat "$(cluster_dir "${1:-slurmkube}")/shared-path" ;;
+    registry-ca)
+      (($# == 3)) || kind_die "usage: kind.sh registry-ca NAME HOST:PORT CA_FILE"
+      kind_build_cli
+      registry_ca "$@"
+      ;;
     kind)
       kind_build_cli
       kind_cli "$@"

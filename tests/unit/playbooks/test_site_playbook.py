@@ -1,4 +1,5 @@
-"""site.yml's check of its users, run by a real ansible-playbook before anything is built or made."""
+"""site.yml's checks of its users and images, run by a real ansible-playbook before anything is
+built or made."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from collection_path import REPO
 from playbook_runner import run_playbook
 
 SITE = REPO / "playbooks" / "site.yml"
-# Nothing is built (images given) and the play ends at the first step that would make something:
-# an unknown Kubernetes is refused by role kubernetes.
-STOP_BEFORE_MAKING = {"slurmkube_images": {}, "slurmkube_kubernetes": "nowhere"}
+# Nothing is built (images given: every one the example cluster runs, accounting on) and the play
+# ends at the first step that would make something: an unknown Kubernetes is refused by role kubernetes.
+IMAGES = {name: "registry.example.internal/slurmkube/%s:1" % name
+          for name in ("controller", "worker", "login", "jail", "operator", "slurmdbd", "mariadb")}
+STOP_BEFORE_MAKING = {"slurmkube_images": IMAGES, "slurmkube_kubernetes": "nowhere"}
 
 
-def site(users: list) -> str:
-    proc = run_playbook(SITE, "-e", json.dumps(dict(STOP_BEFORE_MAKING, slurmkube_users=users)))
+def site(users: list, **settings) -> str:
+    proc = run_playbook(SITE, "-e", json.dumps(dict(STOP_BEFORE_MAKING, slurmkube_users=users, **settings)))
     assert proc.returncode != 0
     return " ".join(proc.stdout.split())
 
@@ -30,3 +33,11 @@ def test_users_listed_once_pass_the_check():
     output = site([{"name": "alice", "uid": 2001}, {"name": "bob"}])
     assert "listed more than once" not in output
     assert "Make the Kubernetes" in output and "nowhere" in output, output[-3000:]
+
+
+def test_images_given_without_one_the_cluster_runs_are_refused_naming_it_before_anything_is_made():
+    """The example cluster keeps accounting (slurmdbd, its database); monitoring adds the exporter."""
+    partial = {name: ref for name, ref in IMAGES.items() if name not in ("mariadb",)}
+    output = site([], slurmkube_images=partial, slurmkube_monitoring=True)
+    assert "slurmkube_images: name mariadb, exporter too (the cluster runs them)" in output, output[-3000:]
+    assert "Make the Kubernetes" not in output, output[-3000:]
