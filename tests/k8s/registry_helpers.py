@@ -1,6 +1,7 @@
-"""A registry on this machine, as a site's: the distribution registry Debian packages
-(docker-registry), over TLS with a certificate from a CA of its own, behind a login (htpasswd),
-on the kind network's gateway, which the kind nodes and docker both reach."""
+"""A registry on this machine: the distribution registry Debian packages (docker-registry),
+unpacked, not installed (no service of its own starts). registry_program is test_kind's too;
+serving runs it as a site's: over TLS with a certificate from a CA of its own, behind a login
+(htpasswd), on the kind network's gateway, which the kind nodes and docker both reach."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple, Optional
 
 DOCKER_CERTS = Path("/etc/docker/certs.d")
-PACKAGES = {"docker-registry": "docker-registry", "htpasswd": "apache2-utils"}
+APT = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
 
 
 class Registry(NamedTuple):
@@ -48,12 +49,29 @@ class Registry(NamedTuple):
         return json.loads(body)["tags"]
 
 
-def ensure_packages() -> None:
-    """Debian's registry and htpasswd (bcrypt, which the registry asks for), installed when missing."""
-    missing = [package for program, package in PACKAGES.items() if not shutil.which(program)]
-    if missing:
-        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *missing], check=True,
-                       capture_output=True, timeout=600, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+def apt(*args: str, cwd: Optional[Path] = None) -> None:
+    """An apt-get command; when it fails, again after apt-get update (a fresh machine's lists)."""
+    command = ["apt-get", *args]
+    if subprocess.run(command, cwd=cwd, env=APT, capture_output=True, timeout=600, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], env=APT, check=True, capture_output=True, timeout=600)
+        subprocess.run(command, cwd=cwd, env=APT, check=True, capture_output=True, timeout=600)
+
+
+def registry_program(base: Path) -> Path:
+    """Debian's docker-registry, downloaded and unpacked under BASE: the program's path."""
+    apt("download", "-qq", "docker-registry", cwd=base)
+    (deb,) = base.glob("docker-registry_*.deb")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(base / "root")], check=True, timeout=60)
+    return base / "root/usr/bin/docker-registry"
+
+
+def htpasswd_line(user: str, password: str) -> str:
+    """USER's line of an htpasswd file, bcrypt (the registry takes no other): apache2-utils' htpasswd,
+    installed when missing (a program and two libraries, no service)."""
+    if not shutil.which("htpasswd"):
+        apt("install", "-y", "-qq", "--no-install-recommends", "apache2-utils")
+    return subprocess.run(["htpasswd", "-Bbn", user, password], check=True, capture_output=True, text=True,
+                          timeout=60).stdout
 
 
 def kind_gateway() -> str:
@@ -63,7 +81,7 @@ def kind_gateway() -> str:
     return next(c["Gateway"] for c in network["IPAM"]["Config"] if "." in c.get("Gateway", ""))
 
 
-def free_port(host: str) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
@@ -98,19 +116,17 @@ def config(work: Path, address: str) -> Path:
 
 def serving(work: Path) -> Iterator[Registry]:
     """The registry up (and trusted by docker) for as long as the generator is suspended."""
-    ensure_packages()
+    program = registry_program(work)
     host = kind_gateway()
     address = "%s:%d" % (host, free_port(host))
     certificates(work, host)
     user, password = "slurmkube", secrets.token_urlsafe(16)
-    htpasswd = subprocess.run(["htpasswd", "-Bbn", user, password], check=True, capture_output=True, text=True,
-                              timeout=60).stdout
-    (work / "htpasswd").write_text(htpasswd)
+    (work / "htpasswd").write_text(htpasswd_line(user, password))
     trust = DOCKER_CERTS / address
     trust.mkdir(parents=True, exist_ok=True)
     shutil.copy(work / "ca.crt", trust / "ca.crt")
     log = open(work / "registry.log", "w")  # noqa: SIM115  # open while the registry runs
-    process = subprocess.Popen(["docker-registry", "serve", str(config(work, address))], stdout=log, stderr=log)
+    process = subprocess.Popen([str(program), "serve", str(config(work, address))], stdout=log, stderr=log)
     registry = Registry(address, user, password, work / "ca.crt")
     try:
         wait_until_answering(registry, process, work)

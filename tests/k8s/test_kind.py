@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import textwrap
 import uuid
@@ -21,6 +20,7 @@ from typing import Iterator
 
 import pytest
 from kube_helpers import REPO, TOOLBOX_IMAGE, Cluster, exported_env, kind, toolbox_archive, wait_for
+from registry_helpers import free_port, registry_program
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kind]
 
@@ -268,28 +268,16 @@ def test_kind_load_skips_an_image_every_node_holds(kind_cluster: Cluster, cluste
 
 # ------------------------------------------------------------- the pinned image, when it can be pulled
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def answers(url: str) -> bool:
     return subprocess.run(["curl", "-fsS", url], capture_output=True, timeout=10, check=False).returncode == 0
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory) -> Iterator[str]:
-    """A registry on this machine (Debian's docker-registry, unpacked, not installed), serving as
-    Docker Hub or a mirror serves a pinned image: its host:port. Docker takes 127.0.0.1 over HTTP."""
+    """A registry on this machine (registry_helpers.registry_program), serving as Docker Hub or a
+    mirror serves a pinned image: its host:port. Docker takes 127.0.0.1 over HTTP."""
     base = tmp_path_factory.mktemp("registry")
-    apt = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    download = ["apt-get", "download", "-qq", "docker-registry"]
-    if subprocess.run(download, cwd=base, env=apt, capture_output=True, timeout=300, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], env=apt, check=True, capture_output=True, timeout=600)
-        subprocess.run(download, cwd=base, env=apt, check=True, capture_output=True, timeout=300)
-    (deb,) = base.glob("docker-registry_*.deb")
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(base / "root")], check=True, timeout=60)
+    program = registry_program(base)
     address = f"127.0.0.1:{free_port()}"
     (base / "config.yml").write_text(textwrap.dedent(f"""\
         version: 0.1
@@ -297,7 +285,7 @@ def registry(tmp_path_factory) -> Iterator[str]:
         http: {{addr: "{address}"}}
         """))
     with open(base / "registry.log", "w") as log:
-        server = subprocess.Popen([str(base / "root/usr/bin/docker-registry"), "serve", str(base / "config.yml")],
+        server = subprocess.Popen([str(program), "serve", str(base / "config.yml")],
                                   stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         wait_for(lambda: answers(f"http://{address}/v2/"), 30, 0.5, explain=(base / "registry.log").read_text)
