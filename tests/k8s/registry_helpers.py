@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from base64 import b64encode
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, NamedTuple, Optional
 
@@ -114,8 +115,9 @@ def config(work: Path, address: str) -> Path:
     return path
 
 
+@contextmanager
 def serving(work: Path) -> Iterator[Registry]:
-    """The registry up (and trusted by docker) for as long as the generator is suspended."""
+    """The registry up (and trusted by docker) while the block runs."""
     program = registry_program(work)
     host = kind_gateway()
     address = "%s:%d" % (host, free_port(host))

@@ -26,12 +26,9 @@ SECRET = "site-registry"
 @pytest.fixture(scope="module")
 def registry(kube_cluster: Cluster, tmp_path_factory) -> Iterator[Registry]:
     """The registry, its CA trusted by docker and by the kind cluster's nodes (kind.sh registry-ca)."""
-    work = tmp_path_factory.mktemp("registry")
-    served = serving(work)
-    found = next(served)
-    kind("registry-ca", KIND_TEST_CLUSTER, found.address, str(found.ca))
-    yield found
-    served.close()
+    with serving(tmp_path_factory.mktemp("registry")) as found:
+        kind("registry-ca", KIND_TEST_CLUSTER, found.address, str(found.ca))
+        yield found
 
 
 def test_pushed_images_run_a_cluster_whose_pods_pull_them_with_the_secret_spec_pods_names(
@@ -70,4 +67,3 @@ def test_pushed_images_run_a_cluster_whose_pods_pull_them_with_the_secret_spec_p
 def galaxy_version() -> str:
     return next(line.split(":", 1)[1].strip() for line in (REPO / "galaxy.yml").read_text().splitlines()
                 if line.startswith("version:"))
-

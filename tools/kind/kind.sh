@@ -247,6 +247,8 @@ registry_ca() {
   exists "$name" || kind_die "no kind cluster named $name"
   dir=/etc/containerd/certs.d/$registry
   for node in $(kind_cli get nodes --name "$name"); do
+    docker exec "$node" grep -q 'config_path = "/etc/containerd/certs.d"' /etc/containerd/config.toml ||
+      kind_die "$node was made before kind.sh set containerd's config_path: kind.sh down $name, then up"
     docker exec "$node" mkdir -p "$dir"
     docker cp "$ca" "$node:$dir/ca.crt" >/dev/null
     printf 'server = "https://%s"\n\n[host."https://%s"]\n  capabilities = ["pull", "resolve"]\n  ca = "%s/ca.crt"\n' \

@@ -1,6 +1,6 @@
 """slurm_cluster's plan: an option left out leaves its part alone, pruning is asked for, and a
 node set without replicas keeps the live count; its wait fails at once on an image the pods
-cannot pull.
+cannot pull."""
 
 from __future__ import annotations
 
