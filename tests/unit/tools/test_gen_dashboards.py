@@ -99,3 +99,10 @@ def test_every_rule_that_sums_keeps_the_namespace_and_the_cluster_and_every_aler
         assert "\n## %s\n" % rule["alert"] in runbooks, rule["alert"]
         if "slurmkube_cluster" in annotations["summary"]:
             assert "{{ $labels.slurmkube_namespace }}/{{ $labels.slurmkube_cluster }}" in annotations["summary"]
+
+
+def test_every_family_the_exporter_serves_is_in_the_community_name_mapping():
+    """docs/metrics.md maps the exporter's names to the community exporter's: no family left out."""
+    documented = set(re.findall(r"`(slurm_[a-z_]+)", (REPO / "docs" / "metrics.md").read_text()))
+    exporter = {name for name in served_names() if not name.startswith("slurmkube_")}
+    assert sorted(exporter - documented) == []
