@@ -12,7 +12,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export SLURMKUBE_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
-venv="$(bash "$repo/hack/ensure-venv.sh")"
+# Only what running needs: the developer's tools (ansible-lint, Molecule, pytest...) stay out.
+venv="$(bash "$repo/hack/ensure-venv.sh" run)"
 collections="$(cd "$repo" && "$venv/bin/python" -c 'import sys; sys.path.insert(0, "tests"); from collection_path import ensure_importable; print(ensure_importable().parents[2])')"
 export ANSIBLE_COLLECTIONS_PATH="$collections"
 

@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# Create (or reuse) the Python environment every project command runs in, and print its
-# path. It lives outside the repository, keyed by the requirements, so a warm machine
-# reuses it and a changed requirement gets a fresh one. It also holds the collections
-# slurmkube.core depends on (galaxy.yml), where Ansible and Python find them
-# (site-packages/ansible_collections).
+# Create (or reuse) a Python environment the project's commands run in, and print its path:
+#
+#   hack/ensure-venv.sh        the developer's (requirements.txt: tests, gates, Molecule)
+#   hack/ensure-venv.sh run    what running the playbooks needs, no more (requirements-run.txt:
+#                              quickstart.sh's)
+#
+# It lives outside the repository, keyed by its requirements, so a warm machine reuses it and a
+# changed requirement gets a fresh one. It also holds the collections slurmkube.core depends on
+# (galaxy.yml), where Ansible and Python find them (site-packages/ansible_collections).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
-key="$(sha256sum "$here/requirements.txt" | cut -c1-12)"
-venv="$cache/venv-$key"
+case "${1:-dev}" in
+  dev) requirements=requirements.txt ready=ansible-test name=venv ;;
+  run) requirements=requirements-run.txt ready=ansible-playbook name=venv-run ;;
+  *)
+    echo "usage: hack/ensure-venv.sh [run]" >&2
+    exit 2
+    ;;
+esac
+# requirements.txt includes requirements-run.txt: both are in the key.
+key="$(cat "$here/requirements-run.txt" "$here/$requirements" | sha256sum | cut -c1-12)"
+venv="$cache/$name-$key"
 # pip's own download cache belongs with the project's caches, not in $HOME.
 export PIP_CACHE_DIR="$cache/pip"
 
-if [ ! -x "$venv/bin/ansible-test" ]; then
+if [ ! -x "$venv/bin/$ready" ]; then
   mkdir -p "$cache"
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --upgrade pip >&2
-  "$venv/bin/pip" install --quiet -r "$here/requirements.txt" >&2
+  "$venv/bin/pip" install --quiet -r "$here/$requirements" >&2
 fi
 
 # kubernetes.core, as released inside the `ansible` package on PyPI (Galaxy is not reachable

@@ -62,7 +62,7 @@ fi
 # As quickstart.sh runs site.yml: its venv, this checkout as the collection.
 teardown() {
   local venv collections
-  venv=$(bash "$repo/hack/ensure-venv.sh")
+  venv=$(bash "$repo/hack/ensure-venv.sh" run)
   collections=$(cd "$repo" && "$venv/bin/python" -c 'import sys; sys.path.insert(0, "tests"); from collection_path import ensure_importable; print(ensure_importable().parents[2])')
   ANSIBLE_COLLECTIONS_PATH=$collections "$venv/bin/ansible-playbook" -i localhost, -c local \
     -e ansible_python_interpreter="$venv/bin/python" -e slurmkube_purge=true "$repo/playbooks/teardown.yml"

@@ -259,6 +259,15 @@ def kind_progress_is_printed_at_least_once_a_minute(output: str) -> None:
     assert gaps and max(gaps) <= 65, list(zip(said, [0, *gaps]))
 
 
+def quickstart_environment_has_no_developer_tools() -> None:
+    """quickstart.sh's Python environment (hack/requirements-run.txt) holds Ansible and the
+    Kubernetes client, not the tests' and gates' tools."""
+    venv = Path(subprocess.run(["bash", "hack/ensure-venv.sh", "run"], cwd=REPO, capture_output=True, text=True,
+                               check=True, timeout=600).stdout.strip())
+    assert (venv / "bin" / "ansible-playbook").exists(), venv
+    assert [t for t in ("ansible-lint", "molecule", "pytest", "ruff") if (venv / "bin" / t).exists()] == [], venv
+
+
 def kind_containers() -> list:
     return subprocess.run(["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + KIND_NAME],
                           capture_output=True, text=True, check=True).stdout.split()
@@ -272,6 +281,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         (tmp_path / "first.log").write_text(first.stdout + first.stderr)
         assert first.returncode == 0, failed(first.stdout + first.stderr)
         kind_progress_is_printed_at_least_once_a_minute(first.stdout)
+        quickstart_environment_has_no_developer_tools()
         kube = Cluster(env=exported_env(kind("env", KIND_NAME)), namespace="slurm")
         # the level Slurm's pods need, said on their namespace (Pod Security admission)
         labels = json.loads(kube.kubectl("get", "namespace", "slurm", "-o", "json").stdout)["metadata"]
