@@ -55,6 +55,15 @@ def load_images(*refs: str) -> None:
     kind("load", KIND_TEST_CLUSTER, *refs)
 
 
+def nodes_hold(ref: str) -> bool:
+    """Whether the nodes load_images fills (kind.sh load: the workers, else the control plane) hold
+    image REF under that name (crictl on each)."""
+    every = kind("kind", "get", "nodes", "--name", KIND_TEST_CLUSTER).stdout.split()
+    nodes = [node for node in every if not node.endswith("-control-plane")] or every
+    return all(subprocess.run(["docker", "exec", node, "crictl", "inspecti", "docker.io/" + ref], capture_output=True,
+                              timeout=60, check=False).returncode == 0 for node in nodes)
+
+
 def exported_env(exports: str) -> dict:
     """This process's environment with the KUBECONFIG and PATH (kubectl first) that `kind.sh env`
     prints."""

@@ -5,12 +5,11 @@ images name that registry runs, its pods pulling them with the Secret spec.pods 
 from __future__ import annotations
 
 import json
-import subprocess
 import warnings
 from typing import Iterator
 
 import pytest
-from kube_helpers import KIND_TEST_CLUSTER, REPO, Cluster, kind
+from kube_helpers import KIND_TEST_CLUSTER, REPO, Cluster, kind, nodes_hold
 from playbook_runner import run_playbook
 from registry_helpers import Registry, serving
 from slurm_helpers import TINY, Operator, running_cluster, tiny_cluster_spec
@@ -34,16 +33,9 @@ def registry(kube_cluster: Cluster, slurm_images: dict, tmp_path_factory) -> Ite
     with serving(tmp_path_factory.mktemp("registry")) as found:
         kind("registry-ca", KIND_TEST_CLUSTER, found.address, str(found.ca))
         yield found
-    missing = [ref for ref in slurm_images.values() if not node_holds(ref)]
+    missing = [ref for ref in slurm_images.values() if not nodes_hold(ref)]
     if missing:
         warnings.warn("after test_registry, the kind node no longer holds %s" % missing, stacklevel=2)
-
-
-def node_holds(ref: str) -> bool:
-    """Whether the kind cluster's nodes hold image REF under that name (crictl on each)."""
-    nodes = kind("kind", "get", "nodes", "--name", KIND_TEST_CLUSTER).stdout.split()
-    return all(subprocess.run(["docker", "exec", node, "crictl", "inspecti", "docker.io/" + ref], capture_output=True,
-                              timeout=60, check=False).returncode == 0 for node in nodes)
 
 
 def test_pushed_images_run_a_cluster_whose_pods_pull_them_with_the_secret_spec_pods_names(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 
 import pytest
-from kube_helpers import REPO, Cluster, wait_for
+from kube_helpers import REPO, Cluster, load_images, nodes_hold, wait_for
 from slurm_helpers import (
     SLURM_IMAGES,
     TINY,
@@ -50,6 +51,13 @@ def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
     if images_slurm_series_text() == OLD_SERIES:
         pytest.skip("this run's images are 24.11 already")
     new = with_accounting_images(slurm_images)
+    # The images the upgrade goes to must be on the nodes; loaded at the session's start, one was
+    # gone in the CI-like run of 2026-12-01 (ErrImageNeverPull, cause not found): loaded again
+    # when missing, and said.
+    missing = [new[n] for n in SLURM_IMAGES if not nodes_hold(new[n])]
+    if missing:
+        warnings.warn("images loaded at the session's start were gone from the nodes: %s" % missing, stacklevel=2)
+        load_images(*missing)
     old = dict(new, **built_cluster_images(*OLD_BUILT, series=OLD_SERIES))
     return {"new": new, "old": old}
 
