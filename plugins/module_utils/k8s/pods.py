@@ -62,19 +62,32 @@ def pod_running(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running"
 
 
+def _waiting_containers(pod: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
+    """(image, reason, message) of each of the pod's containers that waits, init containers first."""
+    status = pod.get("status") or {}
+    out = []
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            out.append((container.get("image") or "", waiting["reason"], waiting.get("message") or ""))
+    return out
+
+
+def _reason_line(reason: str, message: str) -> str:
+    """A reason and its message as one line: "ErrImagePull: <message>", the reason alone without one."""
+    return ("%s: %s" % (reason, message)).rstrip(": ")
+
+
 def pod_waiting(pod: Mapping[str, Any]) -> str:
     """Why the pod does not run, in its own words: a container's waiting reason and message
     (ErrImagePull, ImagePullBackOff, CrashLoopBackOff...), else its scheduling refusal; "" when
     neither is said."""
-    status = pod.get("status") or {}
-    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") and waiting["reason"] not in ("PodInitializing", "ContainerCreating"):
-            return ("%s: %s" % (waiting["reason"], waiting.get("message") or "")).rstrip(": ")
-    for condition in status.get("conditions") or []:
+    for _image, reason, message in _waiting_containers(pod):
+        if reason not in ("PodInitializing", "ContainerCreating"):
+            return _reason_line(reason, message)
+    for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            reason = condition.get("reason") or "Unschedulable"
-            return ("%s: %s" % (reason, condition.get("message") or "")).rstrip(": ")
+            return _reason_line(condition.get("reason") or "Unschedulable", condition.get("message") or "")
     return ""
 
 
@@ -86,14 +99,8 @@ IMAGE_PULL_FAILURES = ("ImagePullBackOff", "ErrImageNeverPull", "InvalidImageNam
 def image_pull_failures(pod: Mapping[str, Any]) -> List[Tuple[str, str]]:
     """(image, "reason: message") of each of the pod's containers, init containers first, whose
     image cannot be pulled."""
-    status = pod.get("status") or {}
-    out = []
-    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in IMAGE_PULL_FAILURES:
-            out.append((container.get("image") or "", ("%s: %s" % (waiting["reason"], waiting.get("message") or ""))
-                        .rstrip(": ")))
-    return out
+    return [(image, _reason_line(reason, message)) for image, reason, message in _waiting_containers(pod)
+            if reason in IMAGE_PULL_FAILURES]
 
 
 def pod_terminating(pod: Mapping[str, Any]) -> bool:
