@@ -7,20 +7,17 @@ set -euo pipefail
 
 cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
 
-apt_install() {
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 \
-    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
-}
-
 if ! command -v qemu-system-x86_64 >/dev/null 2>&1 || ! command -v cpio >/dev/null 2>&1; then
-  apt_install qemu-system-x86 cpio
+  bash "$(dirname "${BASH_SOURCE[0]}")/../tools/apt-install.sh" --no-install-recommends qemu-system-x86 cpio
 fi
 
 # The kernel package linux-image-amd64 points at today (its vmlinuz only: the guest loads no modules).
 versioned() { apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1; }
 package="$(versioned)"
 if [[ -z "$package" ]]; then
-  apt-get update -qq
+  # Queued with the other scripts' apt calls (tools/apt-install.sh says why).
+  mkdir -p "$cache"
+  flock -w 1800 "$cache/apt.lock" apt-get update -qq
   package="$(versioned)"
 fi
 [[ -n "$package" ]] || { echo "ensure-vm: no linux-image package found" >&2; exit 1; }

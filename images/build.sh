@@ -169,11 +169,7 @@ ensure_rootfs() {
     [[ "$(id -u)" == 0 ]] || die "debootstrap needs root"
     command -v debootstrap >/dev/null || {
       log "installing debootstrap"
-      # A fresh machine may have no package lists yet.
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 || {
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-      }
+      bash "$here/../tools/apt-install.sh" debootstrap
     }
     mkdir -p "$cache/rootfs"
     tmp="$(mktemp -d "$cache/rootfs/debootstrap.XXXXXX")"

@@ -23,16 +23,17 @@ close_inherited_descriptors() {
 }
 
 if ! command -v dockerd >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
   # Where no policy-rc.d forbids it, the package's own script starts the daemon: without them too.
   (
     close_inherited_descriptors
-    exec apt-get install -y -qq docker.io >/dev/null
+    exec bash "$(dirname "${BASH_SOURCE[0]}")/../tools/apt-install.sh" docker.io
   )
 fi
 
 mkdir -p "$(dirname "$log")"
+# On a fresh machine both test lanes' builds get here at once: one starts the daemon.
+exec 7>"$(dirname "$log")/dockerd-start.lock"
+flock -w 120 7 || true
 if ! pgrep -x dockerd >/dev/null 2>&1; then
   (
     close_inherited_descriptors

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple, Optional
 
 DOCKER_CERTS = Path("/etc/docker/certs.d")
-APT = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+APT_INSTALL = Path(__file__).resolve().parents[2] / "tools" / "apt-install.sh"
 
 
 class Registry(NamedTuple):
@@ -50,17 +50,21 @@ class Registry(NamedTuple):
         return json.loads(body)["tags"]
 
 
-def apt(*args: str, cwd: Optional[Path] = None) -> None:
-    """An apt-get command; when it fails, again after apt-get update (a fresh machine's lists)."""
-    command = ["apt-get", *args]
-    if subprocess.run(command, cwd=cwd, env=APT, capture_output=True, timeout=600, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], env=APT, check=True, capture_output=True, timeout=600)
-        subprocess.run(command, cwd=cwd, env=APT, check=True, capture_output=True, timeout=600)
+def apt_download(package: str, cwd: Path) -> None:
+    """PACKAGE's .deb into CWD; when that fails, again after apt-get update (a fresh machine's
+    lists), queued with our other apt calls (tools/apt-install.sh says why)."""
+    command = ["apt-get", "download", "-qq", package]
+    if subprocess.run(command, cwd=cwd, capture_output=True, timeout=600, check=False).returncode != 0:
+        lock = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "apt.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["flock", "-w", "1800", str(lock), "apt-get", "update", "-qq"], check=True,
+                       capture_output=True, timeout=2400)  # fmt: skip
+        subprocess.run(command, cwd=cwd, check=True, capture_output=True, timeout=600)
 
 
 def registry_program(base: Path) -> Path:
     """Debian's docker-registry, downloaded and unpacked under BASE: the program's path."""
-    apt("download", "-qq", "docker-registry", cwd=base)
+    apt_download("docker-registry", base)
     (deb,) = base.glob("docker-registry_*.deb")
     subprocess.run(["dpkg-deb", "-x", str(deb), str(base / "root")], check=True, timeout=60)
     return base / "root/usr/bin/docker-registry"
@@ -70,7 +74,8 @@ def htpasswd_line(user: str, password: str) -> str:
     """USER's line of an htpasswd file, bcrypt (the registry takes no other): apache2-utils' htpasswd,
     installed when missing (a program and two libraries, no service)."""
     if not shutil.which("htpasswd"):
-        apt("install", "-y", "-qq", "--no-install-recommends", "apache2-utils")
+        subprocess.run(["bash", str(APT_INSTALL), "--no-install-recommends", "apache2-utils"], check=True,
+                       capture_output=True, timeout=2400)  # fmt: skip
     return subprocess.run(["htpasswd", "-Bbn", user, password], check=True, capture_output=True, text=True,
                           timeout=60).stdout
 

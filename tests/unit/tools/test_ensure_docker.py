@@ -59,3 +59,35 @@ def test_dockerd_started_under_a_callers_lock_does_not_hold_it(tmp_path: Path):
         pid_file = tmp_path / "dockerd.pid"
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGTERM)
+
+
+# pgrep -x dockerd as the real one answers: whether the stand-in daemon runs.
+FAKE_PGREP_DOCKERD = """#!/usr/bin/env bash
+[[ -s $WORK/dockerd.pid ]] && kill -0 "$(cat "$WORK/dockerd.pid")" 2>/dev/null
+"""
+# Counts its starts, and answers only after a while, as a daemon starting up does.
+FAKE_SLOW_DOCKERD = """#!/usr/bin/env bash
+echo started >>"$WORK/dockerd.starts"
+sleep 2
+echo $$ >"$WORK/dockerd.pid"
+exec sleep 600
+"""
+
+
+def test_two_callers_at_once_start_one_daemon(tmp_path: Path):
+    """Both test lanes' image builds need docker at the same moment on a fresh machine."""
+    bin_dir = tmp_path / "bin"
+    for name, text in (("dockerd", FAKE_SLOW_DOCKERD), ("docker", FAKE_DOCKER), ("pgrep", FAKE_PGREP_DOCKERD)):
+        executable(bin_dir / name, text)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(tmp_path),
+               SLURMKUBE_CACHE=str(tmp_path / "cache"))  # fmt: skip
+    try:
+        runs = [subprocess.Popen(["bash", str(ENSURE_DOCKER)], env=env, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]  # fmt: skip
+        results = [(run.wait(timeout=90), run.stderr.read()) for run in runs]
+        assert [rc for rc, _ in results] == [0, 0], results
+        assert (tmp_path / "dockerd.starts").read_text().splitlines() == ["started"]
+    finally:
+        pid_file = tmp_path / "dockerd.pid"
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
