@@ -32,6 +32,8 @@ set -euo pipefail
 
 # shellcheck source=tools/kind/lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+# shellcheck source=tools/kind/pod-network.sh
+. "$KIND_HERE/pod-network.sh"
 
 # Pod and Service ranges apart from kind's defaults (10.244.0.0/16, 10.96.0.0/16), which the
 # embedded localkube held when both ran on one machine; kept, so clusters made since stay alike.
@@ -232,7 +234,7 @@ up() {
     --kubeconfig "$kubeconfig" --wait 300s --retain; then
     kind_die "kind create cluster failed; log: $dir/create.log (nodes kept: kind.sh down $name removes them)"
   fi
-  wait_for_pod_routes "$name" 180 || kind_die "pod routes between the nodes of $name are still missing after 180 s"
+  wait_for_pod_network "$name" 180 || kind_die "pods on two nodes of $name cannot reach each other after 180 s"
   kubectl_dir "$name" >/dev/null
   add_shared_storage "$name" "$shared"
   kind_log "cluster $name is up; kubeconfig: $kubeconfig"
@@ -288,29 +290,6 @@ add_shared_storage() {
   sed -e "s#@SHARED@#$shared#g" -e "s#@IMAGE@#$image#g" -e "s#@PROGRAM@#$program#g" \
     -e "s#@HELPER_IMAGE@#$helper#g" "$KIND_HERE/manifests/shared-storage.yaml.in" |
     node_kubectl "$name" apply -f - >/dev/null || kind_die "cannot add the shared StorageClass to $name"
-}
-
-# Up means usable: kind waits for Ready nodes, but pods on two nodes talk only once the
-# network has given every node a route to every other node's pod range (kube-router learns them
-# over BGP a few seconds later).
-pod_routes_complete() {
-  local name=$1 cidrs node cidr
-  cidrs=$(docker exec "$name-control-plane" kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes \
-    -o jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR}{"\n"}{end}') || return 1
-  while read -r node _; do
-    while read -r other cidr; do
-      [[ $other == "$node" ]] && continue
-      [[ -n $cidr && -n $(docker exec "$node" ip route show "$cidr") ]] || return 1
-    done <<<"$cidrs"
-  done <<<"$cidrs"
-}
-
-wait_for_pod_routes() {
-  local name=$1 deadline=$((SECONDS + $2))
-  until pod_routes_complete "$name"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 2
-  done
 }
 
 down() {
