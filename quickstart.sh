@@ -25,5 +25,7 @@ if [[ ! -f $key ]]; then
 fi
 users="$("$venv/bin/python" -c 'import json, sys; print(json.dumps({"slurmkube_users": [{"name": "demo", "account": "demo", "ssh_authorized_keys": [open(sys.argv[1]).read().strip()]}], "slurmkube_ssh_key": sys.argv[2]}))' "$key.pub" "$key")"
 
+# Monitoring on, with a Prometheus of the collection's: the play prints where to open it
+# (-e slurmkube_prometheus=false after these turns it off).
 exec "$venv/bin/ansible-playbook" -i localhost, -c local -e ansible_python_interpreter="$venv/bin/python" \
-  -e "$users" "$repo/playbooks/site.yml" "$@"
+  -e "$users" -e slurmkube_prometheus=true "$repo/playbooks/site.yml" "$@"

@@ -1,8 +1,9 @@
 """`bash quickstart.sh` twice, as a new user runs it on a machine of their own: with no
 kubeconfig it makes a kind cluster (1 control plane + 2 workers, tools/kind), the second run
 changes nothing and its --diff prints nothing; the demo user's jobs on the two Kubernetes
-workers share one jail; teardown.yml with slurmkube_purge deletes the kind cluster and leaves
-nothing of it on the host.
+workers share one jail; the Prometheus it prints has every target up and the rules loaded, and a
+headless Chromium shows the nodes by state on its graph page; teardown.yml with slurmkube_purge
+deletes the kind cluster and leaves nothing of it on the host.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -268,6 +272,89 @@ def quickstart_environment_has_no_developer_tools() -> None:
     assert [t for t in ("ansible-lint", "molecule", "pytest", "ruff") if (venv / "bin" / t).exists()] == [], venv
 
 
+PROMETHEUS_PRINTED = re.compile(r"Prometheus \(the cluster's metrics and alerts\): (http://[0-9.]+:\d+)")
+RULES = REPO / "monitoring" / "prometheus" / "slurmkube.rules.yml"
+# The cluster's nodes by state, as the node dashboard's panel asks.
+NODE_STATES = "sum by (slurmkube_namespace, slurmkube_cluster, state) (slurm_nodes)"
+
+
+def printed_prometheus(output: str) -> str:
+    printed = PROMETHEUS_PRINTED.search(output)
+    assert printed, output[-3000:]
+    return printed.group(1)
+
+
+def prometheus_api(url: str, path: str, **params: str) -> dict:
+    query = ("?" + urllib.parse.urlencode(params)) if params else ""
+    with urllib.request.urlopen("%s/api/v1/%s%s" % (url, path, query), timeout=30) as answer:
+        body = json.loads(answer.read())
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def quickstart_prometheus_scrapes_every_target_with_the_rules_loaded(kube: Cluster, url: str) -> None:
+    """The Prometheus the play printed, from this machine: the exporter's and the operator's
+    targets up (every active target), every alert of the collection's rule file loaded, and the
+    cluster's nodes by state with its namespace and name."""
+    seen: list = []
+
+    def every_target_up() -> list:
+        try:
+            targets = prometheus_api(url, "targets")["activeTargets"]
+        except OSError as unanswered:  # URLError included
+            seen[:] = [str(unanswered)]
+            return []
+        seen[:] = targets
+        components = {t["labels"].get("component") for t in targets}
+        healthy = components >= {"exporter", "operator"} and all(t["health"] == "up" for t in targets)
+        return targets if healthy else []
+
+    def explain() -> str:
+        where = kube.kubectl("-n", "slurmkube-system", "get", "pods,services,endpointslices", "-o", "wide",
+                             check=False)  # fmt: skip
+        return "targets or error: %s\n%s%s" % (json.dumps(seen)[:3000], where.stdout, where.stderr)
+
+    wait_for(every_target_up, 180, 5, explain=explain, what="every target of the quickstart's Prometheus up")
+    loaded = {rule["name"] for group in prometheus_api(url, "rules")["groups"] for rule in group["rules"]}
+    shipped = {rule.get("alert") or rule["record"] for group in yaml.safe_load(RULES.read_text())["groups"]
+               for rule in group["rules"]}  # fmt: skip
+    assert shipped and loaded == shipped, (sorted(shipped - loaded), sorted(loaded - shipped))
+    states = wait_for(lambda: prometheus_api(url, "query", query=NODE_STATES)["result"], 120, 5, what=NODE_STATES)
+    assert {(s["metric"]["slurmkube_namespace"], s["metric"]["slurmkube_cluster"]) for s in states} == {
+        ("slurm", "demo")}, states  # fmt: skip
+
+
+def chromium() -> str:
+    """Debian's Chromium (and a font for its text), installed when missing."""
+    if not shutil.which("chromium"):
+        subprocess.run(["bash", str(REPO / "tools" / "apt-install.sh"), "--no-install-recommends", "chromium",
+                        "fonts-dejavu-core"], check=True, capture_output=True, timeout=1200)  # fmt: skip
+    return shutil.which("chromium") or "chromium"
+
+
+def graph_page_shows_the_node_states(url: str) -> Path:
+    """A headless Chromium opens the Prometheus's graph page of the nodes by state: the page it
+    rendered (its scripts run) lists the cluster's series, and its screenshot is kept in the log
+    directory ($SLURMKUBE_CACHE/logs, beside the operators' logs)."""
+    # Debian's Prometheus serves the classic UI (its package lacks the React one).
+    graph = {"g0.expr": NODE_STATES, "g0.tab": "0", "g0.range_input": "15m"}
+    page = url + "/classic/graph?" + urllib.parse.urlencode(graph)
+    browser = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               "--window-size=1280,900", "--virtual-time-budget=20000"]  # fmt: skip
+    logs = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    screenshot = logs / "quickstart-prometheus-graph.png"
+    screenshot.unlink(missing_ok=True)
+    shot = subprocess.run([*browser, "--screenshot=%s" % screenshot, page], capture_output=True, text=True,
+                          timeout=180, check=False)  # fmt: skip
+    assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-3000:]
+    dom = subprocess.run([*browser, "--dump-dom", page], capture_output=True, text=True, timeout=180, check=True).stdout
+    for label in ('slurmkube_cluster="demo"', 'slurmkube_namespace="slurm"', 'state="idle"'):
+        assert label in dom, (label, dom[-4000:])
+    print("the quickstart's Prometheus graph page: %s (screenshot %s)" % (page, screenshot))
+    return screenshot
+
+
 def kind_containers() -> list:
     return subprocess.run(["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + KIND_NAME],
                           capture_output=True, text=True, check=True).stdout.split()
@@ -281,6 +368,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         (tmp_path / "first.log").write_text(first.stdout + first.stderr)
         assert first.returncode == 0, failed(first.stdout + first.stderr)
         kind_progress_is_printed_at_least_once_a_minute(first.stdout)
+        prometheus = printed_prometheus(first.stdout)
         quickstart_environment_has_no_developer_tools()
         kube = Cluster(env=exported_env(kind("env", KIND_NAME)), namespace="slurm")
         # the level Slurm's pods need, said on their namespace (Pod Security admission)
@@ -289,6 +377,8 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         # the Slurm the images carry, as slurmctld and the clients report it ("slurm-wlm 26.05.5")
         for command in (("scontrol", "version"), ("sinfo", "--version")):
             assert " %s." % images_slurm_series_text() in in_controller(kube, *command), command
+        quickstart_prometheus_scrapes_every_target_with_the_rules_loaded(kube, prometheus)
+        graph_page_shows_the_node_states(prometheus)
         demo_charges_its_account(kube)
         demo_jobs_on_two_kubernetes_workers_share_the_jail(kube)
         demo_sees_its_jobs_memory_and_cpu_in_sstat_and_sacct(kube)

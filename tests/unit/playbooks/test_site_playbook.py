@@ -41,3 +41,13 @@ def test_images_given_without_one_the_cluster_runs_are_refused_naming_it_before_
     output = site([], slurmkube_images=partial, slurmkube_monitoring=True)
     assert "slurmkube_images: name mariadb, exporter too (the cluster runs them)" in output, output[-3000:]
     assert "Make the Kubernetes" not in output, output[-3000:]
+
+
+def test_a_prometheus_asked_for_needs_its_image_and_the_exporters():
+    """slurmkube_prometheus turns monitoring on (the exporter) and runs the collection's Prometheus."""
+    output = site([], slurmkube_prometheus=True)
+    assert "slurmkube_images: name exporter, prometheus too (the cluster runs them)" in output, output[-3000:]
+    assert "Make the Kubernetes" not in output, output[-3000:]
+    given = dict(IMAGES, exporter="registry.example.internal/slurmkube/exporter:1",
+                 prometheus="registry.example.internal/slurmkube/prometheus:1")
+    assert "Make the Kubernetes" in site([], slurmkube_images=given, slurmkube_prometheus=True)
