@@ -105,6 +105,25 @@ debian_mirror() {
 
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
+# The OCI image-spec's labels, on every image. The collection's version is part of each tag (a
+# release rebuilds them, so an image never claims a version it is not); the revision is the commit
+# the image was first built from (an unchanged image is not rebuilt on the next commit), absent
+# outside a git checkout (an installed collection); source only where galaxy.yml names a repository.
+COLLECTION_VERSION="$(sed -n 's/^version:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$repo/galaxy.yml")"
+readonly COLLECTION_VERSION
+oci_labels() { # NAME
+  local revision="" source
+  printf -- '--label\n%s\n' "org.opencontainers.image.title=$prefix/$1" \
+    "org.opencontainers.image.version=$COLLECTION_VERSION" \
+    "org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "org.opencontainers.image.licenses=GPL-3.0-or-later" "org.opencontainers.image.vendor=slurmkube"
+  # Only this checkout's own: an installed collection may sit inside someone else's repository.
+  [[ ! -e $repo/.git ]] || revision="$(git -C "$repo" rev-parse --verify -q HEAD 2>/dev/null || true)"
+  [[ -z "$revision" ]] || printf -- '--label\n%s\n' "org.opencontainers.image.revision=$revision"
+  source="$(sed -n 's/^repository:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$repo/galaxy.yml")"
+  [[ -z "$source" ]] || printf -- '--label\n%s\n' "org.opencontainers.image.source=$source"
+}
+
 # Hash of a directory's files: relative path, executable bit and content (or link target).
 hash_dir() {
   local dir="$1"
@@ -339,7 +358,7 @@ build_image() {
   done
   [[ "$name" == jail-core ]] && args+=(--build-arg "JAIL_PACKAGES=$JAIL_CORE_PACKAGES")
   ctx="$(stage_context "$name")"
-  tag="$(printf '%s\n' "$(hash_dir "$ctx")" "${args[@]}" | sha256sum | cut -c1-12)"
+  tag="$(printf '%s\n' "$(hash_dir "$ctx")" "${args[@]}" "version=$COLLECTION_VERSION" | sha256sum | cut -c1-12)"
   ref="$prefix/$name:$tag"
   REF[$name]="$ref"
   BUILT[$name]=1
@@ -352,9 +371,11 @@ build_image() {
   log "building $ref"
   local start=$SECONDS buildlog="$cache/logs/build-$name-$tag.$$.log"
   mkdir -p "$cache/logs"
+  local -a labels
+  mapfile -t labels < <(oci_labels "$name")
   if ! progress_run "building $ref" "$buildlog" nice docker build -t "$ref" --label "io.slurmkube.image=$name" \
     --label "io.slurmkube.content-hash=$tag" --label "io.slurmkube.slurm-version=$SLURM_DEB_VERSION" \
-    "${args[@]}" "$ctx"; then
+    "${labels[@]}" "${args[@]}" "$ctx"; then
     die "docker build of $name failed; full log: $buildlog"
   fi
   rm -f "$buildlog"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 
 import pytest
+import yaml
 from docker_cluster import (
     BUILD,
     REPO,
@@ -35,6 +38,21 @@ def test_every_slurm_image_carries_the_series_it_is_labelled_with(images):
         installed = docker("run", "--rm", "--entrypoint", "dpkg-query", images[name], "-W", "-f", "${Version}",
                            "slurm-client").stdout  # fmt: skip
         assert label == installed and label.startswith(images_slurm_series_text() + "."), (name, label, installed)
+
+
+def test_every_image_carries_the_oci_labels_of_what_it_is_and_where_it_came_from(images):
+    """The OCI image-spec's labels: the image's name, the collection's version (part of the tag),
+    when and from which commit it was first built, its licence."""
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    for name, ref in images.items():
+        if name == "rootfs":  # docker import of debootstrap's root: Debian's, not ours
+            continue
+        labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref).stdout)
+        oci = {k.split(".")[-1]: v for k, v in labels.items() if k.startswith("org.opencontainers.image.")}
+        assert oci.get("title") == ref.rsplit(":", 1)[0], (name, labels)
+        assert oci.get("version") == version and oci.get("licenses") == "GPL-3.0-or-later", (name, labels)
+        assert re.fullmatch(r"[0-9a-f]{40}", oci.get("revision", "")), (name, labels)
+        assert datetime.strptime(oci.get("created", ""), "%Y-%m-%dT%H:%M:%SZ"), (name, labels)
 
 
 def test_login_image_runs_sshd(images):
