@@ -41,9 +41,11 @@ def test_an_example_cluster_is_valid_and_renders(name: str):
 
 def test_the_images_file_names_every_image_site_yml_deploys():
     site = (REPO / "playbooks" / "site.yml").read_text()
-    deployed = re.search(r"kubernetes_images: \"\{\{ (\[[^\]]+\])", site)
+    deployed = re.search(r"kubernetes_images: \"\{\{ \(?(\[[^\]]+\])((?:\s*\+ \(\['\w+'\] if \w+ else \[\]\))*)", site)
     assert deployed, "site.yml's list of images moved"
-    wanted = set(yaml.safe_load(deployed.group(1)))
+    # The images every cluster runs, and those a setting adds (the Prometheus of slurmkube_prometheus).
+    wanted = set(yaml.safe_load(deployed.group(1))) | set(re.findall(r"\['(\w+)'\]", deployed.group(2)))
+    assert "prometheus" in wanted, deployed.group(0)
     images = settings("images-private-registry.yml")
     assert set(images["slurmkube_images"]) == wanted
     assert all(ref.startswith("registry.example.internal/slurmkube/") for ref in images["slurmkube_images"].values())

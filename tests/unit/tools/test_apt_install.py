@@ -53,7 +53,7 @@ def test_three_scripts_installing_at_once_take_turns_and_all_succeed(tmp_path: P
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for package in ("docker.io", "qemu-system-x86", "debootstrap")]  # fmt: skip
     results = [(run.wait(timeout=60), run.stderr.read()) for run in runs]
-    assert [rc for rc, _ in results] == [0, 0, 0], results
+    assert [rc for rc, _stderr in results] == [0, 0, 0], results
     made = calls(tmp_path)
     assert "overlap" not in made, made
     # The first one in found no lists: it updated them once, and the others installed at once.

@@ -83,9 +83,9 @@ def test_two_callers_at_once_start_one_daemon(tmp_path: Path):
                SLURMKUBE_CACHE=str(tmp_path / "cache"))  # fmt: skip
     try:
         runs = [subprocess.Popen(["bash", str(ENSURE_DOCKER)], env=env, stderr=subprocess.PIPE, text=True)
-                for _ in range(2)]  # fmt: skip
+                for _caller in range(2)]  # fmt: skip
         results = [(run.wait(timeout=90), run.stderr.read()) for run in runs]
-        assert [rc for rc, _ in results] == [0, 0], results
+        assert [rc for rc, _stderr in results] == [0, 0], results
         assert (tmp_path / "dockerd.starts").read_text().splitlines() == ["started"]
     finally:
         pid_file = tmp_path / "dockerd.pid"
