@@ -144,12 +144,14 @@ def site_with_a_token_alone_changes_nothing(kube: Cluster, workdir: Path) -> Non
     """The quickstart's cluster reached as a cluster of your own with host, api_key and ca_cert
     (slurmkube_kubernetes_auth, the plays' module_defaults) and KUBECONFIG naming no file: site.yml
     converges with nothing to change, and the token is not printed. What the kind cluster made
-    here implied is said instead: its shared class, images already on its nodes."""
+    here implied is said instead: its shared class, images already on its nodes, the Prometheus's
+    node port."""
     auth = token_auth(kube, workdir)
     example = yaml.safe_load((REPO / "playbooks" / "vars" / "example-cluster.yml").read_text())
     example["slurmkube_cluster"]["spec"].setdefault("jail", {})["storageClassName"] = "slurmkube-shared"
     settings = workdir / OWN_CLUSTER
-    settings.write_text(json.dumps(dict(example, slurmkube_kubernetes_auth=auth, slurmkube_pull_policy="Never")))
+    settings.write_text(json.dumps(dict(example, slurmkube_kubernetes_auth=auth, slurmkube_pull_policy="Never",
+                                        slurmkube_prometheus_service_type="NodePort")))
     result = subprocess.run(["bash", "quickstart.sh", "-e", "@" + str(settings)], cwd=REPO, capture_output=True,
                             text=True, timeout=1800, check=False, env=without_kubeconfig(workdir))
     output = result.stdout + result.stderr
