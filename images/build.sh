@@ -15,8 +15,9 @@
 # collection's metric families) FROM base.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
 # the images it is built from, its build arguments), so an unchanged image is never
-# rebuilt and a tag names one content. The manifest of the last build is also written to
-# $SLURMKUBE_CACHE/images.json.
+# rebuilt and a tag names one content. The newest build of each image (default Slurm series)
+# is also tagged :latest, what the model's defaults name, and with the collection's version. The
+# manifest of the last build is also written to $SLURMKUBE_CACHE/images.json.
 #
 # Environment:
 #   SLURMKUBE_CACHE          cache outside the repository (default /var/cache/slurmkube)
@@ -339,6 +340,21 @@ stage_context() {
   echo "$ctx"
 }
 
+# The tags an image's newest build of the default Slurm series also gets: :latest (what the
+# model's defaults name when spec.images leaves one out) and the collection's version (what
+# images/push.sh pushes besides the content hash). Moved by each build; never pruned.
+release_tags() { # NAME
+  [[ $SLURM_SERIES == "$SLURM_SERIES_DEFAULT" ]] || return 0
+  printf '%s\n' "$prefix/$1:latest" "$prefix/$1:$COLLECTION_VERSION"
+}
+
+tag_release() { # NAME REF
+  local tag
+  for tag in $(release_tags "$1"); do
+    docker tag "$2" "$tag"
+  done
+}
+
 build_image() {
   local name="$1" parent ctx tag ref
   [[ -n "${BUILT[$name]:-}" ]] && return 0
@@ -365,6 +381,7 @@ build_image() {
   ((dry_run)) && return 0
   if image_exists "$ref"; then
     log "$ref is up to date"
+    tag_release "$name" "$ref"
     return 0
   fi
   [[ "$name" == jail* ]] && args+=(--build-arg "SLURMKUBE_IMAGE_TAG=$tag")
@@ -379,6 +396,7 @@ build_image() {
     die "docker build of $name failed; full log: $buildlog"
   fi
   rm -f "$buildlog"
+  tag_release "$name" "$ref"
   log "built $ref in $((SECONDS - start)) s"
 }
 
@@ -444,7 +462,7 @@ prune_old_tags() {
     name="${ref#"$prefix"/}"
     name="${name%%:*}"
     keep="${REF[$name]:-}"
-    if [[ -n "$keep" && "$ref" != "$keep" ]]; then
+    if [[ -n "$keep" && "$ref" != "$keep" ]] && ! release_tags "$name" | grep -qxF "$ref"; then
       log "pruning $ref"
       docker rmi "$ref" >/dev/null || true
     fi

@@ -18,6 +18,8 @@ from docker_cluster import (
 from slurm_release import images_slurm_series_text
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Images
+from ansible_collections.slurmkube.core.plugins.modules import slurm_operator
 
 pytestmark = pytest.mark.slurm
 
@@ -53,6 +55,24 @@ def test_every_image_carries_the_oci_labels_of_what_it_is_and_where_it_came_from
         assert oci.get("version") == version and oci.get("licenses") == "GPL-3.0-or-later", (name, labels)
         assert re.fullmatch(r"[0-9a-f]{40}", oci.get("revision", "")), (name, labels)
         assert datetime.strptime(oci.get("created", ""), "%Y-%m-%dT%H:%M:%SZ"), (name, labels)
+
+
+def test_the_default_images_of_the_model_and_the_operator_module_are_tags_the_build_makes(images):
+    """spec.images left out (and slurm_operator's image) name slurmkube/<name>:latest: each build
+    of the default Slurm series moves it, and the collection's version tag, to its newest image."""
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    defaults = {field: getattr(Images(), field) for field in
+                ("controller", "worker", "login", "jail", "slurmdbd", "exporter", "mariadb")}  # fmt: skip
+    operator_doc = yaml.safe_load(slurm_operator.DOCUMENTATION)["options"]["image"]["default"]
+    defaults["operator"] = operator_doc
+
+    def image_id(ref: str) -> str:
+        return docker("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+
+    for field, ref in defaults.items():
+        repository, tag = ref.rsplit(":", 1)
+        assert (repository, tag) == ("slurmkube/" + field, "latest"), ref
+        assert image_id(ref) == image_id(images[field]) == image_id("%s:%s" % (repository, version)), field
 
 
 def test_login_image_runs_sshd(images):
