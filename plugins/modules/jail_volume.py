@@ -79,6 +79,14 @@ options:
     type: str
     choices: [Always, IfNotPresent, Never]
     default: IfNotPresent
+  image_pull_secrets:
+    description:
+      - Secrets of O(namespace) (type C(kubernetes.io/dockerconfigjson)) the populate Job pulls
+        O(image) with, for a registry that asks a login. Empty adds none.
+    type: list
+    elements: str
+    default: []
+    version_added: "0.4.0"
   version:
     description: What the jail's marker records; the image when unset.
     type: str
@@ -196,6 +204,7 @@ def main() -> None:
             "image": {"type": "str"},
             "image_pull_policy": {"type": "str", "choices": ["Always", "IfNotPresent", "Never"],
                                   "default": "IfNotPresent"},
+            "image_pull_secrets": {"type": "list", "elements": "str", "default": [], "no_log": False},
             "version": {"type": "str"},
             "populate": {"type": "bool", "default": True},
             "repopulate": {"type": "bool", "default": False},

@@ -39,6 +39,14 @@ options:
     aliases: [pull_policy]
     choices: [Always, IfNotPresent, Never]
     default: IfNotPresent
+  image_pull_secrets:
+    description:
+      - Secrets of O(namespace) (type C(kubernetes.io/dockerconfigjson)) the operator's pods pull
+        O(image) with, for a registry that asks a login. Empty adds none.
+    type: list
+    elements: str
+    default: []
+    version_added: "0.4.0"
   replicas:
     description:
       - Operator pods. They elect a leader through a Lease in O(namespace) and only the
@@ -225,6 +233,7 @@ def main() -> None:
                                   "default": "IfNotPresent", "aliases": ["pull_policy"],
                                   "deprecated_aliases": [{"name": "pull_policy", "version": "1.0.0",
                                                           "collection_name": "slurmkube.core"}]},
+            "image_pull_secrets": {"type": "list", "elements": "str", "default": [], "no_log": False},
             "replicas": {"type": "int", "default": 1},
             "watch_namespaces": {"type": "list", "elements": "str", "default": []},
             "cluster_scope": {"type": "bool", "default": False},
@@ -254,7 +263,8 @@ def main() -> None:
             admission, remove_admission = admission_settings(p["admission_policy"])
             settings = OperatorSettings(p["namespace"], p["image"], p["image_pull_policy"], p["replicas"],
                                         tuple(p["watch_namespaces"]), p["cluster_scope"], admission,
-                                        remove_admission, tuple(p["bridge_namespaces"]))
+                                        remove_admission, tuple(p["bridge_namespaces"]),
+                                        tuple(p["image_pull_secrets"]))
             change = ensure_operator(kube, settings, module.check_mode)
             if waits(module, waiting):
                 wait_operator(kube, p["namespace"], p["replicas"], waiting.timeout, waiting.timer)

@@ -23,6 +23,8 @@ SlurmValue = NewType("SlurmValue", object)
 """A Slurm setting value: text, integer, boolean (YES/NO), list (comma-joined) or null (delete)."""
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Most object names (Secrets, PriorityClasses): dot-separated DNS labels.
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 SLURM_KEY = r"^[A-Za-z][A-Za-z0-9]*$"
 # Paths the jail plugin takes in plugstack.conf: absolute, no blanks, commas or colons.

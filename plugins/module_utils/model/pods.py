@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
     LABEL_KEY,
     LABEL_VALUE,
     FreeForm,
@@ -22,7 +23,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import describe
 
 # A Kubernetes object name (Secret, PriorityClass): a DNS-1123 subdomain.
-DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # What Kubernetes takes as an environment variable's name.
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 # The label and annotation prefixes the product's own keys live under: a site's would change what

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -28,6 +28,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     job_outcome,
     wait_until,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import DNS1123_SUBDOMAIN
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QuantityError, parse_quantity
 from ansible_collections.slurmkube.core.plugins.module_utils.render import jail as render_jail
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import JAIL_VOLUME
@@ -57,6 +58,8 @@ class WantedVolume:
     nfs_path: Optional[str] = None
     image: Optional[str] = None
     pull_policy: str = "IfNotPresent"
+    # Secrets of the namespace the populate Job pulls the image with.
+    image_pull_secrets: Tuple[str, ...] = ()
     version: Optional[str] = None
     populate: bool = True
     repopulate: bool = False
@@ -95,6 +98,7 @@ def wanted_from_params(params: Mapping[str, Any]) -> WantedVolume:
         size=str(params.get("size") or "10Gi"), storage_class=params.get("storage_class"),
         existing_claim=params.get("existing_claim"), nfs_server=nfs.get("server"), nfs_path=nfs.get("path"),
         image=params.get("image"), pull_policy=params.get("image_pull_policy") or "IfNotPresent",
+        image_pull_secrets=tuple(params.get("image_pull_secrets") or ()),
         version=params.get("version"), populate=params.get("populate", True) is not False,
         repopulate=bool(params.get("repopulate")), purge=bool(params.get("purge")))
     check_wanted(want)
@@ -122,6 +126,9 @@ def check_wanted(want: WantedVolume) -> None:
         raise JailVolumeError("image: the jail image is required to populate the jail (or set populate=false)")
     if want.pull_policy not in PULL_POLICIES:
         raise JailVolumeError("image_pull_policy: must be one of %s" % ", ".join(PULL_POLICIES))
+    for secret in want.image_pull_secrets:
+        if not re.match(DNS1123_SUBDOMAIN, secret) or len(secret) > 253:
+            raise JailVolumeError("image_pull_secrets: must be Secret names, got %r" % secret)
     if want.version is not None and (not want.version.strip() or "\n" in want.version):
         raise JailVolumeError("version: must be one non-empty line")
 
@@ -161,7 +168,9 @@ def render_volume(want: WantedVolume) -> List[Dict[str, Any]]:
 def render_populate_job(want: WantedVolume, job_name: str) -> Dict[str, Any]:
     """The populate Job on the claim, as the namespace's default ServiceAccount without a token."""
     volume = {"name": JAIL_VOLUME, "persistentVolumeClaim": {"claimName": want.claim}}
-    settings = {"automountServiceAccountToken": False, "enableServiceLinks": False}
+    settings: Dict[str, Any] = {"automountServiceAccountToken": False, "enableServiceLinks": False}
+    if want.image_pull_secrets:
+        settings["imagePullSecrets"] = [{"name": secret} for secret in want.image_pull_secrets]
     labels = names.standalone_labels(want.name, C.COMPONENT_JAIL)
     return render_jail.populate_job(metadata(want, job_name), labels, want.image or "", want.pull_policy,
                                     want.marker_version, volume, settings,

@@ -23,6 +23,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     CONTROL_CHARACTERS,
     DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
     is_normalized_path,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, render_spec_rules_policy
@@ -42,7 +43,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.operator imp
 )
 
 RBAC = "rbac.authorization.k8s.io/v1"
-DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 class InstallError(SlurmkubeError):
@@ -66,6 +66,8 @@ class OperatorSettings:
     remove_admission: bool = False
     # Namespaces whose pods the bridge schedules (their schedulerName set at admission).
     bridge_namespaces: Sequence[str] = ()
+    # Secrets of the operator's namespace its pods pull their image with.
+    image_pull_secrets: Sequence[str] = ()
 
 
 def check_admission_option(option: Mapping[str, Any]) -> None:
@@ -135,7 +137,7 @@ def operator_objects(settings: OperatorSettings, bridge_version: str = ADMISSION
               if settings.bridge_namespaces else [])
     return [ns, *render_crds(), *render_spec_rules_policy(),
             *render_operator(settings.namespace, settings.image, settings.pull_policy, settings.replicas, watched,
-                             settings.bridge_namespaces),
+                             settings.bridge_namespaces, settings.image_pull_secrets),
             *policy, *bridge]
 
 
@@ -173,10 +175,18 @@ def delete_all(kube: Kube, objects: Sequence[Dict[str, Any]]) -> None:
         kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
 
 
+def check_image_pull_secrets(secrets: Sequence[str]) -> None:
+    """InstallError naming the first entry of image_pull_secrets that is no Secret name."""
+    for name in secrets:
+        if not re.match(DNS1123_SUBDOMAIN, name) or len(name) > 253:
+            raise InstallError("image_pull_secrets: must be Secret names, got %r" % name)
+
+
 def ensure_operator(kube: Kube, settings: OperatorSettings, check_mode: bool) -> Change:
     """Apply what differs and drop grants in namespaces no longer watched. In check mode,
     objects of a namespace not made yet count as changes."""
     check_bridge_namespaces(settings.bridge_namespaces)
+    check_image_pull_secrets(settings.image_pull_secrets)
     version = bridge_admission_version(kube) if settings.bridge_namespaces else ADMISSION_VERSIONS[0]
     objects = operator_objects(settings, version)
     if check_mode and kube.get("v1", "Namespace", settings.namespace) is None:

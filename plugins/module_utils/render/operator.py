@@ -129,8 +129,8 @@ def namespace_rules(namespace: str, watch_namespaces: Sequence[str],
 
 
 def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent", replicas: int = 1,
-                    watch_namespaces: Sequence[str] = (),
-                    bridge_namespaces: Sequence[str] = ()) -> List[Dict[str, Any]]:
+                    watch_namespaces: Sequence[str] = (), bridge_namespaces: Sequence[str] = (),
+                    image_pull_secrets: Sequence[str] = ()) -> List[Dict[str, Any]]:
     """Everything that runs the operator in its namespace, in apply order.
 
     Replicas elect a leader through a Lease and only the leader acts, so a rolling update
@@ -179,7 +179,10 @@ def render_operator(namespace: str, image: str, pull_policy: str = "IfNotPresent
                              "annotations": scrape_annotations(C.OPERATOR_METRICS_PORT)},
                 "spec": {"serviceAccountName": OPERATOR_NAME, "containers": [container],
                          "volumes": [{"name": "tmp", "emptyDir": {}}],
-                         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}},
+                         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                         # A registry that asks a login: Secrets of the operator's namespace.
+                         **({"imagePullSecrets": [{"name": name} for name in image_pull_secrets]}
+                            if image_pull_secrets else {})},
             },
         },
     }

@@ -58,6 +58,20 @@ def test_an_existing_claim_is_populated_not_made():
                                                            "persistentVolumeClaim": {"claimName": "theirs"}}]
 
 
+def test_pull_secrets_reach_the_populate_pod_and_none_given_adds_nothing():
+    plain = render_populate_job(want(), "populate")["spec"]["template"]["spec"]
+    assert "imagePullSecrets" not in plain
+    wanted = want(image="registry.example/slurmkube/jail:1", image_pull_secrets=["site-registry"])
+    pod = render_populate_job(wanted, "populate")["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "site-registry"}]
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_a_pull_secret_that_is_no_secret_name_is_refused_naming_the_option():
+    with pytest.raises(JailVolumeError, match="image_pull_secrets: must be Secret names, got 'Site Registry'"):
+        want(image_pull_secrets=["Site Registry"])
+
+
 def test_the_module_job_is_the_operators_job_on_another_claim():
     cluster = example(EXAMPLES[0])[0]
     operator_job = render_jail_populate_job(cluster)
