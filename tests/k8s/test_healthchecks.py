@@ -342,13 +342,42 @@ def test_promtool_passes_the_shipped_rules_and_their_unit_tests(hc: Cluster):
     assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
 
 
-def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds_exist(hc: Cluster, tmp_path: Path):
+def the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc: Cluster, tmp_path: Path, role_vars: dict,
+                                                                   image: str, shipped: dict) -> None:
+    """Its own Prometheus, for a site with none: a ClusterIP by default (it asks no login), where
+    to open it said as a port-forward, the shipped rules loaded, the operator's target up."""
+    with_prometheus = dict(role_vars, monitoring_prometheus=True, monitoring_prometheus_image=image,
+                           monitoring_prometheus_pull_policy="Never")
+    proc, served = run_role(tmp_path, "monitoring", with_prometheus, "monitoring_result", env=hc.env)
+    assert proc.returncode == 0 and served["changed"], proc.stdout[-3000:]
+    assert served["prometheus"] == ("kubectl -n %s port-forward service/slurmkube-prometheus 9090, then "
+                                    "http://localhost:9090" % hc.namespace), served
+    assert hc.get_json("service", "slurmkube-prometheus")["spec"]["type"] == "ClusterIP"
+    api = "/api/v1/namespaces/%s/services/slurmkube-prometheus:9090/proxy/api/v1/" % hc.namespace
+
+    def asked(path: str) -> dict:
+        answer = hc.kubectl("get", "--raw", api + path, check=False)
+        return json.loads(answer.stdout)["data"] if answer.returncode == 0 else {}
+
+    groups = wait_for(lambda: asked("rules").get("groups"), 120, 2, what="the role's Prometheus's rules")
+    alerts = {rule["alert"] for group in shipped["groups"] for rule in group["rules"] if "alert" in rule}
+    assert alerts <= {rule["name"] for group in groups for rule in group["rules"]}, groups
+    wait_for(lambda: [t for t in asked("targets").get("activeTargets", [])
+                      if t["labels"].get("component") == C.COMPONENT_OPERATOR and t["health"] == "up"], 120, 5,
+             explain=lambda: json.dumps(asked("targets"))[:3000], what="the operator's target up")  # fmt: skip
+    proc, again = run_role(tmp_path, "monitoring", with_prometheus, "monitoring_result", env=hc.env)
+    assert proc.returncode == 0 and again["changed"] is False, proc.stdout[-3000:]
+
+
+def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds_exist(hc: Cluster, tmp_path: Path,
+                                                                                      monitoring_images: dict):
     role_vars = {"monitoring_namespace": hc.namespace, "monitoring_watch_namespaces": [hc.namespace],
                  "monitoring_labels": {"release": "kps"}, "monitoring_kubeconfig": hc.env["KUBECONFIG"]}
     without = dict(role_vars, monitoring_grafana_dashboards=False)
     proc, result = run_role(tmp_path, "monitoring", without, "monitoring_result", env=hc.env)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert result == {"service_monitor": False, "prometheus_rule": False, "dashboards": [], "changed": False}
+    assert result == {"service_monitor": False, "prometheus_rule": False, "dashboards": [], "prometheus": "",
+                      "changed": False}
     crds = prometheus_operator_crds()
     for crd in crds:
         hc.kubectl("apply", "--server-side", "-f", str(crd))
@@ -378,10 +407,15 @@ def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds
         assert len(dashboards) == len(first["dashboards"])
         proc, again = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", env=hc.env)
         assert proc.returncode == 0 and again["changed"] is False, proc.stdout[-3000:]
+        the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc, tmp_path, role_vars,
+                                                                       monitoring_images["prometheus"], shipped)
         proc, gone = run_role(tmp_path, "monitoring", dict(role_vars, monitoring_state="absent"), "monitoring_result",
                               env=hc.env)
         assert proc.returncode == 0 and gone["changed"] is True, proc.stdout[-3000:]
         assert not hc.get_json("servicemonitors")["items"] and not hc.get_json("prometheusrules")["items"]
+        left = hc.kubectl("-n", hc.namespace, "get", "deployments,services,configmaps", "-l",
+                          "app.kubernetes.io/name=slurmkube-prometheus", "-o", "name").stdout.split()
+        assert left == [], left
         assert not hc.get_json("configmaps", "-l", "grafana_dashboard=1")["items"]
     finally:
         for crd in crds:
