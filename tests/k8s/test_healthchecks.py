@@ -369,8 +369,8 @@ def the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc: Cluster, 
     assert proc.returncode == 0 and again["changed"] is False, proc.stdout[-3000:]
 
 
-def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds_exist(hc: Cluster, tmp_path: Path,
-                                                                                      monitoring_images: dict):
+def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds_exist(
+        hc: Cluster, tmp_path: Path, monitoring_images: dict):
     role_vars = {"monitoring_namespace": hc.namespace, "monitoring_watch_namespaces": [hc.namespace],
                  "monitoring_labels": {"release": "kps"}, "monitoring_kubeconfig": hc.env["KUBECONFIG"]}
     without = dict(role_vars, monitoring_grafana_dashboards=False)
