@@ -15,9 +15,7 @@ fi
 versioned() { apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n1; }
 package="$(versioned)"
 if [[ -z "$package" ]]; then
-  # Queued with the other scripts' apt calls (tools/apt-install.sh says why).
-  mkdir -p "$cache"
-  flock -w 1800 "$cache/apt.lock" apt-get update -qq
+  bash "$(dirname "${BASH_SOURCE[0]}")/../tools/apt-install.sh" --update
   package="$(versioned)"
 fi
 [[ -n "$package" ]] || { echo "ensure-vm: no linux-image package found" >&2; exit 1; }

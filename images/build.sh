@@ -111,18 +111,18 @@ image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 # the image was first built from (an unchanged image is not rebuilt on the next commit), absent
 # outside a git checkout (an installed collection); source only where galaxy.yml names a repository.
 COLLECTION_VERSION="$(sed -n 's/^version:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$repo/galaxy.yml")"
-readonly COLLECTION_VERSION
+COLLECTION_SOURCE="$(sed -n 's/^repository:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$repo/galaxy.yml")"
+# Only this checkout's own: an installed collection may sit inside someone else's repository.
+COLLECTION_REVISION=""
+[[ ! -e $repo/.git ]] || COLLECTION_REVISION="$(git -C "$repo" rev-parse --verify -q HEAD 2>/dev/null || true)"
+readonly COLLECTION_VERSION COLLECTION_SOURCE COLLECTION_REVISION
 oci_labels() { # NAME
-  local revision="" source
   printf -- '--label\n%s\n' "org.opencontainers.image.title=$prefix/$1" \
     "org.opencontainers.image.version=$COLLECTION_VERSION" \
     "org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     "org.opencontainers.image.licenses=GPL-3.0-or-later" "org.opencontainers.image.vendor=slurmkube"
-  # Only this checkout's own: an installed collection may sit inside someone else's repository.
-  [[ ! -e $repo/.git ]] || revision="$(git -C "$repo" rev-parse --verify -q HEAD 2>/dev/null || true)"
-  [[ -z "$revision" ]] || printf -- '--label\n%s\n' "org.opencontainers.image.revision=$revision"
-  source="$(sed -n 's/^repository:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$repo/galaxy.yml")"
-  [[ -z "$source" ]] || printf -- '--label\n%s\n' "org.opencontainers.image.source=$source"
+  [[ -z $COLLECTION_REVISION ]] || printf -- '--label\n%s\n' "org.opencontainers.image.revision=$COLLECTION_REVISION"
+  [[ -z $COLLECTION_SOURCE ]] || printf -- '--label\n%s\n' "org.opencontainers.image.source=$COLLECTION_SOURCE"
 }
 
 # Hash of a directory's files: relative path, executable bit and content (or link target).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # apt-install.sh [APT-OPTION...] PACKAGE...: install Debian packages on this machine (root), after
 # `apt-get update` when the install fails (a fresh machine has no package lists yet).
+# apt-install.sh --update: only `apt-get update` (for a caller that reads the lists itself).
 # On a fresh machine several of our scripts install what they need at the same moment (each test
 # lane's image build installs docker, the VM test qemu, the builds debootstrap): apt and dpkg take
 # one caller at a time and fail the others at once on their locks (a cold run lost the cgroup v2
@@ -18,6 +19,11 @@ flock -w 1800 9 || {
 # 9>&-: a package's own scripts may start a daemon (docker.io starts dockerd), which would keep
 # the lock for as long as it runs.
 apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@" 9>&-; }
+
+if [[ ${1:-} == --update ]]; then
+  apt_get update -qq
+  exit
+fi
 
 apt_get install -y -qq "$@" >/dev/null 2>&1 || {
   apt_get update -qq

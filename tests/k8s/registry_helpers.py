@@ -6,7 +6,6 @@ serving runs it as a site's: over TLS with a certificate from a CA of its own, b
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import socket
@@ -55,10 +54,7 @@ def apt_download(package: str, cwd: Path) -> None:
     lists), queued with our other apt calls (tools/apt-install.sh says why)."""
     command = ["apt-get", "download", "-qq", package]
     if subprocess.run(command, cwd=cwd, capture_output=True, timeout=600, check=False).returncode != 0:
-        lock = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "apt.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["flock", "-w", "1800", str(lock), "apt-get", "update", "-qq"], check=True,
-                       capture_output=True, timeout=2400)  # fmt: skip
+        subprocess.run(["bash", str(APT_INSTALL), "--update"], check=True, capture_output=True, timeout=2400)
         subprocess.run(command, cwd=cwd, check=True, capture_output=True, timeout=600)
 
 

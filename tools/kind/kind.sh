@@ -259,13 +259,6 @@ registry_ca() {
   kind_log "the nodes of $name trust $registry's CA ($ca)"
 }
 
-# kubectl in the control-plane node, as the cluster's admin.
-node_kubectl() {
-  local name=$1
-  shift
-  docker exec -i "$name-control-plane" kubectl --kubeconfig /etc/kubernetes/admin.conf "$@"
-}
-
 # The StorageClass slurmkube-shared (manifests/shared-storage.yaml.in): the provisioner of the
 # default class, local-path (both node images run it, from the images they preload), run a
 # second time over the directory every node mounts. Its program, image and helper image are

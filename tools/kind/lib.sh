@@ -14,6 +14,13 @@ PROGRESS_TAG=kind
 KIND_CACHE="${SLURMKUBE_CACHE:-/var/cache/slurmkube}/kind"
 KIND_BIN="$KIND_CACHE/$KIND_VERSION-$KUBERNETES_VERSION/bin"
 
+# kubectl in the control-plane node of kind cluster NAME, as the cluster's admin.
+node_kubectl() { # NAME ARG...
+  local name=$1
+  shift
+  docker exec -i "$name-control-plane" kubectl --kubeconfig /etc/kubernetes/admin.conf "$@"
+}
+
 kind_log() { printf '[kind %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 kind_die() {
   kind_log "error: $*"

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Sourced by kind.sh: a new cluster is up once pods on any two nodes can talk. kind waits for
-# Ready nodes only; kube-router must also have given every node
+# Sourced by kind.sh after lib.sh (node_kubectl, kind_log): a new cluster is up once pods on any
+# two nodes can talk. kind waits for Ready nodes only; kube-router must also have given every node
 #   - a route to every other node's pod range (learnt over BGP a few seconds later), and
 #   - every pod range in the node's ipset kube-router-pod-subnets: traffic to a range missing
 #     there leaves masqueraded as the node, and the NetworkPolicies where it arrives refuse it.
@@ -9,18 +9,11 @@
 # added it; slurmd there waited 15 minutes for slurmctld): such a kube-router is restarted
 # once, and learns every range as it starts.
 
-# The kubectl of the cluster's control-plane node, as its admin.
-pod_network_kubectl() {
-  local name=$1
-  shift
-  docker exec -i "$name-control-plane" kubectl --kubeconfig /etc/kubernetes/admin.conf "$@"
-}
-
 # pod_network_gaps NAME: each node that lacks a route to another node's pod range or a range in
 # its kube-router-pod-subnets, a line each; "nodes" when the node list cannot be read yet.
 pod_network_gaps() {
   local name=$1 ranges node other range subnets
-  ranges=$(pod_network_kubectl "$name" get nodes \
+  ranges=$(node_kubectl "$name" get nodes \
     -o jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR}{"\n"}{end}') || {
     echo nodes
     return 0
@@ -52,7 +45,7 @@ wait_for_pod_network() {
         [[ $node == nodes || -n ${restarted[$node]:-} ]] && continue
         restarted[$node]=1
         kind_log "$node's kube-router lacks another node's pod range (route or ipset): restarting it"
-        pod_network_kubectl "$name" -n kube-system delete pod -l k8s-app=kube-router \
+        node_kubectl "$name" -n kube-system delete pod -l k8s-app=kube-router \
           --field-selector "spec.nodeName=$node" --wait=false >/dev/null || true
       done
     fi

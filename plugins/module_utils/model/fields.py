@@ -146,6 +146,11 @@ REFUSED_SLURMDBD_KEYS = {
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def is_object_name(text: str) -> bool:
+    """A name most Kubernetes objects (a Secret, say) may have: a DNS subdomain of at most 253 characters."""
+    return len(text) <= 253 and re.match(DNS1123_SUBDOMAIN, text) is not None
+
+
 def is_normalized_path(path: str) -> bool:
     """Absolute, with no empty, '.' or '..' component (a trailing '/' aside): the path a
     reader sees is the one the kernel opens."""

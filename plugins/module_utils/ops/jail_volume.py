@@ -28,7 +28,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     job_outcome,
     wait_until,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import DNS1123_SUBDOMAIN
+from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import is_object_name
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import QuantityError, parse_quantity
 from ansible_collections.slurmkube.core.plugins.module_utils.render import jail as render_jail
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import JAIL_VOLUME
@@ -127,7 +127,7 @@ def check_wanted(want: WantedVolume) -> None:
     if want.pull_policy not in PULL_POLICIES:
         raise JailVolumeError("image_pull_policy: must be one of %s" % ", ".join(PULL_POLICIES))
     for secret in want.image_pull_secrets:
-        if not re.match(DNS1123_SUBDOMAIN, secret) or len(secret) > 253:
+        if not is_object_name(secret):
             raise JailVolumeError("image_pull_secrets: must be Secret names, got %r" % secret)
     if want.version is not None and (not want.version.strip() or "\n" in want.version):
         raise JailVolumeError("version: must be one non-empty line")

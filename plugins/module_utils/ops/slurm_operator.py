@@ -25,6 +25,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
     is_normalized_path,
+    is_object_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.schema import render_crds, render_spec_rules_policy
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.common import Change
@@ -178,7 +179,7 @@ def delete_all(kube: Kube, objects: Sequence[Dict[str, Any]]) -> None:
 def check_image_pull_secrets(secrets: Sequence[str]) -> None:
     """InstallError naming the first entry of image_pull_secrets that is no Secret name."""
     for name in secrets:
-        if not re.match(DNS1123_SUBDOMAIN, name) or len(name) > 253:
+        if not is_object_name(name):
             raise InstallError("image_pull_secrets: must be Secret names, got %r" % name)
 
 

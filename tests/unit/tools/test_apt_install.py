@@ -83,3 +83,15 @@ def test_a_package_apt_cannot_install_fails_the_script(tmp_path: Path):
     run = subprocess.run(["bash", str(APT_INSTALL), "nosuch"], env=env, capture_output=True, text=True, timeout=60,
                          check=False)  # fmt: skip
     assert run.returncode == 100 and "Unable to locate package nosuch" in run.stderr, run.stderr
+
+
+def test_a_lists_update_alone_takes_its_turn_beside_an_install(tmp_path: Path):
+    """--update (ensure-vm.sh and the registry test read the lists themselves) queues as installs do."""
+    env = stand_in(tmp_path)
+    runs = [subprocess.Popen(["bash", str(APT_INSTALL), *args], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+            for args in (["--update"], ["cpio"])]  # fmt: skip
+    results = [(run.wait(timeout=60), run.stderr.read()) for run in runs]
+    assert [rc for rc, _stderr in results] == [0, 0], results
+    made = calls(tmp_path)
+    assert "overlap" not in made and "install cpio" in made and made.count("update") >= 1, made
