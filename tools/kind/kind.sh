@@ -117,15 +117,18 @@ load() {
   kind_cli load docker-image --name "$name" --nodes "$workers" "$@"
 }
 
-# The node image: upstream's when it can be pulled, else ours (built if needed).
+# The node image: upstream's when it can be pulled, else ours (built if needed). A refused pull
+# can take a minute and more (a host without a registry retries its lookups): it runs under
+# progress_run, so the caller still hears from us each minute.
 node_image() {
-  local upstream=$KIND_UPSTREAM_NODE_IMAGE pull
+  local upstream=$KIND_UPSTREAM_NODE_IMAGE log=$KIND_CACHE/logs/pull-node-image.log
   if [[ -n $upstream ]]; then
-    if docker image inspect "$upstream" >/dev/null 2>&1 || pull=$(timeout 300 docker pull "$upstream" 2>&1); then
+    if docker image inspect "$upstream" >/dev/null 2>&1 ||
+      progress_run "pulling $upstream" "$log" timeout 300 docker pull "$upstream"; then
       echo "$upstream"
       return 0
     fi
-    kind_log "cannot pull $upstream: the node image is built here (docker pull: $(tail -n 1 <<<"$pull"))"
+    kind_log "cannot pull $upstream: the node image is built here (docker pull's log above and in $log)"
   fi
   bash "$KIND_HERE/node-image.sh"
 }
@@ -349,4 +352,7 @@ main() {
   esac
 }
 
-main "$@"
+# Sourced (a test of one function), it only defines them.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  main "$@"
+fi
