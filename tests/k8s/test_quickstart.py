@@ -2,8 +2,9 @@
 kubeconfig it makes a kind cluster (1 control plane + 2 workers, tools/kind), the second run
 changes nothing and its --diff prints nothing; the demo user's jobs on the two Kubernetes
 workers share one jail; the Prometheus it prints has every target up and the rules loaded, and a
-headless Chromium shows the nodes by state on its graph page; teardown.yml with slurmkube_purge
-deletes the kind cluster and leaves nothing of it on the host.
+headless Chromium shows the nodes by state on its graph page; site.yml given an image no node can
+pull fails within two minutes naming it; teardown.yml with slurmkube_purge deletes the kind cluster
+and leaves nothing of it on the host.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -140,20 +142,22 @@ def token_auth(kube: Cluster, workdir: Path) -> dict:
     return {"host": server["server"], "api_key": token, "ca_cert": str(ca_cert)}
 
 
-def site_with_a_token_alone_changes_nothing(kube: Cluster, workdir: Path) -> None:
+def site_with_a_token_alone_changes_nothing(kube: Cluster, workdir: Path) -> float:
     """The quickstart's cluster reached as a cluster of your own with host, api_key and ca_cert
     (slurmkube_kubernetes_auth, the plays' module_defaults) and KUBECONFIG naming no file: site.yml
     converges with nothing to change, and the token is not printed. What the kind cluster made
     here implied is said instead: its shared class, images already on its nodes, the Prometheus's
-    node port."""
+    node port. Returns how long the run took."""
     auth = token_auth(kube, workdir)
     example = yaml.safe_load((REPO / "playbooks" / "vars" / "example-cluster.yml").read_text())
     example["slurmkube_cluster"]["spec"].setdefault("jail", {})["storageClassName"] = "slurmkube-shared"
     settings = workdir / OWN_CLUSTER
     settings.write_text(json.dumps(dict(example, slurmkube_kubernetes_auth=auth, slurmkube_pull_policy="Never",
                                         slurmkube_prometheus_service_type="NodePort")))
+    started = time.monotonic()
     result = subprocess.run(["bash", "quickstart.sh", "-e", "@" + str(settings)], cwd=REPO, capture_output=True,
                             text=True, timeout=1800, check=False, env=without_kubeconfig(workdir))
+    took = time.monotonic() - started
     output = result.stdout + result.stderr
     (workdir / "token.log").write_text(output)
     assert result.returncode == 0, failed(output)
@@ -161,17 +165,55 @@ def site_with_a_token_alone_changes_nothing(kube: Cluster, workdir: Path) -> Non
     assert counts.get("ok", 0) > 0 and counts.get("changed") == 0 and counts.get("failed") == 0, counts
     assert re.search(r"TASK \[Make the kind cluster\] \**\s+skipping", output), output[-3000:]
     assert auth["api_key"] not in output
+    return took
 
 
-def scale_then_teardown_with_a_token_alone(kube: Cluster, settings: Path) -> None:
-    """scale.yml and teardown.yml (purge, on a cluster not made here: its objects one by one) with
-    the same connection options alone: the node set shrinks, then the cluster, its pods, its
-    claims and its jail go."""
-    env = without_kubeconfig(settings.parent)
+# What site.yml deploys for the quickstart's cluster (its example, monitoring and Prometheus on).
+SITE_IMAGES = ("controller", "worker", "login", "jail", "operator", "slurmdbd", "mariadb", "exporter", "prometheus")
+
+
+def site_fails_fast_naming_an_image_it_cannot_pull(settings: Path, converged_seconds: float) -> None:
+    """site.yml (connection options alone, as above) naming an exporter image no node holds, as a
+    tag mistyped on this kind cluster would (its pods never pull, as the quickstart's): the play
+    fails naming the image and its pod, at most two minutes after the time the converged run above
+    took (the cluster step fails once the kubelet refuses the pod, not after its 900 s wait). A
+    registry that refuses the pull fails the same wait (test_operator); the pull policy stays, so
+    nothing else of the cluster is replaced before the teardown."""
+    built = json.loads(subprocess.run(["bash", str(REPO / "images" / "build.sh"), "--print-tags"],
+                                      capture_output=True, text=True, timeout=300, check=True).stdout)
+    missing = "slurmkube/exporter:absent"
+    images = dict({name: built[name] for name in SITE_IMAGES}, exporter=missing)
+    # The node sets as scale.yml left them (big at 0): only the exporter's pod is new.
+    node_sets = json.loads(settings.read_text())["slurmkube_node_sets"]
+    for node_set in node_sets:
+        if node_set["metadata"]["name"] == "big":
+            node_set["spec"]["replicas"] = 0
+    started = time.monotonic()
+    result = subprocess.run(["bash", "quickstart.sh", "-e", "@" + str(settings), "-e",
+                             json.dumps({"slurmkube_images": images, "slurmkube_node_sets": node_sets})],
+                            cwd=REPO, capture_output=True, text=True, timeout=1800, check=False,
+                            env=without_kubeconfig(settings.parent))  # fmt: skip
+    took = time.monotonic() - started
+    output = result.stdout + result.stderr
+    (settings.parent / "unpullable.log").write_text(output)
+    assert result.returncode != 0 and recap(result.stdout).get("failed") == 1, output[-4000:]
+    assert re.search(r"image %s \(pod demo-exporter-[-a-z0-9]+\): ErrImageNeverPull" % re.escape(missing), output), \
+        output[-4000:]
+    assert took <= converged_seconds + 120, (took, converged_seconds)
+
+
+def scale_with_a_token_alone(kube: Cluster, settings: Path) -> None:
+    """scale.yml with the same connection options alone: the node set shrinks."""
     scale = run_playbook(REPO / "playbooks" / "scale.yml", "-e", "@" + str(settings), "-e", "slurmkube_node_set=big",
-                         "-e", "slurmkube_replicas=0", env=env)
+                         "-e", "slurmkube_replicas=0", env=without_kubeconfig(settings.parent))
     assert scale.returncode == 0, failed(scale.stdout + scale.stderr)
     assert kube.get_json("nodesets.slurmkube.io", "big")["spec"]["replicas"] == 0
+
+
+def teardown_with_a_token_alone(kube: Cluster, settings: Path) -> None:
+    """teardown.yml (purge, on a cluster not made here: its objects one by one) with the same
+    connection options alone: the cluster, its pods, its claims and its jail go."""
+    env = without_kubeconfig(settings.parent)
     teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "@" + str(settings), "-e",
                             "slurmkube_purge=true", env=env)
     assert teardown.returncode == 0, failed(teardown.stdout + teardown.stderr)
@@ -395,8 +437,10 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         ssh = printed_ssh(second.stdout)
         demo_logs_in_with_the_printed_command(ssh)
         demo_runs_a_container_on_both_workers(ssh, tmp_path)
-        site_with_a_token_alone_changes_nothing(kube, tmp_path)
-        scale_then_teardown_with_a_token_alone(kube, tmp_path / OWN_CLUSTER)
+        converged = site_with_a_token_alone_changes_nothing(kube, tmp_path)
+        scale_with_a_token_alone(kube, tmp_path / OWN_CLUSTER)
+        site_fails_fast_naming_an_image_it_cannot_pull(tmp_path / OWN_CLUSTER, converged)
+        teardown_with_a_token_alone(kube, tmp_path / OWN_CLUSTER)
     finally:
         shared = Path(kind("shared", KIND_NAME).strip()) if kind_containers() else None
         teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")
