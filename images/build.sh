@@ -11,8 +11,8 @@
 # each with the SPANK plugin copied out of the `spank-build` image (Slurm's clients load
 # plugstack.conf too); jail-core is the jail without user software (images/jail/Dockerfile with
 # JAIL_PACKAGES="python3 curl"); operator runs kopf with the collection; slurmdbd and mariadb (the
-# accounting daemon and its in-cluster database) and exporter (Prometheus, with the
-# collection's metric families) FROM base.
+# accounting daemon and its in-cluster database), exporter (Prometheus, with the collection's
+# metric families) and backup (restic and the MariaDB client, spec.backup) FROM base.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
 # the images it is built from, its build arguments), so an unchanged image is never
 # rebuilt and a tag names one content. The newest build of each image (default Slurm series)
@@ -30,7 +30,7 @@ set -euo pipefail
 
 readonly SUITE=trixie
 readonly ALL_IMAGES=(base spank-build controller worker login jail jail-core operator slurmdbd mariadb exporter
-  prometheus)
+  prometheus backup)
 # Python of the images (trixie's): wheels are fetched for it.
 readonly IMAGE_PYTHON=3.13
 
@@ -74,7 +74,7 @@ folder_of() {
 parents_of() {
   case "$1" in
     base) echo rootfs ;;
-    spank-build | operator | slurmdbd | mariadb | exporter | prometheus) echo base ;;
+    spank-build | operator | slurmdbd | mariadb | exporter | prometheus | backup) echo base ;;
     # Every image that runs srun/sbatch needs the plugin: the clients load plugstack.conf too.
     controller | worker | login | jail | jail-core) echo "base spank-build" ;;
     *) die "unknown image: $1 (known: ${ALL_IMAGES[*]})" ;;
@@ -281,6 +281,7 @@ shell_parts_of() {
     login) echo lib/base.sh lib/munge.sh lib/slurm.sh roles/login roles/long-checks ;;
     slurmdbd) echo lib/base.sh lib/munge.sh lib/slurm.sh lib/database.sh roles/slurmdbd ;;
     mariadb) echo lib/base.sh lib/database.sh roles/database ;;
+    backup) echo lib/base.sh roles/backup ;;
     exporter) echo lib/base.sh lib/munge.sh roles/exporter ;;
   esac
 }
@@ -307,10 +308,10 @@ stage_context() {
       # The node checks (standard library only) run on workers and, for long checks, in the jail.
       cp "$here/node/nodecheck.py" "$here/node/nccl_check.py" "$ctx/common/"
       ;;
-    slurmdbd | mariadb | exporter)
+    slurmdbd | mariadb | exporter | backup)
       mkdir -p "$ctx/common"
       cp "$here/common/slurmkube-entrypoint" "$ctx/common/"
-      [[ "$name" == mariadb ]] || cp "$here/common/slurmkube-munge-key" "$ctx/common/"
+      [[ "$name" == mariadb || "$name" == backup ]] || cp "$here/common/slurmkube-munge-key" "$ctx/common/"
       stage_shell_parts "$name" "$ctx"
       write_constants_sh >"$ctx/common/constants.sh"
       if [[ "$name" == exporter ]]; then

@@ -34,7 +34,7 @@ LABEL_NODESET = API_GROUP + "/nodeset"
 PRODUCT_VOLUMES = frozenset((
     "slurm-config", "munge-key", "jail", "state", "sshd-config", "ssh-host-keys", "spool", "shm", "node-tmp",
     "seccomp-profiles", "slurmdbd-config", "data", "database-ca", "run-secrets", "jwt-keys", "logs", "munge-etc",
-    "munge-lib", "run", "tmp",
+    "munge-lib", "run", "tmp", "repository", "restic-cache",
 ))
 # A worker's volume of a jail sub-mount is this and the sub-mount's name.
 SUB_MOUNT_VOLUME_PREFIX = "sub-"
@@ -106,6 +106,7 @@ COMPONENT_EXPORTER = "exporter"
 COMPONENT_OPERATOR = "operator"  # the operator's pods (what scrape configs and alerts select)
 COMPONENT_PREFLIGHT = "preflight"  # a new Slurm image tried on the new configuration before an upgrade
 COMPONENT_REST = "rest"  # slurmrestd (spec.rest)
+COMPONENT_BACKUP = "backup"  # the scheduled backup (spec.backup)
 
 # The container of each component's pods that runs its daemon (and munged): what the exec API
 # is pointed at.
@@ -242,6 +243,27 @@ ENV_DB_TLS_DIR = "SLURMKUBE_DB_TLS_DIR"
 # where slurmdbd reads it (StorageParameters SSL_CA).
 DB_CA_SECRET_KEY = "ca.crt"
 SLURMDBD_DATABASE_CA_DIR = "/etc/slurmkube/database-ca"
+
+# Backups (spec.backup, issue 38): restic, in the backup image's role, one snapshot per part tagged
+# with the part's name. The role gives restic its repository and password (RESTIC_REPOSITORY,
+# RESTIC_PASSWORD) from the SLURMKUBE_ variables a site's spec.backup.pod.env cannot name; a remote
+# repository's credentials come as restic reads them (spec.backup.credentialsSecret).
+ROLE_BACKUP = "backup"
+ENV_BACKUP_REPOSITORY = "SLURMKUBE_BACKUP_REPOSITORY"
+ENV_BACKUP_PASSWORD = "SLURMKUBE_BACKUP_PASSWORD"
+BACKUP_PART_JAIL = "jail"
+BACKUP_PART_CONTROLLER_STATE = "controller-state"
+BACKUP_PART_DATABASE = "accounting-database"
+ENV_BACKUP_PARTS = "SLURMKUBE_BACKUP_PARTS"  # the parts this pod backs up, space-separated
+ENV_BACKUP_HOST = "SLURMKUBE_BACKUP_HOST"  # restic's --host of every snapshot: <namespace>/<cluster>
+ENV_BACKUP_KEEP = "SLURMKUBE_BACKUP_KEEP"  # restic forget's --keep-* options, space-separated
+ENV_DB_CA_FILE = "SLURMKUBE_DB_CA_FILE"  # an external database's CA: the dump checks the server with it
+# Where the backup pod mounts what it reads (read-only) and a claim holding the repository.
+BACKUP_JAIL_DIR = "/backup/jail"
+BACKUP_STATE_DIR = "/backup/controller-state"
+BACKUP_REPOSITORY_DIR = "/backup/repository"
+BACKUP_CACHE_DIR = "/var/cache/restic"
+BACKUP_PASSWORD_SECRET_KEY = "password"
 
 # Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart
 # (slurm/drain.py owns their forms; the bash health checks read these through constants.sh).

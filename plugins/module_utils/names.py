@@ -227,6 +227,17 @@ def exporter(cluster: str) -> str:
     return _of(cluster, C.COMPONENT_EXPORTER)
 
 
+def backup(cluster: str) -> str:
+    """The backup CronJob (spec.backup)."""
+    return _of(cluster, C.COMPONENT_BACKUP)
+
+
+def backup_host(cluster: str, namespace: str) -> str:
+    """restic's host of the cluster's snapshots: its namespace and name, so that clusters named
+    alike in two namespaces keep theirs apart in one repository."""
+    return "%s/%s" % (namespace, cluster)
+
+
 # --------------------------------------------------------------------------- the REST API
 
 

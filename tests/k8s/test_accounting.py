@@ -25,6 +25,7 @@ from slurm_helpers import (
     TINY,
     Operator,
     SlurmView,
+    built_images,
     cluster_manifest,
     manifests,
     running_cluster,
@@ -697,6 +698,87 @@ def test_a_key_rotation_keeps_old_tokens_until_they_retire_and_restarts_neither_
 
 
 # Next to last: accounting and the REST API off for the last test.
+BACKUP_CLAIM = "%s-backups" % CLUSTER
+BACKUP_PASSWORD_SECRET = "%s-backup-password" % CLUSTER
+
+
+def backup_job_done(kube: Cluster, job: str) -> bool:
+    status = kube.get_json("job", job).get("status") or {}
+    assert not status.get("failed"), kube.kubectl("-n", kube.namespace, "logs", "job/" + job, check=False).stdout
+    return bool(status.get("succeeded"))
+
+
+def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_when_turned_off(
+        slurm: SlurmView, images: dict):
+    """Issue 38: spec.backup's CronJob, run now, saves one restic snapshot of each part into the
+    claim the spec names: a file a job wrote in the jail, slurmctld's job state and the accounting
+    database with the jobs' records come back out of them. Turned off, the CronJob goes; the
+    repository's claim stays."""
+    kube = slurm.kube
+    backup_image = built_images("backup")["backup"]
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": BACKUP_CLAIM},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    password = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
+                "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: "backup-%s" % time.time_ns()}}
+    kube.apply(json.dumps(claim) + "\n---\n" + json.dumps(password))
+    marker = "kept-%d" % time.time_ns()
+    slurm.run("srun", "-w", NODE, "sh", "-c", "echo %s > /root/backup-marker" % marker)
+    backup = {"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
+              "schedule": "0 0 1 1 *", "resources": TINY}
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
+        {"spec": {"backup": backup, "images": {"backup": backup_image}}}))
+    cronjob = "%s-backup" % CLUSTER
+    wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "cronjob", cronjob, check=False).returncode == 0,
+             120, 2)
+    kube.kubectl("-n", kube.namespace, "create", "job", "--from=cronjob/" + cronjob, cronjob + "-now")
+    wait_for(lambda: backup_job_done(kube, cronjob + "-now"), 300, 3)
+    log = kube.kubectl("-n", kube.namespace, "logs", "job/%s-now" % cronjob).stdout
+    parts = (C.BACKUP_PART_JAIL, C.BACKUP_PART_CONTROLLER_STATE, C.BACKUP_PART_DATABASE)
+    assert "backup done: %s" % " ".join(parts) in log, log[-3000:]
+    found = read_repository(kube, backup_image, [
+        "restic snapshots --json",
+        "restic dump latest --tag %s %s/root/backup-marker" % (C.BACKUP_PART_JAIL, C.BACKUP_JAIL_DIR),
+        "restic ls latest --tag %s" % C.BACKUP_PART_CONTROLLER_STATE,
+        "restic dump latest --tag %s /slurm_acct_db.sql | grep -c 'INSERT INTO `%s_job_table`'" % (
+            C.BACKUP_PART_DATABASE, CLUSTER)])
+    snapshots, jail_marker, state_files, job_inserts = found
+    assert sorted(s["tags"][0] for s in json.loads(snapshots)) == sorted(parts), snapshots
+    assert jail_marker.strip() == marker
+    assert "%s/job_state" % C.BACKUP_STATE_DIR in state_files.split(), state_files[-2000:]
+    assert int(job_inserts) >= 1, job_inserts
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p",
+                 json.dumps({"spec": {"backup": {"enabled": False}}}))
+    wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "cronjob", cronjob, check=False).returncode != 0,
+             120, 3)
+    assert kube.get_json("pvc", BACKUP_CLAIM)["status"]["phase"] == "Bound"
+
+
+def read_repository(kube: Cluster, image: str, commands: list) -> list:
+    """Each of COMMANDS' output, run with restic on the backup claim (read-only: restic takes no
+    lock) in a pod of the backup image."""
+    script = "restic() { command restic --no-lock \"$@\"; }; " + "; ".join(
+        "echo '--- %d'; %s" % (i, command) for i, command in enumerate(commands))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "%s-restic" % CLUSTER}, "spec": {
+        "restartPolicy": "Never", "automountServiceAccountToken": False,
+        "containers": [{"name": "restic", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", script],
+                        "env": [{"name": "RESTIC_REPOSITORY", "value": "/repository"},
+                                {"name": "RESTIC_CACHE_DIR", "value": "/tmp/cache"},
+                                {"name": "RESTIC_PASSWORD", "valueFrom": {"secretKeyRef": {
+                                    "name": BACKUP_PASSWORD_SECRET, "key": C.BACKUP_PASSWORD_SECRET_KEY}}}],
+                        "volumeMounts": [{"name": "repository", "mountPath": "/repository", "readOnly": True}]}],
+        "volumes": [{"name": "repository", "persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}]}}
+    kube.apply(json.dumps(pod))
+    try:
+        finished = ("Succeeded", "Failed")
+        wait_for(lambda: kube.get_json("pod", pod["metadata"]["name"])["status"].get("phase") in finished, 180, 2)
+        out = kube.kubectl("-n", kube.namespace, "logs", pod["metadata"]["name"]).stdout
+    finally:
+        kube.kubectl("-n", kube.namespace, "delete", "pod", pod["metadata"]["name"], "--wait=false", check=False)
+    parts = re.split(r"^--- \d+$", out, flags=re.M)[1:]
+    assert len(parts) == len(commands), out[-3000:]
+    return parts
+
+
 def test_turning_accounting_and_the_rest_api_off_removes_their_objects_but_the_database_claim(slurm: SlurmView):
     """Issue 38: a feature turned off leaves nothing behind but what holds data or keys."""
     kube = slurm.kube

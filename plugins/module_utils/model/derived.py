@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import WORKER_DAEMON_RESERVE_MIB
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
@@ -84,6 +85,15 @@ def runs_slurmdbd(cluster: SlurmCluster) -> bool:
 def runs_database(cluster: SlurmCluster) -> bool:
     """Whether this cluster deploys its own MariaDB for its slurmdbd."""
     return runs_slurmdbd(cluster) and not cluster.spec.accounting.database.host
+
+
+def backup_parts(cluster: SlurmCluster) -> List[str]:
+    """What each backup run takes a snapshot of: the accounting database only where slurmkube runs
+    slurmdbd (it knows the database and its password)."""
+    backup = cluster.spec.backup
+    parts = [(backup.jail, C.BACKUP_PART_JAIL), (backup.controller_state, C.BACKUP_PART_CONTROLLER_STATE),
+             (backup.accounting_database and runs_slurmdbd(cluster), C.BACKUP_PART_DATABASE)]
+    return [part for wanted, part in parts if wanted]
 
 
 # --------------------------------------------------------------------------- Slurm's view

@@ -29,6 +29,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.problems impo
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     DEFAULT_PARTITION_NAME,
     Accounting,
+    Backup,
     Login,
     NodeSet,
     NodeSetSpec,
@@ -79,6 +80,7 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
             problems.append(("spec.egress.to[%d]" % i, "must be a NetworkPolicy egress rule with 'to' and/or "
                              "'ports', got %s" % describe(rule)))
     problems.extend(_accounting_rules(spec.accounting))
+    problems.extend(_backup_rules(spec.backup))
     problems.extend(_peer_rules(spec.exporter.scrape_from, "spec.exporter.scrapeFrom"))
     problems.extend(_peer_rules(spec.rest.allow_from, "spec.rest.allowFrom"))
     problems.extend(_bridge_rules(spec))
@@ -87,7 +89,8 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
                        ("spec.rest.resources", spec.rest.resources),
                        ("spec.login.resources", spec.login.resources),
                        ("spec.accounting.resources", spec.accounting.resources),
-                       ("spec.accounting.database.resources", spec.accounting.database.resources)):
+                       ("spec.accounting.database.resources", spec.accounting.database.resources),
+                       ("spec.backup.resources", spec.backup.resources)):
         problems.extend(_positive_resources(where, res))
     return problems
 
@@ -98,7 +101,7 @@ def _pod_options_rules(spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
     problems = pod_rules(spec.pods, "spec.pods")
     for where, options in (("spec.controller.pod", spec.controller.pod), ("spec.login.pod", spec.login.pod),
                            ("spec.accounting.pod", spec.accounting.pod), ("spec.exporter.pod", spec.exporter.pod),
-                           ("spec.rest.pod", spec.rest.pod)):
+                           ("spec.rest.pod", spec.rest.pod), ("spec.backup.pod", spec.backup.pod)):
         problems.extend(pod_rules(options, where, shared))
     return problems
 
@@ -176,6 +179,26 @@ def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
     if accounting.config and accounting.host:
         problems.append(("spec.accounting.config", "configures the slurmdbd slurmkube runs; with accounting.host "
                          "slurmdbd runs elsewhere: set it there"))
+    return problems
+
+
+def _backup_rules(backup: Backup) -> List[Tuple[str, str]]:
+    """Where the repository is and how it is read: checked whether or not backups run, so a spec
+    turned on later is already right."""
+    problems = []
+    if backup.claim_name and backup.repository:
+        problems.append(("spec.backup", "set claimName or repository, not both"))
+    if backup.credentials_secret and not backup.repository:
+        problems.append(("spec.backup.credentialsSecret", "is for a remote repository (spec.backup.repository)"))
+    if backup.enabled:
+        if not backup.claim_name and not backup.repository:
+            problems.append(("spec.backup", "enabled: name where the repository is, claimName or repository"))
+        if not backup.password_secret:
+            problems.append(("spec.backup.passwordSecret", "is required with backups enabled: the Secret holding "
+                             "the repository's password under 'password'"))
+        if not (backup.jail or backup.controller_state or backup.accounting_database):
+            problems.append(("spec.backup", "enabled: back up at least one of jail, controllerState and "
+                             "accountingDatabase"))
     return problems
 
 

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional
 from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
     HOST,
     HOSTLIST,
     IMAGE_REF,
@@ -89,6 +90,7 @@ class Images:
     mariadb: str = spec_field(
         "MariaDB image of the in-cluster accounting database.", "slurmkube/mariadb:latest", pattern=IMAGE_REF
     )
+    backup: str = spec_field("Backup image (spec.backup: restic).", "slurmkube/backup:latest", pattern=IMAGE_REF)
     pull_policy: str = spec_field(
         "imagePullPolicy of every pod.", "IfNotPresent", enum=("Always", "IfNotPresent", "Never")
     )
@@ -400,6 +402,61 @@ class Exporter:
     pod: PodOptions = spec_field("What the site adds to the exporter pod, after spec.pods.", factory=PodOptions)
 
 
+# restic's repository backends the backup pod may use: none that runs a program of its own
+# (sftp: ssh, rclone:) or writes to the pod's own disk (a local path: claimName instead).
+RESTIC_REPOSITORY = r"^(s3|rest|b2|azure|gs|swift):[^\s]+$"
+# Five cron fields, or one of the macros Kubernetes' CronJob takes.
+CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
+
+
+@dataclass(frozen=True)
+class BackupRetention:
+    """How many snapshots of each part restic forget keeps after each backup (restic's --keep-last,
+    --keep-daily, --keep-weekly, --keep-monthly: the newest of each day, week and month); the others
+    are pruned. Snapshots of other hosts (clusters) in the repository are left alone."""
+
+    last: int = spec_field("The newest snapshots kept, whatever their age.", 3, minimum=0, maximum=1000)
+    daily: int = spec_field("Days whose newest snapshot is kept.", 7, minimum=0, maximum=1000)
+    weekly: int = spec_field("Weeks whose newest snapshot is kept.", 4, minimum=0, maximum=1000)
+    monthly: int = spec_field("Months whose newest snapshot is kept.", 6, minimum=0, maximum=1000)
+
+
+@dataclass(frozen=True)
+class Backup:
+    """Scheduled backups with restic: each run takes one snapshot of the jail (users' homes and
+    software), one of slurmctld's StateSaveLocation and one dump of the accounting database, into a
+    repository the administrator names, encrypted with the password of passwordSecret; snapshots
+    beyond the retention are pruned. Each snapshot is tagged with its part (jail, controller-state,
+    accounting-database) and its host is '<namespace>/<cluster>'. spec.jail.subMounts are not backed up."""
+
+    enabled: bool = spec_field("Run the backups (a CronJob '<cluster>-backup').", False)
+    schedule: str = spec_field("Cron schedule of the CronJob (the Kubernetes controller's time zone, UTC unless "
+                               "set otherwise).", "30 2 * * *", pattern=CRON_SCHEDULE)
+    claim_name: Optional[str] = spec_field(
+        "A PersistentVolumeClaim of the cluster's namespace whose root holds the repository (made on the first "
+        "run), root-writable (no root squash on NFS). Put it on other storage than the jail's. Set this or "
+        "repository.", None, pattern=DNS1123_SUBDOMAIN)
+    repository: Optional[str] = spec_field(
+        "A restic repository URL: s3:https://host/bucket/path, rest:https://host/path, b2:, azure:, gs:, swift: "
+        "(list its host in spec.egress.to). Set this or claimName.", None, pattern=RESTIC_REPOSITORY,
+        max_length=1024)
+    credentials_secret: Optional[str] = spec_field(
+        "With repository: a Secret whose keys become the backup pod's environment, as restic reads them "
+        "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3, RESTIC_REST_USERNAME and RESTIC_REST_PASSWORD, "
+        "...).", None, pattern=DNS1123_SUBDOMAIN)
+    password_secret: Optional[str] = spec_field(
+        "A Secret holding the repository's password under 'password' (required). Keep a copy outside the "
+        "cluster: without it no snapshot can be read.", None, pattern=DNS1123_SUBDOMAIN)
+    jail: bool = spec_field("Back up the jail.", True)
+    controller_state: bool = spec_field("Back up slurmctld's StateSaveLocation (the queue, reservations).", True)
+    accounting_database: bool = spec_field(
+        "Back up the accounting database (mariadb-dump --single-transaction) where slurmkube runs slurmdbd "
+        "(accounting enabled without accounting.host).", True)
+    retention: BackupRetention = spec_field("Which snapshots are kept.", factory=BackupRetention)
+    resources: Resources = spec_field("Resources of the backup pod.", factory=Resources)
+    pod: PodOptions = spec_field("What the site adds to the backup pod, after spec.pods.", factory=PodOptions)
+
+
 @dataclass(frozen=True)
 class Rest:
     """Slurm's REST API: slurmrestd pods behind a Service, tokens checked by slurmctld and slurmdbd
@@ -465,6 +522,7 @@ class SlurmClusterSpec:
     accounting: Accounting = spec_field("Accounting.", factory=Accounting)
     exporter: Exporter = spec_field("Metrics exporter.", factory=Exporter)
     rest: Rest = spec_field("Slurm's REST API (slurmrestd).", factory=Rest)
+    backup: Backup = spec_field("Scheduled backups (restic).", factory=Backup)
     bridge: Bridge = spec_field("Kubernetes pods scheduled by Slurm (the bridge).", factory=Bridge)
     network_policy: bool = spec_field(
         "Render NetworkPolicies: the cluster's pods admit only each other (and ssh to login) and "

@@ -27,13 +27,16 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import 
 from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import are_cloud_node_words
 
 # Components of features a spec can turn off (spec.exporter, spec.rest, spec.accounting, or
-# accounting moved to an external slurmdbd or database): their objects go once not rendered, as do
+# accounting moved to an external slurmdbd or database, spec.backup): their objects go once not
+# rendered (a backup's repository is the site's, never touched), as do
 # NetworkPolicies (spec.networkPolicy). Never claims or Secrets (users' data, state, keys,
 # passwords), nor a node set's objects (its retirement drains the nodes first), nor an upgrade's
 # pre-flight (upgrade.py makes and removes it).
-PRUNED_COMPONENTS = frozenset((C.COMPONENT_EXPORTER, C.COMPONENT_REST, C.COMPONENT_SLURMDBD, C.COMPONENT_DATABASE))
+PRUNED_COMPONENTS = frozenset((C.COMPONENT_EXPORTER, C.COMPONENT_REST, C.COMPONENT_SLURMDBD, C.COMPONENT_DATABASE,
+                               C.COMPONENT_BACKUP))
 PRUNED_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap"),
-                ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "NetworkPolicy"))
+                ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "NetworkPolicy"),
+                ("batch/v1", "CronJob"))
 
 
 def render_objects(p: Pass) -> None:

@@ -16,7 +16,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
-    accounting_db_secret_name,
     database_host,
     runs_database,
     runs_slurmdbd,
@@ -33,7 +32,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config
 
 SLURMDBD_CONFIG_VOLUME = "slurmdbd-config"
 DATA_VOLUME = "data"
-DATABASE_CA_VOLUME = "database-ca"
 # Where the entrypoints write the password (slurmdbd.conf, MariaDB's init file): memory, never
 # the node's disk under the container's writable layer.
 SECRETS_VOLUME = "run-secrets"
@@ -103,22 +101,6 @@ def render_database_service(cluster: SlurmCluster) -> Optional[common.Manifest]:
     return _service(cluster, names.database(cluster.name), C.COMPONENT_DATABASE, "mysql", C.DATABASE_PORT)
 
 
-def _password_env(cluster: SlurmCluster) -> Dict[str, Any]:
-    ref = {"name": accounting_db_secret_name(cluster), "key": C.DB_PASSWORD_SECRET_KEY}
-    return {"name": C.ENV_DB_PASSWORD, "valueFrom": {"secretKeyRef": ref}}
-
-
-def _database_env(cluster: SlurmCluster) -> List[Dict[str, Any]]:
-    database = cluster.spec.accounting.database
-    return [
-        {"name": C.ENV_DB_HOST, "value": database_host(cluster)},
-        {"name": C.ENV_DB_PORT, "value": str(database.port)},
-        {"name": C.ENV_DB_NAME, "value": database.name},
-        {"name": C.ENV_DB_USER, "value": database.user},
-        _password_env(cluster),
-    ]
-
-
 def _statefulset(cluster: SlurmCluster, name: str, component: str, pod_spec: Dict[str, Any],
                  annotations: Dict[str, str], claims: List[Dict[str, Any]]) -> common.Manifest:
     spec: Dict[str, Any] = {
@@ -151,7 +133,7 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster, jwt_key_ids: Sequence[str
         "name": C.CONTAINER_SLURMDBD,
         "image": images.slurmdbd,
         "imagePullPolicy": images.pull_policy,
-        "env": common.env(cluster, C.ROLE_SLURMDBD) + _database_env(cluster),
+        "env": common.env(cluster, C.ROLE_SLURMDBD) + common.database_env(cluster),
         "ports": [{"name": "slurmdbd", "containerPort": accounting.port, "protocol": "TCP"}],
         "readinessProbe": common.tcp_probe(accounting.port, period=5),
         "resources": common.resources(accounting.resources),
@@ -172,9 +154,9 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster, jwt_key_ids: Sequence[str
     with_jwks(cluster, container["volumeMounts"], volumes)
     ca_secret = accounting.database.tls_ca_secret
     if ca_secret:
-        container["volumeMounts"].append({"name": DATABASE_CA_VOLUME, "mountPath": C.SLURMDBD_DATABASE_CA_DIR,
+        container["volumeMounts"].append({"name": common.DATABASE_CA_VOLUME, "mountPath": C.SLURMDBD_DATABASE_CA_DIR,
                                           "readOnly": True})
-        volumes.append({"name": DATABASE_CA_VOLUME, "secret": {
+        volumes.append({"name": common.DATABASE_CA_VOLUME, "secret": {
             "secretName": ca_secret, "items": [{"key": C.DB_CA_SECRET_KEY, "path": C.DB_CA_SECRET_KEY}]}})
     pod_spec = {"containers": [container], "volumes": volumes}
     annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster), *jwt_key_ids])}
@@ -198,7 +180,8 @@ def render_database_statefulset(cluster: SlurmCluster) -> Optional[common.Manife
         "image": images.mariadb,
         "imagePullPolicy": images.pull_policy,
         "env": [{"name": C.ENV_ROLE, "value": C.ROLE_DATABASE},
-                {"name": C.ENV_DB_BUFFER_POOL, "value": "%dM" % buffer_pool_mib(cluster)}] + _database_env(cluster),
+                {"name": C.ENV_DB_BUFFER_POOL, "value": "%dM" % buffer_pool_mib(cluster)},
+                *common.database_env(cluster)],
         "ports": [{"name": "mysql", "containerPort": C.DATABASE_PORT, "protocol": "TCP"}],
         # Asked through its socket as root (socket authentication): a bare TCP probe would log
         # an aborted connection every few seconds.

@@ -19,6 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render import (
     rest,
     worker,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.backup import render_backup_cronjob
 from ansible_collections.slurmkube.core.plugins.module_utils.render.common import Manifest
 from ansible_collections.slurmkube.core.plugins.module_utils.render.healthcheck import render_healthcheck_cronjob
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
@@ -85,6 +86,7 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
         render_healthcheck_cronjob(cluster),
         *exporter.render_exporter(cluster),
         *rest.render_rest(cluster, controller_hash),
+        render_backup_cronjob(cluster),
     ]
     maybe += policy.render_network_policies(cluster)
     return RenderedCluster([m for m in maybe if m is not None], files)

@@ -8,7 +8,12 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import jail_claim_name, munge_secret_name
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
+    accounting_db_secret_name,
+    database_host,
+    jail_claim_name,
+    munge_secret_name,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import (
     Resources,
     SlurmCluster,
@@ -19,6 +24,8 @@ Manifest = Dict[str, Any]
 CONFIG_VOLUME = "slurm-config"
 MUNGE_VOLUME = "munge-key"
 JAIL_VOLUME = "jail"
+# An external database's CA (spec.accounting.database.tlsCaSecret): slurmdbd's and the backup's.
+DATABASE_CA_VOLUME = "database-ca"
 SUBMOUNT_HOST_DIR = "/mnt/slurmkube/submounts"
 
 
@@ -86,6 +93,19 @@ def jail_volume(cluster: SlurmCluster) -> Dict[str, Any]:
     if nfs is not None:
         return {"name": JAIL_VOLUME, "nfs": {"server": nfs.server, "path": nfs.path}}
     return {"name": JAIL_VOLUME, "persistentVolumeClaim": {"claimName": jail_claim_name(cluster)}}
+
+
+def database_env(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    """How slurmdbd, its MariaDB and the backup's dump reach the database (the password from its Secret)."""
+    database = cluster.spec.accounting.database
+    password = {"secretKeyRef": {"name": accounting_db_secret_name(cluster), "key": C.DB_PASSWORD_SECRET_KEY}}
+    return [
+        {"name": C.ENV_DB_HOST, "value": database_host(cluster)},
+        {"name": C.ENV_DB_PORT, "value": str(database.port)},
+        {"name": C.ENV_DB_NAME, "value": database.name},
+        {"name": C.ENV_DB_USER, "value": database.user},
+        {"name": C.ENV_DB_PASSWORD, "valueFrom": password},
+    ]
 
 
 def config_volume(cluster: SlurmCluster) -> Dict[str, Any]:

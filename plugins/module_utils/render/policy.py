@@ -8,7 +8,11 @@ from typing import List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
-from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, runs_database
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import (
+    backup_parts,
+    nodeset_object_name,
+    runs_database,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.model.network import PRIVATE_RANGES_V4, PRIVATE_RANGES_V6
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common
@@ -88,8 +92,8 @@ def render_egress_policy(cluster: SlurmCluster) -> common.Manifest:
 
 def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     """The cluster's pods accept traffic only from each other (Slurm, srun), plus ssh to login
-    (the database: from slurmdbd only), and connect only to each other, DNS and what
-    spec.egress allows."""
+    (the database: from slurmdbd and the backup's dump only), and connect only to each other, DNS
+    and what spec.egress allows."""
     if not cluster.spec.network_policy:
         return []
     own_pods = {C.LABEL_CLUSTER: cluster.name}
@@ -97,7 +101,9 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     # REST API answers whom spec.rest.allowFrom names (render/rest.py), the cluster's pods included.
     but_database = {"matchLabels": own_pods, "matchExpressions": [
         {"key": C.LABEL_COMPONENT, "operator": "NotIn", "values": [C.COMPONENT_DATABASE, C.COMPONENT_REST]}]}
-    slurmdbd = {"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}}
+    readers = [{"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}}]
+    if C.BACKUP_PART_DATABASE in backup_parts(cluster) and cluster.spec.backup.enabled:
+        readers.append({"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_BACKUP)}})
     policies = [
         _network_policy(cluster, "internal", but_database, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),
         _network_policy(cluster, "login-ssh", {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},
@@ -106,7 +112,7 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     if runs_database(cluster):
         policies.append(_network_policy(
             cluster, "database", {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_DATABASE)},
-            [{"from": [slurmdbd], "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}]))
+            [{"from": readers, "ports": [{"protocol": "TCP", "port": C.DATABASE_PORT}]}]))
     return policies + [render_egress_policy(cluster)]
 
 

@@ -62,9 +62,10 @@ def pod_templates(objects: List[Dict[str, Any]]) -> Iterator[Tuple[str, Dict[str
             yield "%s/%s" % (obj["kind"], obj["metadata"]["name"]), template
 
 
-# Every example with accounting, the exporter, the REST API and long checks on: every component.
+# Every example with accounting, the exporter, the REST API, long checks and backups on: every component.
 EVERYTHING = {"accounting": {"enabled": True}, "exporter": {"enabled": True}, "rest": {"enabled": True},
-              "healthChecks": {"longChecks": {"enabled": True}}}
+              "healthChecks": {"longChecks": {"enabled": True}},
+              "backup": {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"}}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -1,0 +1,153 @@
+# Copyright: slurmkube contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Backups (spec.backup): a CronJob whose pod, in the backup image, takes restic snapshots of the
+jail, StateSaveLocation and the accounting database (images/common/roles/backup)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import backup_parts
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import BackupRetention, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
+
+STATE_VOLUME = "state"
+REPOSITORY_VOLUME = "repository"
+CACHE_VOLUME = "restic-cache"
+TMP_VOLUME = "tmp"
+# A run that misses its time (the controller-manager down) still starts within the hour.
+STARTING_DEADLINE_SECONDS = 3600
+
+
+def keep_options(retention: BackupRetention) -> str:
+    """restic forget's --keep-* options; a count of 0 is left out (restic keeps none by it)."""
+    counts = (("last", retention.last), ("daily", retention.daily), ("weekly", retention.weekly),
+              ("monthly", retention.monthly))
+    return " ".join("--keep-%s %d" % (unit, count) for unit, count in counts if count)
+
+
+def repository_env(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    """Where the repository is and its password (from the Secret)."""
+    backup = cluster.spec.backup
+    password = {"secretKeyRef": {"name": backup.password_secret, "key": C.BACKUP_PASSWORD_SECRET_KEY}}
+    return [
+        {"name": C.ENV_BACKUP_REPOSITORY, "value": backup.repository or C.BACKUP_REPOSITORY_DIR},
+        {"name": C.ENV_BACKUP_PASSWORD, "valueFrom": password},
+    ]
+
+
+def database_parts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    """The dump's connection (slurmdbd's), and its CA file for an external database over TLS."""
+    env = common.database_env(cluster)
+    if cluster.spec.accounting.database.tls_ca_secret:
+        env.append({"name": C.ENV_DB_CA_FILE, "value": "%s/%s" % (C.SLURMDBD_DATABASE_CA_DIR, C.DB_CA_SECRET_KEY)})
+    return env
+
+
+def backup_volumes(cluster: SlurmCluster, parts: List[str]) -> List[Dict[str, Any]]:
+    backup = cluster.spec.backup
+    volumes: List[Dict[str, Any]] = [{"name": CACHE_VOLUME, "emptyDir": {}}, {"name": TMP_VOLUME, "emptyDir": {}}]
+    if C.BACKUP_PART_JAIL in parts:
+        volumes.append(common.jail_volume(cluster))
+    if C.BACKUP_PART_CONTROLLER_STATE in parts:
+        volumes.append({"name": STATE_VOLUME,
+                        "persistentVolumeClaim": {"claimName": names.controller_state_claim(cluster.name)}})
+    if backup.claim_name:
+        volumes.append({"name": REPOSITORY_VOLUME, "persistentVolumeClaim": {"claimName": backup.claim_name}})
+    if C.BACKUP_PART_DATABASE in parts and cluster.spec.accounting.database.tls_ca_secret:
+        volumes.append({"name": common.DATABASE_CA_VOLUME,
+                        "secret": {"secretName": cluster.spec.accounting.database.tls_ca_secret}})
+    return volumes
+
+
+def backup_mounts(cluster: SlurmCluster, parts: List[str]) -> List[Dict[str, Any]]:
+    """What is backed up is mounted read-only: a backup never changes it."""
+    mounts = [{"name": CACHE_VOLUME, "mountPath": C.BACKUP_CACHE_DIR}, {"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    if C.BACKUP_PART_JAIL in parts:
+        mounts.append({"name": common.JAIL_VOLUME, "mountPath": C.BACKUP_JAIL_DIR, "readOnly": True})
+    if C.BACKUP_PART_CONTROLLER_STATE in parts:
+        mounts.append({"name": STATE_VOLUME, "mountPath": C.BACKUP_STATE_DIR, "readOnly": True})
+    if cluster.spec.backup.claim_name:
+        mounts.append({"name": REPOSITORY_VOLUME, "mountPath": C.BACKUP_REPOSITORY_DIR})
+    if C.BACKUP_PART_DATABASE in parts and cluster.spec.accounting.database.tls_ca_secret:
+        mounts.append({"name": common.DATABASE_CA_VOLUME, "mountPath": C.SLURMDBD_DATABASE_CA_DIR, "readOnly": True})
+    return mounts
+
+
+def backup_security_context() -> Dict[str, Any]:
+    """Root with one capability, CAP_DAC_READ_SEARCH: it reads every user's files in the jail
+    (and nothing else root may do: it writes only its repository, cache and /tmp)."""
+    return {
+        "runAsUser": 0,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]},
+    }
+
+
+def controller_affinity(cluster: SlurmCluster) -> Dict[str, Any]:
+    """On a controller's Kubernetes node: a cluster made by 0.3 keeps its ReadWriteOnce state claim,
+    which only pods of that node can mount."""
+    selector = {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER)}
+    term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
+    """The CronJob, or None when backups are off."""
+    backup = cluster.spec.backup
+    if not backup.enabled:
+        return None
+    parts = backup_parts(cluster)
+    env = [
+        {"name": C.ENV_ROLE, "value": C.ROLE_BACKUP},
+        {"name": C.ENV_BACKUP_HOST, "value": names.backup_host(cluster.name, cluster.namespace)},
+        {"name": C.ENV_BACKUP_PARTS, "value": " ".join(parts)},
+        {"name": C.ENV_BACKUP_KEEP, "value": keep_options(backup.retention)},
+        *repository_env(cluster),
+        *(database_parts(cluster) if C.BACKUP_PART_DATABASE in parts else []),
+    ]
+    container: Dict[str, Any] = {
+        "name": C.COMPONENT_BACKUP,
+        "image": cluster.spec.images.backup,
+        "imagePullPolicy": cluster.spec.images.pull_policy,
+        "command": [C.ENTRYPOINT_PROGRAM],
+        "env": env,
+        "resources": common.resources(backup.resources),
+        "securityContext": backup_security_context(),
+        "volumeMounts": backup_mounts(cluster, parts),
+    }
+    if backup.credentials_secret:
+        container["envFrom"] = [{"secretRef": {"name": backup.credentials_secret}}]
+    spec: Dict[str, Any] = {
+        **common.pod_identity(cluster),
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": backup_volumes(cluster, parts),
+    }
+    if C.BACKUP_PART_CONTROLLER_STATE in parts:
+        spec["affinity"] = controller_affinity(cluster)
+    template = {"metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_BACKUP)}, "spec": spec}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": common.metadata(cluster, names.backup(cluster.name), C.COMPONENT_BACKUP),
+        "spec": {
+            "schedule": backup.schedule,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_BACKUP)},
+                "spec": {
+                    # One retry: a repository that was briefly unreachable.
+                    "backoffLimit": 1,
+                    "template": pods.customised(template, pods.component_options(cluster, backup.pod)),
+                },
+            },
+        },
+    }
