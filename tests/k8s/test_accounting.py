@@ -712,7 +712,8 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
         slurm: SlurmView, images: dict):
     """Issue 38: spec.backup's CronJob, run now, saves one restic snapshot of each part into the
     claim the spec names: a file a job wrote in the jail, slurmctld's job state and the accounting
-    database with the jobs' records come back out of them. Turned off, the CronJob goes; the
+    database with the jobs' records come back out of them; status.backup says when it ended. A run
+    that fails is in the status and a BackupFailed Event. Turned off, the CronJob goes; the
     repository's claim stays."""
     kube = slurm.kube
     backup_image = built_images("backup")["backup"]
@@ -746,11 +747,30 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     assert jail_marker.strip() == marker
     assert "%s/job_state" % C.BACKUP_STATE_DIR in state_files.split(), state_files[-2000:]
     assert int(job_inserts) >= 1, job_inserts
+    wait_for(lambda: backup_reported(kube).get("lastSuccessTime"), 60, 2,
+             explain=lambda: json.dumps(backup_reported(kube)))
+    # A run that cannot open the repository (its password changed): the status names the Job, and
+    # a BackupFailed Warning says when the last good backup ended.
+    kube.apply(json.dumps(dict(password, stringData={C.BACKUP_PASSWORD_SECRET_KEY: "not-the-password"})))
+    kube.kubectl("-n", kube.namespace, "create", "job", "--from=cronjob/" + cronjob, cronjob + "-wrong")
+    wait_for(lambda: backup_reported(kube).get("lastFailedJob") == cronjob + "-wrong", 300, 3,
+             explain=lambda: json.dumps(backup_reported(kube)))
+    reported = backup_reported(kube)
+    assert reported["lastFailureTime"] > reported["lastSuccessTime"], reported
+    events = kube.get_json("events", "--field-selector", "reason=BackupFailed")["items"]
+    assert any(cronjob + "-wrong" in e["message"] and reported["lastSuccessTime"] in e["message"]
+               for e in events), events
+    wrong = kube.kubectl("-n", kube.namespace, "logs", "job/%s-wrong" % cronjob, check=False).stdout
+    assert "cannot open the restic repository (restic exit status 12)" in wrong, wrong[-2000:]
     kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p",
                  json.dumps({"spec": {"backup": {"enabled": False}}}))
     wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "cronjob", cronjob, check=False).returncode != 0,
              120, 3)
     assert kube.get_json("pvc", BACKUP_CLAIM)["status"]["phase"] == "Bound"
+
+
+def backup_reported(kube: Cluster) -> dict:
+    return kube.get_json("slurmcluster", CLUSTER).get("status", {}).get("backup") or {}
 
 
 def read_repository(kube: Cluster, image: str, commands: list) -> list:

@@ -40,10 +40,8 @@ FLOORS: Dict[str, Set[str]] = {
     "render": {"bridge", "common", "jwt_auth", "pods", "power_saving", "profile", "seccomp", "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},
-    "operator": {"images", "leader", "pass_state", "plan_bridge", "plan_munge_key", "plan_nodes", "plan_power",
-                 "plan_upgrade", "serving",
-                 "status",
-                 "telemetry", "topology", "volume_refresh"},
+    "operator": {"backups", "images", "leader", "pass_state", "plan_bridge", "plan_munge_key", "plan_nodes",
+                 "plan_power", "plan_upgrade", "serving", "status", "telemetry", "topology", "volume_refresh"},
     "ops": {"common"},
 }
 # The one module of a layer that puts the others together.

@@ -186,6 +186,11 @@ def cluster_status_schema() -> Dict[str, Any]:
                   "properties": {"signing": {"type": "string"}, "next": {"type": "string"},
                                  "retiring": {"type": "object", "additionalProperties": {"type": "string"}},
                                  "inEffect": {"type": "string"}}},
+        backup={"type": "object", "description": "With spec.backup: when the newest backup run that succeeded "
+                "ended, when the newest that failed ended and its Job (its logs say why), a run still going.",
+                "properties": {"lastSuccessTime": {"type": "string", "format": "date-time"},
+                               "lastFailureTime": {"type": "string", "format": "date-time"},
+                               "lastFailedJob": {"type": "string"}, "running": {"type": "string"}}},
         jobsNotRequeued={"type": "array", "description": "Jobs sent with --no-requeue that hold a leaving node past "
                          "its drain timeout: they run on, and the node leaves when they end.",
                          "items": {"type": "object", "properties": {"jobId": {"type": "integer"},

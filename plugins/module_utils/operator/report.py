@@ -13,12 +13,18 @@ from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import key_set_summary
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import pod_ready, pod_terminating, pods_by_name
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
+    deployment_available,
     job_complete,
     statefulset_counts,
     statefulset_ready,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.backups import (
+    backup_events,
+    backup_selector,
+    backup_status,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.images import images_condition
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import (
     Controllers,
@@ -130,10 +136,14 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
                                     else "waiting for slurmctld to read topology.conf", generation, previous, now))
     if cluster.spec.accounting.enabled:
         conditions.append(accounting_condition(p.accounting, generation, previous, now))
-    rest_ready = rest_ready_pods(p)
+    rest = own_deployment(p, cluster.spec.rest.enabled, names.rest(cluster.name))
+    rest_ready = ready_replicas(rest)
     if cluster.spec.rest.enabled:
-        conditions.append(condition("RestReady", rest_ready > 0, "Slurmrestd", "%d/%d slurmrestd pods ready"
-                                    % (rest_ready, cluster.spec.rest.replicas), generation, previous, now))
+        conditions.append(deployment_condition("RestReady", rest, cluster.spec.rest.replicas, "Slurmrestd",
+                                               "slurmrestd", generation, previous, now))
+    if cluster.spec.exporter.enabled:
+        conditions.append(deployment_condition("ExporterReady", own_deployment(p, True, names.exporter(cluster.name)),
+                                               1, "Exporter", "exporter", generation, previous, now))
     parts = control_plane(p, slurm_nodes is not None, statefulset_counts(login)["ready"], rest_ready)
     p.events.extend(control_plane_events(p.previous_status.get("controlPlane") or {}, parts, conditions))
     conditions.append(ready_condition(conditions, generation, previous, now))
@@ -153,6 +163,10 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
     if p.rest_keys is not None:
         # Key ids and times only, never a key.
         status["restKeys"] = dict(key_set_summary(p.rest_keys), inEffect=p.rest_keys_in_effect)
+    if cluster.spec.backup.enabled:
+        status["backup"] = backup_status(p.kube.list("batch/v1", "Job", cluster.namespace,
+                                                     backup_selector(cluster.name)))
+        p.events.extend(backup_events(p.previous_status.get("backup") or {}, status["backup"]))
     return status, per_nodeset
 
 
@@ -240,12 +254,28 @@ def control_plane_events(before: Mapping[str, Any], now: Mapping[str, bool],
     return events
 
 
-def rest_ready_pods(p: Pass) -> int:
-    """slurmrestd pods that take requests (the Service needs one to serve)."""
-    if not p.cluster.spec.rest.enabled:
-        return 0
-    rest = p.kube.get("apps/v1", "Deployment", names.rest(p.cluster.name), p.cluster.namespace) or {}
-    return int((rest.get("status") or {}).get("readyReplicas") or 0)
+def own_deployment(p: Pass, enabled: bool, name: str) -> Optional[Dict[str, Any]]:
+    """A Deployment of the cluster's (the REST API's, the exporter's) as it is after the apply."""
+    return p.kube.get("apps/v1", "Deployment", name, p.cluster.namespace) if enabled else None
+
+
+def ready_replicas(deployment: Optional[Mapping[str, Any]]) -> int:
+    """Its pods that take requests (slurmrestd's Service needs one to serve)."""
+    return int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0)
+
+
+def deployment_condition(kind: str, deployment: Optional[Mapping[str, Any]], replicas: int, reason: str, pods: str,
+                         generation: int, previous: Sequence[Mapping[str, Any]],
+                         now: datetime.datetime) -> Dict[str, Any]:
+    """True once the Deployment's latest spec runs on all its pods, available: a new spec whose pods
+    cannot start (an image no node can pull) keeps it false while the old pods still serve, so a
+    wait for Ready sees the failure instead of the old pods."""
+    ready = ready_replicas(deployment)
+    message = "%d/%d %s pods ready" % (ready, replicas, pods)
+    done = deployment_available(deployment, replicas)
+    if not done and ready >= replicas:
+        message += ", not yet on the latest spec (the new pods' Events say why)"
+    return condition(kind, done, reason, message, generation, previous, now)
 
 
 def slurm_status(state: SlurmState) -> Dict[str, Any]:

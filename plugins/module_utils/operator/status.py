@@ -56,8 +56,17 @@ def phase_of(conditions: List[Mapping[str, Any]]) -> str:
 
 def without_empty_maps(status: Mapping[str, Any]) -> Dict[str, Any]:
     """The status to apply: server-side apply turns an empty map into null, which the CRD
-    schema refuses (a map we applied before and now leave out is removed, as it should be)."""
-    return {key: value for key, value in status.items() if value != {}}
+    schema refuses (a map we applied before and now leave out is removed, as it should be). At
+    every depth: status.restKeys.retiring empties once the last retiring key left, and the API
+    server then refused every status write of the cluster (its backups' included)."""
+    out: Dict[str, Any] = {}
+    for key, value in status.items():
+        if isinstance(value, Mapping):
+            value = without_empty_maps(value)
+            if not value:
+                continue
+        out[key] = value
+    return out
 
 
 def status_unchanged(status: Any, live: Any) -> bool:

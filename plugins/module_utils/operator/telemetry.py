@@ -9,7 +9,8 @@ which are a fixed set written in this collection (NodeDrain, JobRequeued, NodeDe
 
 from __future__ import annotations
 
-from typing import Any, FrozenSet, List, Mapping, NamedTuple, Tuple
+import datetime
+from typing import Any, FrozenSet, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
@@ -62,6 +63,10 @@ STATE = {m.name[len("slurmkube_"):]: m for m in (
     Metric("slurmkube_nodeset_replicas", "gauge", "A node set's replicas (kind=desired) and worker pods ready "
            "(kind=pods_ready).", ("kind", "node_set")),
     Metric("slurmkube_nodeset_ready", "gauge", "1 when every node of the node set is in service.", ("node_set",)),
+    Metric("slurmkube_backup_last_success_timestamp_seconds", "gauge", "With spec.backup: when the newest backup "
+           "run that succeeded ended (Unix time; 0 before the first).", ()),
+    Metric("slurmkube_backup_last_failure_timestamp_seconds", "gauge", "With spec.backup: when the newest backup "
+           "run that failed ended (Unix time; 0 when none has).", ()),
 )}
 # The bridge (Kubernetes pods scheduled by Slurm): its queue, how long a pod waits to be bound
 # (Slurm's queue included: minutes to hours), and what its cycles cost.
@@ -98,6 +103,13 @@ class Gauge(NamedTuple):
     value: float
 
 
+def unix_time(rfc3339: Optional[str]) -> float:
+    """A Kubernetes time (RFC 3339, UTC) as Unix time; 0 for none."""
+    if not rfc3339:
+        return 0.0
+    return datetime.datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
 def pass_result(status: Mapping[str, Any]) -> str:
     """ok, or invalid when the pass refused the spec (its status says so: the Warning Event goes
     out only on the first pass of a generation)."""
@@ -113,7 +125,7 @@ def cluster_gauges(status: Mapping[str, Any], nodeset_status: Mapping[str, Mappi
     """Where the cluster stands after a pass: its nodes wanted and in service, each node set's
     replicas (`wanted`: its spec) and pods ready and whether it is Ready (every node in service),
     whether slurmctld answers and which controller serves, which part of the control plane is up,
-    whether a munge key rotation is unfinished."""
+    whether a munge key rotation is unfinished, when the last backup succeeded and failed."""
     nodes = status.get("nodes") or {}
     gauges = [
         Gauge("cluster_nodes", (("kind", "desired"),), float(nodes.get("desired", 0))),
@@ -128,6 +140,10 @@ def cluster_gauges(status: Mapping[str, Any], nodeset_status: Mapping[str, Mappi
     up = ([controller["serving"]] if controller.get("serving") else []) + list(controller.get("standby") or [])
     gauges += [Gauge("controller_serving", (("pod", pod),), 1.0 if pod == controller.get("serving") else 0.0)
                for pod in sorted(up)]
+    if "backup" in status:
+        backup = status["backup"]
+        gauges += [Gauge("backup_last_success_timestamp_seconds", (), unix_time(backup.get("lastSuccessTime"))),
+                   Gauge("backup_last_failure_timestamp_seconds", (), unix_time(backup.get("lastFailureTime")))]
     for name, replicas in sorted(wanted.items()):
         counts = nodeset_status.get(name) or {}
         gauges += [

@@ -35,7 +35,8 @@ def test_served_names_are_the_declared_ones():
     OPERATOR.API_CALLS.labels("get").inc()
     OPERATOR.EVENTS.labels("hpc", "a", "NodeDrain").inc()
     cluster = {"nodes": {"desired": 1, "ready": 1}, "controller": {"serving": "a-controller-0", "standby": []},
-               "conditions": [READY], "controlPlane": {"controller": True, "rest": True}}
+               "conditions": [READY], "controlPlane": {"controller": True, "rest": True},
+               "backup": {"lastSuccessTime": "2026-12-01T02:31:00Z"}}
     OPERATOR.record_state("hpc", "a", cluster, {"cpu": {"readyReplicas": 1, "conditions": [READY]}}, {"cpu": 1})
     OPERATOR.record_bridge("hpc", "a", CycleReport(slurm_calls=1, api_calls=3, bind_seconds=[4.0]))
     names = {key.split("{")[0] for key in samples()}

@@ -108,9 +108,11 @@ def test_a_status_is_unchanged_when_its_fields_hold_and_others_are_ignored():
     assert not status_unchanged({"conditions": []}, live)
 
 
-def test_empty_maps_are_left_out_of_a_status():
-    status = {"phase": "Ready", "nodesByState": {}, "replicas": 0}
-    assert without_empty_maps(status) == {"phase": "Ready", "replicas": 0}
+def test_empty_maps_are_left_out_of_a_status_at_every_depth():
+    status = {"phase": "Ready", "nodesByState": {}, "replicas": 0, "conditions": [{"type": "A"}],
+              "restKeys": {"signing": "k2", "retiring": {}}, "slurm": {"rollout": {"images": {}}}}
+    assert without_empty_maps(status) == {"phase": "Ready", "replicas": 0, "conditions": [{"type": "A"}],
+                                          "restKeys": {"signing": "k2"}}
 
 
 def test_a_dry_run_that_found_an_object_applied_is_not_repeated_until_it_changes():

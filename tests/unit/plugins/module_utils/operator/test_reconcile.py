@@ -210,22 +210,56 @@ def test_no_reconfigure_until_the_controller_pod_holds_the_key_set_its_new_confi
     assert controller_has_config(cluster_model, slurm, files)
 
 
-def test_rest_ready_says_whether_a_slurmrestd_pod_takes_requests_and_ready_waits_for_it(world):
+def rolled(deployment, ready, updated, unavailable=0):
+    """A Deployment's status once its controller saw its latest spec."""
+    deployment["status"] = {"observedGeneration": deployment["metadata"].get("generation"), "replicas": ready,
+                            "readyReplicas": ready, "availableReplicas": ready, "updatedReplicas": updated,
+                            "unavailableReplicas": unavailable}
+
+
+def test_rest_ready_waits_for_every_slurmrestd_pod_on_the_latest_spec_the_part_for_one(world):
+    """RestReady (part of Ready) asks every pod, of the latest spec; the control plane's rest part
+    is up while one pod takes requests (as LoginReady and the login part)."""
     kube, cluster = world
     cluster["spec"]["rest"] = {"enabled": True}
     status = R.Reconciler(kube).reconcile(cluster).status
     rest = condition_of(status, "RestReady")
     assert rest["status"] == "False" and rest["message"] == "0/2 slurmrestd pods ready"
-    kube.objects[("Deployment", "research", "cpu-rest")]["status"] = {"readyReplicas": 1}
+    deployment = kube.objects[("Deployment", "research", "cpu-rest")]
+    rolled(deployment, ready=1, updated=2, unavailable=1)
+    status = R.Reconciler(kube).reconcile(cluster).status
+    assert condition_of(status, "RestReady")["status"] == "False" and status["controlPlane"]["rest"] is True
+    rolled(deployment, ready=2, updated=2)
     status = R.Reconciler(kube).reconcile(cluster).status
     assert condition_of(status, "RestReady")["status"] == "True"
     assert "slurmrestd" not in status["message"]
+    # A new spec whose pod cannot start: the old pods serve, RestReady says the spec is not there.
+    rolled(deployment, ready=2, updated=1, unavailable=1)
+    status = R.Reconciler(kube).reconcile(cluster).status
+    rest = condition_of(status, "RestReady")
+    assert rest["status"] == "False" and "not yet on the latest spec" in rest["message"], rest
 
 
-def test_no_rest_ready_condition_without_the_rest_api(world):
+def test_exporter_ready_waits_for_the_exporter_pod_of_the_latest_spec(world):
+    """A new exporter image whose pod cannot start keeps Ready false while the old pod serves: a
+    wait for Ready then sees the pod refused its image (slurm_cluster fails naming it)."""
+    kube, cluster = world
+    cluster["spec"]["exporter"] = {"enabled": True}
+    status = R.Reconciler(kube).reconcile(cluster).status
+    assert condition_of(status, "ExporterReady")["status"] == "False"
+    deployment = kube.objects[("Deployment", "research", "cpu-exporter")]
+    rolled(deployment, ready=1, updated=1)
+    assert condition_of(R.Reconciler(kube).reconcile(cluster).status, "ExporterReady")["status"] == "True"
+    rolled(deployment, ready=1, updated=1, unavailable=1)
+    exporter = condition_of(R.Reconciler(kube).reconcile(cluster).status, "ExporterReady")
+    assert exporter["status"] == "False" and exporter["message"] == \
+        "1/1 exporter pods ready, not yet on the latest spec (the new pods' Events say why)"
+
+
+def test_no_rest_or_exporter_ready_condition_without_them(world):
     kube, cluster = world
     status = R.Reconciler(kube).reconcile(cluster).status
-    assert "RestReady" not in [c["type"] for c in status["conditions"]]
+    assert not {"RestReady", "ExporterReady"} & {c["type"] for c in status["conditions"]}
 
 
 def condition_of(status, kind):
