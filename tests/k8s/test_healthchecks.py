@@ -73,7 +73,11 @@ def hc(kube_cluster: Cluster, monitoring_images: dict, operator: Operator) -> Cl
     spec = dict(tiny_cluster_spec(), healthChecks={"interval": INTERVAL, "replaceDrainedNodes": True,
                                                    "longChecks": LONG_CHECKS},
                 exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": EXPORTER_INTERVAL,
-                          "scrapeFrom": [SCRAPER]})
+                          "scrapeFrom": [SCRAPER]},
+                # Backups on, so their gauges reach Prometheus and the backup alerts' expressions are
+                # asked (the last test): a run is test_accounting's; this schedule starts none here.
+                backup={"enabled": True, "claimName": "hc-backups", "passwordSecret": "hc-backup-password",
+                        "schedule": "0 0 1 1 *"})
     spec["images"] = dict({n: monitoring_images[n] for n in (*SLURM_IMAGES, "exporter")}, pullPolicy="Never")
     with running_cluster(kube, operator, CLUSTER, monitoring_images, spec, [("cpu", len(WORKERS), TINY_NODES)]):
         # Started now, so the rates the dashboards show have a window of samples by the last test.

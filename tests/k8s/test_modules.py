@@ -356,6 +356,7 @@ def test_the_api_server_refuses_what_the_model_refuses_naming_the_field(kube: Cl
 
 SITE = "registry.example.com/hpc/"
 SITE_IMAGES = {part: SITE + part + ":1" for part in ("controller", "worker", "login", "jail")}
+BACKUP = {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"}
 
 
 def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster, tmp_path: Path):
@@ -373,6 +374,7 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
         "other-image": ({"images": dict(SITE_IMAGES, worker="docker.io/evil/worker:1")}, "spec.images"),
         "accounting-default-image": ({"images": SITE_IMAGES, "accounting": {"enabled": True}}, "spec.images"),
         "exporter-default-image": ({"images": SITE_IMAGES, "exporter": {"enabled": True}}, "spec.images"),
+        "backup-default-image": ({"images": SITE_IMAGES, "backup": BACKUP}, "spec.images"),
         # "/" and "/mnt/nvme/../../etc" the CRD's schema refuses before any policy (test below).
         "sibling": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/mnt/nvme-other")]}},
                     "hostPath"),
@@ -386,6 +388,7 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
         "site-accounting": {"images": dict(SITE_IMAGES, slurmdbd=SITE + "slurmdbd:1", mariadb=SITE + "mariadb:1"),
                             "accounting": {"enabled": True}},
         "site-exporter": {"images": dict(SITE_IMAGES, exporter=SITE + "exporter:1"), "exporter": {"enabled": True}},
+        "site-backup": {"images": dict(SITE_IMAGES, backup=SITE + "backup:1"), "backup": BACKUP},
         "own-secret": {"images": SITE_IMAGES, "munge": {"secretName": "own-secret-munge-key"}},
         "own-db-secret": {"images": SITE_IMAGES, "accounting": {"database": {
             "host": "db.example.com", "passwordSecret": "own-db-secret-accounting-db"}}},

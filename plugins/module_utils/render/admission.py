@@ -22,7 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
 
 # Every image a SlurmCluster names (the model's Images, but its pull policy); the images of an
 # optional part count only where the spec turns that part on.
-OPTIONAL_IMAGE_FIELDS = {"slurmdbd": "accounting", "mariadb": "accounting", "exporter": "exporter"}
+OPTIONAL_IMAGE_FIELDS = {"slurmdbd": "accounting", "mariadb": "accounting", "exporter": "exporter", "backup": "backup"}
 IMAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Images)
                      if f.name != "pull_policy" and f.name not in OPTIONAL_IMAGE_FIELDS)
 

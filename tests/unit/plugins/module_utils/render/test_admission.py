@@ -33,7 +33,7 @@ def test_the_policy_checks_images_with_the_models_defaults_host_paths_secrets_an
     # a spec naming no image gets the model's default, which must be allowed too
     assert '"slurmkube/worker:latest"' in checks[0]["expression"]
     # an optional part's image counts only where the spec turns the part on
-    for part, image in (("accounting", "slurmdbd"), ("exporter", "exporter")):
+    for part, image in (("accounting", "slurmdbd"), ("exporter", "exporter"), ("backup", "backup")):
         guarded = "object.spec.%s.enabled ? [(has(object.spec) && has(object.spec.images) && " \
             "has(object.spec.images.%s)" % (part, image)
         assert guarded in checks[0]["expression"], checks[0]["expression"]
