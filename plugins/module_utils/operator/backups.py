@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 
 EVENT_FAILED = "BackupFailed"
@@ -54,8 +53,3 @@ def backup_events(previous: Mapping[str, Any], now: Mapping[str, Any]) -> List[E
         now["lastFailedJob"], now["lastFailureTime"], now["lastFailedJob"],
         "the last good backup ended at %s" % now["lastSuccessTime"] if now.get("lastSuccessTime")
         else "no backup has succeeded yet"))]
-
-
-def backup_selector(cluster: str) -> Dict[str, str]:
-    """The labels of the cluster's backup Jobs (the CronJob's job template gives them)."""
-    return {C.LABEL_CLUSTER: cluster, C.LABEL_COMPONENT: C.COMPONENT_BACKUP}

@@ -20,11 +20,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import nodeset_object_name, on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.backups import (
-    backup_events,
-    backup_selector,
-    backup_status,
-)
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.backups import backup_events, backup_status
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.images import images_condition
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import (
     Controllers,
@@ -164,8 +160,9 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         # Key ids and times only, never a key.
         status["restKeys"] = dict(key_set_summary(p.rest_keys), inEffect=p.rest_keys_in_effect)
     if cluster.spec.backup.enabled:
+        # The CronJob's job template labels its Jobs (a run started by hand from it too).
         status["backup"] = backup_status(p.kube.list("batch/v1", "Job", cluster.namespace,
-                                                     backup_selector(cluster.name)))
+                                                     names.selector_labels(cluster.name, C.COMPONENT_BACKUP)))
         p.events.extend(backup_events(p.previous_status.get("backup") or {}, status["backup"]))
     return status, per_nodeset
 

@@ -5,7 +5,7 @@ jail, StateSaveLocation and the accounting database (images/common/roles/backup)
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -46,34 +46,25 @@ def database_parts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
     return env
 
 
-def backup_volumes(cluster: SlurmCluster, parts: List[str]) -> List[Dict[str, Any]]:
-    backup = cluster.spec.backup
-    volumes: List[Dict[str, Any]] = [{"name": CACHE_VOLUME, "emptyDir": {}}, {"name": TMP_VOLUME, "emptyDir": {}}]
+def backup_storage(cluster: SlurmCluster, parts: List[str]) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
+    """(volume, where the container mounts it) of each volume the pod needs. What is backed up is
+    mounted read-only: a backup never changes it."""
+    backup, database = cluster.spec.backup, cluster.spec.accounting.database
+    storage = [({"name": CACHE_VOLUME, "emptyDir": {}}, {"mountPath": C.BACKUP_CACHE_DIR}),
+               ({"name": TMP_VOLUME, "emptyDir": {}}, {"mountPath": "/tmp"})]
     if C.BACKUP_PART_JAIL in parts:
-        volumes.append(common.jail_volume(cluster))
+        storage.append((common.jail_volume(cluster), {"mountPath": C.BACKUP_JAIL_DIR, "readOnly": True}))
     if C.BACKUP_PART_CONTROLLER_STATE in parts:
-        volumes.append({"name": STATE_VOLUME,
-                        "persistentVolumeClaim": {"claimName": names.controller_state_claim(cluster.name)}})
+        claim = {"claimName": names.controller_state_claim(cluster.name)}
+        storage.append(({"name": STATE_VOLUME, "persistentVolumeClaim": claim},
+                        {"mountPath": C.BACKUP_STATE_DIR, "readOnly": True}))
     if backup.claim_name:
-        volumes.append({"name": REPOSITORY_VOLUME, "persistentVolumeClaim": {"claimName": backup.claim_name}})
-    if C.BACKUP_PART_DATABASE in parts and cluster.spec.accounting.database.tls_ca_secret:
-        volumes.append({"name": common.DATABASE_CA_VOLUME,
-                        "secret": {"secretName": cluster.spec.accounting.database.tls_ca_secret}})
-    return volumes
-
-
-def backup_mounts(cluster: SlurmCluster, parts: List[str]) -> List[Dict[str, Any]]:
-    """What is backed up is mounted read-only: a backup never changes it."""
-    mounts = [{"name": CACHE_VOLUME, "mountPath": C.BACKUP_CACHE_DIR}, {"name": TMP_VOLUME, "mountPath": "/tmp"}]
-    if C.BACKUP_PART_JAIL in parts:
-        mounts.append({"name": common.JAIL_VOLUME, "mountPath": C.BACKUP_JAIL_DIR, "readOnly": True})
-    if C.BACKUP_PART_CONTROLLER_STATE in parts:
-        mounts.append({"name": STATE_VOLUME, "mountPath": C.BACKUP_STATE_DIR, "readOnly": True})
-    if cluster.spec.backup.claim_name:
-        mounts.append({"name": REPOSITORY_VOLUME, "mountPath": C.BACKUP_REPOSITORY_DIR})
-    if C.BACKUP_PART_DATABASE in parts and cluster.spec.accounting.database.tls_ca_secret:
-        mounts.append({"name": common.DATABASE_CA_VOLUME, "mountPath": C.SLURMDBD_DATABASE_CA_DIR, "readOnly": True})
-    return mounts
+        storage.append(({"name": REPOSITORY_VOLUME, "persistentVolumeClaim": {"claimName": backup.claim_name}},
+                        {"mountPath": C.BACKUP_REPOSITORY_DIR}))
+    if C.BACKUP_PART_DATABASE in parts and database.tls_ca_secret:
+        storage.append(({"name": common.DATABASE_CA_VOLUME, "secret": {"secretName": database.tls_ca_secret}},
+                        {"mountPath": C.SLURMDBD_DATABASE_CA_DIR, "readOnly": True}))
+    return [(volume, dict({"name": volume["name"]}, **mount)) for volume, mount in storage]
 
 
 def backup_security_context() -> Dict[str, Any]:
@@ -102,6 +93,7 @@ def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
     if not backup.enabled:
         return None
     parts = backup_parts(cluster)
+    storage = backup_storage(cluster, parts)
     env = [
         {"name": C.ENV_ROLE, "value": C.ROLE_BACKUP},
         {"name": C.ENV_BACKUP_HOST, "value": names.backup_host(cluster.name, cluster.namespace)},
@@ -118,7 +110,7 @@ def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
         "env": env,
         "resources": common.resources(backup.resources),
         "securityContext": backup_security_context(),
-        "volumeMounts": backup_mounts(cluster, parts),
+        "volumeMounts": [mount for _volume, mount in storage],
     }
     if backup.credentials_secret:
         container["envFrom"] = [{"secretRef": {"name": backup.credentials_secret}}]
@@ -126,11 +118,12 @@ def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
         **common.pod_identity(cluster),
         "restartPolicy": "Never",
         "containers": [container],
-        "volumes": backup_volumes(cluster, parts),
+        "volumes": [volume for volume, _mount in storage],
     }
     if C.BACKUP_PART_CONTROLLER_STATE in parts:
         spec["affinity"] = controller_affinity(cluster)
-    template = {"metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_BACKUP)}, "spec": spec}
+    labels = names.object_labels(cluster.name, C.COMPONENT_BACKUP)
+    template = {"metadata": {"labels": labels}, "spec": spec}
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -142,7 +135,7 @@ def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {
-                "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_BACKUP)},
+                "metadata": {"labels": labels},
                 "spec": {
                     # One retry: a repository that was briefly unreachable.
                     "backoffLimit": 1,
