@@ -50,11 +50,12 @@ declare -A REF=()      # image name -> name:tag
 declare -A BUILT=()    # image name -> 1 once handled in this run
 
 log() { printf '[build.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# Before progress.sh: its relay (SLURMKUBE_PROGRESS_FILE) tags its own lines with it.
+PROGRESS_TAG=build.sh
 # shellcheck source=tools/progress.sh
 . "$repo/tools/progress.sh"
 # shellcheck source=images/slurm-release.sh
 . "$here/slurm-release.sh"
-PROGRESS_TAG=build.sh
 die() { log "error: $*"; exit 1; }
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }

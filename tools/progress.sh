@@ -8,9 +8,46 @@
 # SLURMKUBE_PROGRESS_FILE: a file that gets a copy of all the script says on stderr (its
 # progress lines), started afresh; the module slurmkube.core.job_progress prints its new lines
 # while a playbook waits for the script. Unset for the children: they write to the same stderr.
+# The copy is made by progress_relay, which also speaks when the script is quiet (below).
+
+# progress_relay FILE: each line of stdin to stderr and to FILE (started afresh), as tee would;
+# and when no line came for PROGRESS_SECONDS + 2, a line of its own saying what the script said
+# last and how long ago. progress_run's steps each say something every PROGRESS_SECONDS, but several
+# quiet steps in a row did not: in CI, kind.sh said nothing for 70 s between "creating cluster"
+# (kind create, 40 s) and its restart of a kube-router (30 s into the pod network's wait). The 2 s
+# leave a step's own line, due at PROGRESS_SECONDS, the first word.
+progress_relay() {
+  local file=$1 line="" part last="" status spoke=$SECONDS said=$SECONDS quiet=$((${PROGRESS_SECONDS:-60} + 2)) fd
+  exec {fd}>"$file"
+  while :; do
+    status=0
+    IFS= read -r -t 1 part || status=$?
+    line+=$part # a timed-out read keeps its part of a line: the rest comes with the next read
+    if ((status > 128)); then
+      if ((SECONDS - said >= quiet)); then
+        printf -v part '[%s %(%H:%M:%S)T] still working, %d min %02d s since: %s' "${PROGRESS_TAG:-progress}" -1 \
+          $(((SECONDS - spoke) / 60)) $(((SECONDS - spoke) % 60)) "${last:0:200}"
+        printf '%s\n' "$part" >&2
+        printf '%s\n' "$part" >&"$fd"
+        said=$SECONDS
+      fi
+      continue
+    fi
+    if ((status == 0)) || [[ -n $line ]]; then
+      printf '%s\n' "$line" >&2
+      printf '%s\n' "$line" >&"$fd"
+      last=${line#\[* ??:??:??\] }
+      line=""
+      spoke=$SECONDS
+      said=$SECONDS
+    fi
+    ((status == 0)) || return 0 # end of input: the script and everything it started are done
+  done
+}
+
 if [[ -n ${SLURMKUBE_PROGRESS_FILE:-} ]]; then
   mkdir -p "$(dirname "$SLURMKUBE_PROGRESS_FILE")"
-  exec 2> >(tee "$SLURMKUBE_PROGRESS_FILE" >&2)
+  exec 2> >(progress_relay "$SLURMKUBE_PROGRESS_FILE")
   unset SLURMKUBE_PROGRESS_FILE
 fi
 
