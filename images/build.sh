@@ -282,7 +282,7 @@ shell_parts_of() {
     login) echo lib/base.sh lib/munge.sh lib/slurm.sh roles/login roles/long-checks ;;
     slurmdbd) echo lib/base.sh lib/munge.sh lib/slurm.sh lib/database.sh roles/slurmdbd ;;
     mariadb) echo lib/base.sh lib/database.sh roles/database ;;
-    backup) echo lib/base.sh roles/backup ;;
+    backup) echo lib/base.sh lib/restic.sh roles/backup roles/restore ;;
     exporter) echo lib/base.sh lib/munge.sh roles/exporter ;;
   esac
 }

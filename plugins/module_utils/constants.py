@@ -107,6 +107,7 @@ COMPONENT_OPERATOR = "operator"  # the operator's pods (what scrape configs and 
 COMPONENT_PREFLIGHT = "preflight"  # a new Slurm image tried on the new configuration before an upgrade
 COMPONENT_REST = "rest"  # slurmrestd (spec.rest)
 COMPONENT_BACKUP = "backup"  # the scheduled backup (spec.backup)
+COMPONENT_RESTORE = "restore"  # a restore from the backups (spec.backup.restore)
 
 # The container of each component's pods that runs its daemon (and munged): what the exec API
 # is pointed at.
@@ -264,6 +265,13 @@ BACKUP_STATE_DIR = "/backup/controller-state"
 BACKUP_REPOSITORY_DIR = "/backup/repository"
 BACKUP_CACHE_DIR = "/var/cache/restic"
 BACKUP_PASSWORD_SECRET_KEY = "password"
+# A restore (spec.backup.restore): the same image, its own role, the parts' claims writable.
+ROLE_RESTORE = "restore"
+ENV_RESTORE_PARTS = "SLURMKUBE_RESTORE_PARTS"  # the parts restored, space-separated
+ENV_RESTORE_SNAPSHOT = "SLURMKUBE_RESTORE_SNAPSHOT"  # "latest" (each part's newest) or a snapshot's ID
+ENV_RESTORE_JAIL_PATHS = "SLURMKUBE_RESTORE_JAIL_PATHS"  # paths in the jail, a line each ("/": all of it)
+ENV_RESTORE_EXACT = "SLURMKUBE_RESTORE_EXACT"  # "true": the jail paths lose what the snapshot lacks
+RESTORE_LATEST = "latest"
 
 # Slurm's drain reasons set by slurmkube start with this, so admins' drains are told apart
 # (slurm/drain.py owns their forms; the bash health checks read these through constants.sh).

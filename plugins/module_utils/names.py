@@ -11,10 +11,13 @@ constants.py beside the labels' keys.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Dict, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
+# A Job's pods carry its name in a label (batch.kubernetes.io/job-name), whose value holds 63.
+JOB_NAME_MAX = 63
 # StatefulSets label their pods with "<name>-<10-character revision hash>", and a label value
 # holds 63 characters.
 STATEFULSET_NAME_MAX = 52
@@ -230,6 +233,15 @@ def exporter(cluster: str) -> str:
 def backup(cluster: str) -> str:
     """The backup CronJob (spec.backup)."""
     return _of(cluster, C.COMPONENT_BACKUP)
+
+
+def restore(cluster: str, request: str) -> str:
+    """A restore's Job (spec.backup.restore.name REQUEST): '<cluster>-restore-<request>', cut to a
+    Job name's 63 characters (a label value) with a digest of the whole when longer."""
+    whole = "%s-%s-%s" % (cluster, C.COMPONENT_RESTORE, request)
+    if len(whole) <= JOB_NAME_MAX:
+        return whole
+    return "%s-%s" % (whole[:JOB_NAME_MAX - 9].rstrip("-"), hashlib.sha256(whole.encode()).hexdigest()[:8])
 
 
 def backup_host(cluster: str, namespace: str) -> str:

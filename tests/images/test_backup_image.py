@@ -1,8 +1,10 @@
-"""The backup image's role as spec.backup's CronJob runs it: the pod the renderer writes (its
-environment, mounts and security context) run by docker against a real MariaDB (the mariadb
-image, as the in-cluster database runs) and directories standing for the jail and the state claim.
-Each run saves one restic snapshot per part that restores what was there; a failing dump saves no
-database snapshot (the others still saved) and fails the run; the retention forgets the rest."""
+"""The backup image's roles as spec.backup's CronJob and a restore's Job run them: the pod the
+renderer writes (its environment, mounts and security context) run by docker against a real
+MariaDB (the mariadb image, as the in-cluster database runs) and directories standing for the
+jail and the state claim. Each run saves one restic snapshot per part that restores what was
+there; a failing dump saves no database snapshot (the others still saved) and fails the run; the
+retention forgets the rest. A restore writes back a user's home (exactly, or leaving what is new),
+the state and the database, and refuses a snapshot of another part or a path it does not hold."""
 
 from __future__ import annotations
 
@@ -16,7 +18,10 @@ from docker_cluster import docker, remove_as_root, run, wait_for
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render.backup import render_backup_cronjob
+from ansible_collections.slurmkube.core.plugins.module_utils.render.backup import (
+    render_backup_cronjob,
+    render_restore_job,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -98,6 +103,12 @@ def run_backup(images, site, model, db_password: str = DB_PASSWORD, without_capa
     container = rendered_container(model)
     if without_capability:
         container["securityContext"]["capabilities"]["add"] = []
+    return run_container(images, site, container, db_password)
+
+
+def run_container(images, site, container: Dict, db_password: str = DB_PASSWORD):
+    """A rendered container run by docker as the kubelet would: its env with the Secrets' values,
+    its security context, its claims on the site's directories and its emptyDirs as tmpfs."""
     host_dirs = {C.BACKUP_JAIL_DIR: site["jail"], C.BACKUP_STATE_DIR: site["state"],
                  C.BACKUP_REPOSITORY_DIR: site["repository"]}
     mounts = []
@@ -179,3 +190,59 @@ def test_the_role_refuses_to_run_without_its_repository_or_password(images):
     out = docker("run", "--rm", "-e", "%s=%s/%s" % (C.ENV_BACKUP_HOST, NAMESPACE, CLUSTER),
                  "-e", "%s=%s" % (C.ENV_BACKUP_PARTS, C.BACKUP_PART_JAIL), images["backup"], check=False)
     assert out.returncode != 0 and C.ENV_BACKUP_PASSWORD in out.stdout, out.stdout + out.stderr
+
+
+# --------------------------------------------------------------------------- restores
+
+
+def restore_container(**restore) -> Dict:
+    model = parse_cluster({"metadata": {"name": CLUSTER, "namespace": NAMESPACE}, "spec": {
+        "accounting": {"enabled": True},
+        "backup": {"claimName": "backups", "passwordSecret": "backup-password",
+                   "restore": dict(name="r1", **restore)}}})
+    return render_restore_job(model, model.spec.backup.restore)["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_a_users_home_comes_back_with_its_owner_exactly_and_what_is_new_elsewhere_stays(images, site):
+    jail = site["jail"]
+    notes, extra, elsewhere = jail / "home" / "alice" / "notes", jail / "home" / "alice" / "extra", jail / "new-file"
+    run("rm", "-f", str(notes))
+    for path in (extra, elsewhere):
+        run("sh", "-c", "echo new > %s" % path)
+    done = run_container(images, site, restore_container(jail=True, jailPaths=["/home/alice"], exact=True))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "restore done: %s" % C.BACKUP_PART_JAIL in done.stdout and REPOSITORY_PASSWORD not in done.stdout
+    stat = run("stat", "-c", "%u %a", str(notes)).stdout.split()
+    assert run("cat", str(notes)).stdout == SECRET_TEXT and stat == ["2000", "600"], stat
+    assert not extra.exists() and elsewhere.exists()  # exact below the path only
+    elsewhere.unlink()
+
+
+def test_the_state_comes_back_exactly_and_the_database_as_dumped(images, site):
+    state = site["state"]
+    run("sh", "-c", "printf changed > %s/job_state && echo x > %s/newer" % (state, state))
+    sql(site["database"], "DELETE FROM slurm_acct_db.history; CREATE TABLE slurm_acct_db.since (x INT);", check=True)
+    done = run_container(images, site, restore_container(controllerState=True, accountingDatabase=True))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert DB_PASSWORD not in done.stdout + done.stderr
+    assert (state / "job_state").read_bytes() == b"\x00job state\x01" and not (state / "newer").exists()
+    rows = sql(site["database"], "SELECT name FROM slurm_acct_db.history", check=True).stdout
+    assert "kept-job" in rows, rows
+    tables = sql(site["database"], "SHOW TABLES FROM slurm_acct_db", check=True).stdout
+    assert "since" not in tables.split(), tables  # dropped first: the database is the dump's
+
+
+def test_a_snapshot_of_another_part_and_a_path_it_does_not_hold_are_refused_changing_nothing(images, site):
+    state_snapshot = next(s["id"] for s in snapshots(images, site) if s["tags"] == [C.BACKUP_PART_CONTROLLER_STATE])
+    other = run_container(images, site, restore_container(jail=True, snapshot=state_snapshot[:8]))
+    assert other.returncode != 0, other.stdout[-3000:]
+    assert "no snapshot %s of jail for %s/%s" % (state_snapshot[:8], NAMESPACE, CLUSTER) in other.stdout, other.stdout
+    missing = run_container(images, site, restore_container(jail=True, jailPaths=["/home/bob"]))
+    assert missing.returncode != 0 and "the snapshot holds no /home/bob" in missing.stdout, missing.stdout[-3000:]
+    assert "restored before it: nothing" in missing.stdout, missing.stdout[-3000:]
+    container = restore_container(jail=True)
+    wrong_password = {"name": C.ENV_BACKUP_PASSWORD, "value": "not-the-password"}
+    container["env"] = [wrong_password if e["name"] == C.ENV_BACKUP_PASSWORD else e for e in container["env"]]
+    wrong = run_container(images, site, container)
+    assert wrong.returncode != 0, wrong.stdout[-3000:]
+    assert "cannot open the restic repository (restic exit status 12)" in wrong.stdout, wrong.stdout[-3000:]

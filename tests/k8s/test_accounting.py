@@ -700,6 +700,11 @@ def test_a_key_rotation_keeps_old_tokens_until_they_retire_and_restarts_neither_
 # Next to last: accounting and the REST API off for the last test.
 BACKUP_CLAIM = "%s-backups" % CLUSTER
 BACKUP_PASSWORD_SECRET = "%s-backup-password" % CLUSTER
+BACKUP_PASSWORD = "backup-%s" % time.time_ns()
+# What the backup holds and the restore test brings back once it is gone: a held job in
+# slurmctld's state, an account in the database (a file in the jail: the backup test's marker).
+HELD_JOB_NAME = "held-through-restore"
+RESTORED_ACCOUNT = "restored-account"
 
 
 def backup_job_done(kube: Cluster, job: str) -> bool:
@@ -719,11 +724,11 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     backup_image = built_images("backup")["backup"]
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": BACKUP_CLAIM},
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
-    password = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
-                "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: "backup-%s" % time.time_ns()}}
-    kube.apply(json.dumps(claim) + "\n---\n" + json.dumps(password))
+    kube.apply(json.dumps(claim) + "\n---\n" + json.dumps(backup_password(BACKUP_PASSWORD)))
     marker = "kept-%d" % time.time_ns()
     slurm.run("srun", "-w", NODE, "sh", "-c", "echo %s > /root/backup-marker" % marker)
+    slurm.run("sbatch", "--hold", "-J", HELD_JOB_NAME, "-o", "/dev/null", "--wrap", "true")
+    slurm.run("sacctmgr", "-i", "add", "account", RESTORED_ACCOUNT)
     backup = {"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
               "schedule": "0 0 1 1 *", "resources": TINY}
     kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
@@ -751,7 +756,7 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
              explain=lambda: json.dumps(backup_reported(kube)))
     # A run that cannot open the repository (its password changed): the status names the Job, and
     # a BackupFailed Warning says when the last good backup ended.
-    kube.apply(json.dumps(dict(password, stringData={C.BACKUP_PASSWORD_SECRET_KEY: "not-the-password"})))
+    kube.apply(json.dumps(backup_password("not-the-password")))
     kube.kubectl("-n", kube.namespace, "create", "job", "--from=cronjob/" + cronjob, cronjob + "-wrong")
     wait_for(lambda: backup_reported(kube).get("lastFailedJob") == cronjob + "-wrong", 300, 3,
              explain=lambda: json.dumps(backup_reported(kube)))
@@ -769,8 +774,50 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     assert kube.get_json("pvc", BACKUP_CLAIM)["status"]["phase"] == "Bound"
 
 
+def backup_password(password: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
+            "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: password}}
+
+
 def backup_reported(kube: Cluster) -> dict:
     return kube.get_json("slurmcluster", CLUSTER).get("status", {}).get("backup") or {}
+
+
+def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_backups_off(
+        slurm: SlurmView, tmp_path: Path):
+    """Issue 38: after the backup test (its snapshots in the claim, the backups turned off since),
+    the marker file, the held job and the account are gone; slurm_restore brings the three back in
+    one restore: slurmctld and slurmdbd are held down while its Job writes the state and loads the
+    dump, and come back reading them. The status and Events say how it went; a second run of the
+    same name changes nothing."""
+    kube = slurm.kube
+    kube.apply(json.dumps(backup_password(BACKUP_PASSWORD)))  # the backup test left a wrong one
+    (held,) = [j for j in slurm.run("squeue", "-h", "-o", "%i %j").splitlines() if j.endswith(HELD_JOB_NAME)]
+    slurm.run("scancel", held.split()[0])
+    slurm.run("sacctmgr", "-i", "delete", "account", RESTORED_ACCOUNT)
+    slurm.run("srun", "-w", NODE, "rm", "/root/backup-marker")
+    assert RESTORED_ACCOUNT not in sacctmgr_show(slurm, "account", "format=account")
+    restore = {"name": "back-%d" % (time.time_ns() % 10**6), "jail": True, "jail_paths": ["/root/backup-marker"],
+               "controller_state": True, "accounting_database": True, "wait": True, "wait_timeout": 600}
+    proc, result = module(slurm, tmp_path, "slurm_restore", restore)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    record = result["restore"]
+    assert result["changed"] and record["phase"] == "Succeeded", record
+    assert record["parts"] == [C.BACKUP_PART_JAIL, C.BACKUP_PART_CONTROLLER_STATE, C.BACKUP_PART_DATABASE]
+    log = kube.kubectl("-n", kube.namespace, "logs", "job/" + record["job"]).stdout
+    assert "restore done: %s" % " ".join(record["parts"]) in log, log[-3000:]
+    # slurmctld answers again, from the state of the backup's time: the held job is back.
+    queue = wait_for(lambda: slurm.run("squeue", "-h", "-o", "%i %j %T"), 300, 5)
+    assert "%s %s PENDING" % (held.split()[0], HELD_JOB_NAME) in queue, queue
+    assert slurm.run("srun", "-w", NODE, "cat", "/root/backup-marker").strip().startswith("kept-")
+    accounts = wait_for(lambda: RESTORED_ACCOUNT in sacctmgr_show(slurm, "account", "format=account"), 300, 5)
+    assert accounts
+    events = kube.get_json("events", "--field-selector", "involvedObject.name=%s" % CLUSTER)["items"]
+    said = [e["reason"] for e in events if e["reason"].startswith("Restore") and restore["name"] in e["message"]]
+    assert {"RestoreStarted", "RestoreJob", "RestoreDone"} <= set(said), said
+    again, second = module(slurm, tmp_path, "slurm_restore", restore)
+    assert again.returncode == 0 and not second["changed"] and second["restore"]["name"] == restore["name"]
+    slurm.run("scancel", held.split()[0])
 
 
 def read_repository(kube: Cluster, image: str, commands: list) -> list:

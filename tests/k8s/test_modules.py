@@ -375,6 +375,9 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
         "accounting-default-image": ({"images": SITE_IMAGES, "accounting": {"enabled": True}}, "spec.images"),
         "exporter-default-image": ({"images": SITE_IMAGES, "exporter": {"enabled": True}}, "spec.images"),
         "backup-default-image": ({"images": SITE_IMAGES, "backup": BACKUP}, "spec.images"),
+        # A restore runs the backup image with the backups off.
+        "restore-other-image": ({"images": dict(SITE_IMAGES, backup="docker.io/evil/backup:1"), "backup": dict(
+            BACKUP, enabled=False, restore={"name": "r1", "jail": True})}, "spec.images"),
         # "/" and "/mnt/nvme/../../etc" the CRD's schema refuses before any policy (test below).
         "sibling": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/mnt/nvme-other")]}},
                     "hostPath"),

@@ -81,6 +81,7 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
                              "'ports', got %s" % describe(rule)))
     problems.extend(_accounting_rules(spec.accounting))
     problems.extend(_backup_rules(spec.backup))
+    problems.extend(_restore_rules(spec))
     problems.extend(_peer_rules(spec.exporter.scrape_from, "spec.exporter.scrapeFrom"))
     problems.extend(_peer_rules(spec.rest.allow_from, "spec.rest.allowFrom"))
     problems.extend(_bridge_rules(spec))
@@ -199,6 +200,36 @@ def _backup_rules(backup: Backup) -> List[Tuple[str, str]]:
         if not (backup.jail or backup.controller_state or backup.accounting_database):
             problems.append(("spec.backup", "enabled: back up at least one of jail, controllerState and "
                              "accountingDatabase"))
+    return problems
+
+
+def _restore_rules(spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
+    """A restore names what it restores, reads a repository the spec names, and a snapshot's ID
+    names one part's snapshot; the database is restored where slurmkube runs slurmdbd."""
+    backup, restore = spec.backup, spec.backup.restore
+    if not restore.name:
+        return []
+    problems = []
+    if restore.accounting_database and not (spec.accounting.enabled and not spec.accounting.host):
+        problems.append(("spec.backup.restore.accountingDatabase", "is for the database of a slurmdbd slurmkube "
+                         "runs (spec.accounting enabled, without host)"))
+    parts = [part for wanted, part in ((restore.jail, "jail"), (restore.controller_state, "controllerState"),
+                                       (restore.accounting_database, "accountingDatabase")) if wanted]
+    if not parts:
+        problems.append(("spec.backup.restore", "name what is restored: jail, controllerState or "
+                         "accountingDatabase"))
+    if restore.snapshot != C.RESTORE_LATEST and len(parts) > 1:
+        problems.append(("spec.backup.restore.snapshot", "a snapshot's ID names one part's snapshot, got %s "
+                         "for %s: restore them one at a time, or use 'latest'" % (restore.snapshot, ", ".join(parts))))
+    if not backup.claim_name and not backup.repository:
+        problems.append(("spec.backup", "a restore reads the repository: name it, claimName or repository"))
+    if not backup.password_secret:
+        problems.append(("spec.backup.passwordSecret", "is required for a restore: the Secret holding the "
+                         "repository's password under 'password'"))
+    for i, path in enumerate(restore.jail_paths):
+        if {".", ".."} & set(path.split("/")):
+            problems.append(("spec.backup.restore.jailPaths[%d]" % i, "must not name '.' or '..', got %s"
+                             % describe(path)))
     return problems
 
 

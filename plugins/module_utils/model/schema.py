@@ -191,6 +191,18 @@ def cluster_status_schema() -> Dict[str, Any]:
                 "properties": {"lastSuccessTime": {"type": "string", "format": "date-time"},
                                "lastFailureTime": {"type": "string", "format": "date-time"},
                                "lastFailedJob": {"type": "string"}, "running": {"type": "string"}}},
+        restore={"type": "object", "description": "The last restore (spec.backup.restore): its name, what it "
+                 "restores and from which snapshot, where it is (Pending while an upgrade rolls out, Stopping "
+                 "while what writes the parts stops, Restoring while its Job runs, then Succeeded or Failed), "
+                 "its Job (its logs say what it did), when it started and ended.",
+                 "properties": {"name": {"type": "string"}, "phase": {"type": "string"},
+                                "parts": {"type": "array", "items": {"type": "string"}},
+                                "snapshot": {"type": "string"},
+                                "jailPaths": {"type": "array", "items": {"type": "string"}},
+                                "exact": {"type": "boolean"}, "job": {"type": "string"},
+                                "message": {"type": "string"},
+                                "startTime": {"type": "string", "format": "date-time"},
+                                "completionTime": {"type": "string", "format": "date-time"}}},
         jobsNotRequeued={"type": "array", "description": "Jobs sent with --no-requeue that hold a leaving node past "
                          "its drain timeout: they run on, and the node leaves when they end.",
                          "items": {"type": "object", "properties": {"jobId": {"type": "integer"},

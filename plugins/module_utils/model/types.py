@@ -39,6 +39,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
 from ansible_collections.slurmkube.core.plugins.module_utils.model.health import HealthChecks
 from ansible_collections.slurmkube.core.plugins.module_utils.model.network import Egress, LoginService
 from ansible_collections.slurmkube.core.plugins.module_utils.model.pods import PodOptions
+from ansible_collections.slurmkube.core.plugins.module_utils.model.restore import Restore
 
 
 @dataclass(frozen=True)
@@ -407,8 +408,6 @@ class Exporter:
 RESTIC_REPOSITORY = r"^(s3|rest|b2|azure|gs|swift):[^\s]+$"
 # Five cron fields, or one of the macros Kubernetes' CronJob takes.
 CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
-
-
 @dataclass(frozen=True)
 class BackupRetention:
     """How many snapshots of each part restic forget keeps after each backup (restic's --keep-last,
@@ -455,6 +454,8 @@ class Backup:
     retention: BackupRetention = spec_field("Which snapshots are kept.", factory=BackupRetention)
     resources: Resources = spec_field("Resources of the backup pod.", factory=Resources)
     pod: PodOptions = spec_field("What the site adds to the backup pod, after spec.pods.", factory=PodOptions)
+    restore: Restore = spec_field("A restore from the repository, once per name (backups need not be enabled: a new "
+                                  "cluster of an old one's name and namespace restores its).", factory=Restore)
 
 
 @dataclass(frozen=True)

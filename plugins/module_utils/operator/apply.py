@@ -7,7 +7,7 @@ the controllers' state."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Set
+from typing import Any, Dict, FrozenSet, List, Mapping, Sequence, Set
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -41,7 +41,7 @@ PRUNED_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "S
 
 def render_objects(p: Pass) -> None:
     """The cluster's objects and config files, once per pass (with the images a rollout's stage
-    renders, when one is under way)."""
+    renders, when one is under way, and no pods of what a restore holds down)."""
     replicas = {name: scaling.plan.replicas for name, scaling in p.scaling.items()}
     staged = p.slurm_state.render
     cluster = with_images(p.cluster, staged) if staged else p.cluster
@@ -50,7 +50,20 @@ def render_objects(p: Pass) -> None:
     leaving = {base: (retiring.plan.replicas, declared_words(p, kept.get(base) or retiring.live))
                for base, retiring in p.retiring.items()}
     p.rendered = render_cluster(cluster, p.nodesets, p.placement, replicas, key_ids, leaving)
+    if p.held:
+        p.rendered = p.rendered._replace(objects=held_down(p.rendered.objects, p.held))
     keep_templates(p, kept)
+
+
+def held_down(objects: Sequence[Dict[str, Any]], held: FrozenSet[str]) -> List[Dict[str, Any]]:
+    """The rendered objects with the StatefulSets of HELD components at no replicas."""
+    out = []
+    for obj in objects:
+        component = (obj["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT)
+        if obj["kind"] == "StatefulSet" and component in held:
+            obj = dict(obj, spec=dict(obj["spec"], replicas=0))
+        out.append(obj)
+    return out
 
 
 def declared_words(p: Pass, template: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ left here and adds its own part. Nothing else is handed from step to step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import KeySet
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import SeenEqual
@@ -162,6 +162,10 @@ class Pass:
     # slurmdbd as the serving controller sees it (slurm/facts.accounting_facts); None without
     # accounting or while Slurm cannot be asked.
     accounting: Optional[Dict[str, Any]] = None
+    # The last restore (status.restore, restores.py); None when none was asked for.
+    restore: Optional[Dict[str, Any]] = None
+    # The components a restore under way holds at no pods (their StatefulSets rendered at 0).
+    held: FrozenSet[str] = frozenset()
 
     @property
     def previous_status(self) -> Mapping[str, Any]:

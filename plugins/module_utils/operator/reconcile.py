@@ -9,6 +9,8 @@ A pass is named steps over one Pass (pass_state.py), in this order:
     read       the controller pods: which serves (controller.py); Slurm's nodes through the
                controller, whether slurmdbd answers, the workers' switches (read.py)
     plan       each worker StatefulSet's replicas and scale-down steps (scale.py)
+    restore    a restore asked for or under way (restores.py): the daemons that write what it
+               restores held at no pods, its Job once they are gone
     check      a new controller image against its pre-flight Job (upgrade.py): while it waits or
                was refused, the pass ends here and applies nothing; once it passed, which images
                this stage of the rollout (Slurm's order) renders
@@ -51,6 +53,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.read impor
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.reconfigure import reconfigure_if_needed
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.report import report
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.rest_keys import keep_rest_keys
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.restores import check_restore
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.scale import plan_scaling
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.secrets import ensure_secrets
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Clock, Event
@@ -66,6 +69,7 @@ STEPS: Tuple[Callable[[Pass], None], ...] = (
     read_accounting,
     read_placement,
     plan_scaling,
+    check_restore,
     check_upgrade,
     render_objects,
     apply_objects,

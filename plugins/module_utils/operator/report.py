@@ -164,6 +164,8 @@ def cluster_status(p: Pass) -> Tuple[Dict[str, Any], Dict[str, Dict[str, Any]]]:
         status["backup"] = backup_status(p.kube.list("batch/v1", "Job", cluster.namespace,
                                                      names.selector_labels(cluster.name, C.COMPONENT_BACKUP)))
         p.events.extend(backup_events(p.previous_status.get("backup") or {}, status["backup"]))
+    if p.restore:
+        status["restore"] = p.restore
     return status, per_nodeset
 
 

@@ -23,6 +23,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
 # Every image a SlurmCluster names (the model's Images, but its pull policy); the images of an
 # optional part count only where the spec turns that part on.
 OPTIONAL_IMAGE_FIELDS = {"slurmdbd": "accounting", "mariadb": "accounting", "exporter": "exporter", "backup": "backup"}
+# Beyond its part's enabled, what else runs an optional image: the backup image restores
+# (spec.backup.restore) with the backups off.
+ALSO_USED_WHEN = {"backup": "backup.restore.name"}
 IMAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Images)
                      if f.name != "pull_policy" and f.name not in OPTIONAL_IMAGE_FIELDS)
 
@@ -57,10 +60,18 @@ def effective_image(name: str) -> str:
                                                   json.dumps(getattr(Images(), name)))
 
 
+def in_use(part: str) -> str:
+    """CEL: the spec runs the optional PART's images (it is enabled, or ALSO_USED_WHEN says so)."""
+    uses = ["(%s && object.spec.%s.enabled)" % (spec_has(part + ".enabled"), part)]
+    if part in ALSO_USED_WHEN:
+        uses.append("(%s)" % spec_has(ALSO_USED_WHEN[part]))
+    return " || ".join(uses)
+
+
 def image_validation(prefixes: Sequence[str]) -> Dict[str, str]:
     images = "[%s]" % ", ".join(effective_image(name) for name in IMAGE_FIELDS)
     optional = " + ".join(
-        "(%s && object.spec.%s.enabled ? [%s] : [])" % (spec_has(part + ".enabled"), part, ", ".join(
+        "(%s ? [%s] : [])" % (in_use(part), ", ".join(
             effective_image(name) for name, owner in OPTIONAL_IMAGE_FIELDS.items() if owner == part))
         for part in sorted(set(OPTIONAL_IMAGE_FIELDS.values())))
     return {

@@ -1,7 +1,9 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Backups (spec.backup): a CronJob whose pod, in the backup image, takes restic snapshots of the
-jail, StateSaveLocation and the accounting database (images/common/roles/backup)."""
+jail, StateSaveLocation and the accounting database (images/common/roles/backup); and a restore's
+Job (spec.backup.restore), the same image and repository, which writes them back
+(images/common/roles/restore) while the operator holds the daemons that write them down."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import backup_parts
-from ansible_collections.slurmkube.core.plugins.module_utils.model.types import BackupRetention, SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.model.types import BackupRetention, Restore, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
 
 STATE_VOLUME = "state"
@@ -46,18 +48,19 @@ def database_parts(cluster: SlurmCluster) -> List[Dict[str, Any]]:
     return env
 
 
-def backup_storage(cluster: SlurmCluster, parts: List[str]) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
+def backup_storage(cluster: SlurmCluster, parts: List[str],
+                   writes: bool = False) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
     """(volume, where the container mounts it) of each volume the pod needs. What is backed up is
-    mounted read-only: a backup never changes it."""
+    mounted read-only, unless the pod WRITES it (a restore): a backup never changes it."""
     backup, database = cluster.spec.backup, cluster.spec.accounting.database
     storage = [({"name": CACHE_VOLUME, "emptyDir": {}}, {"mountPath": C.BACKUP_CACHE_DIR}),
                ({"name": TMP_VOLUME, "emptyDir": {}}, {"mountPath": "/tmp"})]
     if C.BACKUP_PART_JAIL in parts:
-        storage.append((common.jail_volume(cluster), {"mountPath": C.BACKUP_JAIL_DIR, "readOnly": True}))
+        storage.append((common.jail_volume(cluster), {"mountPath": C.BACKUP_JAIL_DIR, "readOnly": not writes}))
     if C.BACKUP_PART_CONTROLLER_STATE in parts:
         claim = {"claimName": names.controller_state_claim(cluster.name)}
         storage.append(({"name": STATE_VOLUME, "persistentVolumeClaim": claim},
-                        {"mountPath": C.BACKUP_STATE_DIR, "readOnly": True}))
+                        {"mountPath": C.BACKUP_STATE_DIR, "readOnly": not writes}))
     if backup.claim_name:
         storage.append(({"name": REPOSITORY_VOLUME, "persistentVolumeClaim": {"claimName": backup.claim_name}},
                         {"mountPath": C.BACKUP_REPOSITORY_DIR}))
@@ -67,7 +70,7 @@ def backup_storage(cluster: SlurmCluster, parts: List[str]) -> List[Tuple[Dict[s
     return [(volume, dict({"name": volume["name"]}, **mount)) for volume, mount in storage]
 
 
-def backup_security_context() -> Dict[str, Any]:
+def backup_security_context(capabilities: Tuple[str, ...] = ("DAC_READ_SEARCH",)) -> Dict[str, Any]:
     """Root with one capability, CAP_DAC_READ_SEARCH: it reads every user's files in the jail
     (and nothing else root may do: it writes only its repository, cache and /tmp)."""
     return {
@@ -75,8 +78,14 @@ def backup_security_context() -> Dict[str, Any]:
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "seccompProfile": {"type": "RuntimeDefault"},
-        "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]},
+        "capabilities": {"drop": ["ALL"], "add": list(capabilities)},
     }
+
+
+# What a restore needs beyond reading: write into users' directories (DAC_OVERRIDE), give files
+# their owners (CHOWN), modes and times (FOWNER), keep set-user-ID bits (FSETID) and restore file
+# capabilities (SETFCAP), as restic restore does as root.
+RESTORE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETFCAP")
 
 
 def controller_affinity(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -143,4 +152,56 @@ def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
                 },
             },
         },
+    }
+
+
+def restore_parts(restore: Restore) -> List[str]:
+    """The parts a restore writes back, in the order its pod restores them."""
+    parts = ((restore.jail, C.BACKUP_PART_JAIL), (restore.controller_state, C.BACKUP_PART_CONTROLLER_STATE),
+             (restore.accounting_database, C.BACKUP_PART_DATABASE))
+    return [part for wanted, part in parts if wanted]
+
+
+def render_restore_job(cluster: SlurmCluster, restore: Restore) -> common.Manifest:
+    """The Job that restores RESTORE's parts (the operator makes it once the daemons that write
+    them are down). It runs once; a failed one is looked at and a restore of a new name asked for."""
+    parts = restore_parts(restore)
+    storage = backup_storage(cluster, parts, writes=True)
+    env = [
+        {"name": C.ENV_ROLE, "value": C.ROLE_RESTORE},
+        {"name": C.ENV_BACKUP_HOST, "value": names.backup_host(cluster.name, cluster.namespace)},
+        {"name": C.ENV_RESTORE_PARTS, "value": " ".join(parts)},
+        {"name": C.ENV_RESTORE_SNAPSHOT, "value": restore.snapshot},
+        {"name": C.ENV_RESTORE_JAIL_PATHS, "value": "\n".join(restore.jail_paths)},
+        {"name": C.ENV_RESTORE_EXACT, "value": "true" if restore.exact else "false"},
+        *repository_env(cluster),
+        *(database_parts(cluster) if C.BACKUP_PART_DATABASE in parts else []),
+    ]
+    backup = cluster.spec.backup
+    container: Dict[str, Any] = {
+        "name": C.COMPONENT_RESTORE,
+        "image": cluster.spec.images.backup,
+        "imagePullPolicy": cluster.spec.images.pull_policy,
+        "command": [C.ENTRYPOINT_PROGRAM],
+        "env": env,
+        "resources": common.resources(backup.resources),
+        "securityContext": backup_security_context(RESTORE_CAPABILITIES),
+        "volumeMounts": [mount for _volume, mount in storage],
+    }
+    if backup.credentials_secret:
+        container["envFrom"] = [{"secretRef": {"name": backup.credentials_secret}}]
+    labels = names.object_labels(cluster.name, C.COMPONENT_RESTORE)
+    template = {"metadata": {"labels": labels}, "spec": {
+        **common.pod_identity(cluster),
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": [volume for volume, _mount in storage],
+    }}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": common.metadata(cluster, names.restore(cluster.name, restore.name or ""), C.COMPONENT_RESTORE),
+        # No retry: what a failed restore did is looked at before another is asked for.
+        "spec": {"backoffLimit": 0,
+                 "template": pods.customised(template, pods.component_options(cluster, backup.pod))},
     }

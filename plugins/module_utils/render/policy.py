@@ -92,8 +92,8 @@ def render_egress_policy(cluster: SlurmCluster) -> common.Manifest:
 
 def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     """The cluster's pods accept traffic only from each other (Slurm, srun), plus ssh to login
-    (the database: from slurmdbd and the backup's dump only), and connect only to each other, DNS
-    and what spec.egress allows."""
+    (the database: from slurmdbd, the backup's dump and a restore's load only), and connect only
+    to each other, DNS and what spec.egress allows."""
     if not cluster.spec.network_policy:
         return []
     own_pods = {C.LABEL_CLUSTER: cluster.name}
@@ -104,6 +104,9 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     readers = [{"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}}]
     if C.BACKUP_PART_DATABASE in backup_parts(cluster) and cluster.spec.backup.enabled:
         readers.append({"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_BACKUP)}})
+    restore = cluster.spec.backup.restore
+    if restore.name and restore.accounting_database:
+        readers.append({"podSelector": {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_RESTORE)}})
     policies = [
         _network_policy(cluster, "internal", but_database, [{"from": [{"podSelector": {"matchLabels": own_pods}}]}]),
         _network_policy(cluster, "login-ssh", {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},

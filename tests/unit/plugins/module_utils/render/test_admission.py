@@ -33,10 +33,15 @@ def test_the_policy_checks_images_with_the_models_defaults_host_paths_secrets_an
     # a spec naming no image gets the model's default, which must be allowed too
     assert '"slurmkube/worker:latest"' in checks[0]["expression"]
     # an optional part's image counts only where the spec turns the part on
-    for part, image in (("accounting", "slurmdbd"), ("exporter", "exporter"), ("backup", "backup")):
-        guarded = "object.spec.%s.enabled ? [(has(object.spec) && has(object.spec.images) && " \
+    for part, image in (("accounting", "slurmdbd"), ("exporter", "exporter")):
+        guarded = "object.spec.%s.enabled) ? [(has(object.spec) && has(object.spec.images) && " \
             "has(object.spec.images.%s)" % (part, image)
         assert guarded in checks[0]["expression"], checks[0]["expression"]
+    # the backup image also where a restore is named, backups off (its Job runs it)
+    guarded = "object.spec.backup.enabled) || (has(object.spec) && has(object.spec.backup) && " \
+        "has(object.spec.backup.restore) && has(object.spec.backup.restore.name)) ? [(has(object.spec) && " \
+        "has(object.spec.images) && has(object.spec.images.backup)"
+    assert guarded in checks[0]["expression"], checks[0]["expression"]
     assert policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["slurmclusters"]
     assert binding["spec"] == {
         "policyName": policy["metadata"]["name"], "validationActions": ["Deny"],

@@ -5,6 +5,7 @@ spec is refused naming the field when a backup could not run."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict
 
 import pytest
@@ -13,7 +14,11 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.model.problems import SpecError
-from ansible_collections.slurmkube.core.plugins.module_utils.render.backup import render_backup_cronjob
+from ansible_collections.slurmkube.core.plugins.module_utils.render.backup import (
+    RESTORE_CAPABILITIES,
+    render_backup_cronjob,
+    render_restore_job,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.render.policy import render_network_policies
 
 ON = {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"}
@@ -138,3 +143,81 @@ def test_a_backup_that_could_not_run_is_refused_naming_the_field(backup, field, 
     with pytest.raises(SpecError) as refused:
         cluster(backup)
     assert field in str(refused.value) and words in str(refused.value), str(refused.value)
+
+
+# --------------------------------------------------------------------------- restores
+
+REPOSITORY = {"claimName": "backups", "passwordSecret": "backup-password"}
+
+
+def restore_cluster(**restore: Any):
+    return cluster(dict(REPOSITORY, restore=dict({"name": "r1"}, **restore)), accounting={"enabled": True})
+
+
+def test_a_restore_writes_only_the_parts_it_restores_as_root_with_the_capabilities_restic_restore_needs():
+    model = restore_cluster(jail=True, jailPaths=["/home/alice", "/opt/site"], exact=True, accountingDatabase=True)
+    job = render_restore_job(model, model.spec.backup.restore)
+    assert job["kind"] == "Job" and job["metadata"]["name"] == names.restore("c1", "r1") == "c1-restore-r1"
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and "affinity" not in pod  # slurmctld is down: no pod to be beside
+    assert job["spec"]["template"]["metadata"]["labels"][C.LABEL_COMPONENT] == C.COMPONENT_RESTORE
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert not mounts[C.BACKUP_JAIL_DIR].get("readOnly") and C.BACKUP_STATE_DIR not in mounts
+    context = container["securityContext"]
+    assert context["capabilities"] == {"drop": ["ALL"], "add": list(RESTORE_CAPABILITIES)}
+    assert context["runAsUser"] == 0 and context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"]
+    env = env_of(container)
+    assert env[C.ENV_ROLE] == C.ROLE_RESTORE and env[C.ENV_BACKUP_HOST] == "hpc/c1"
+    assert env[C.ENV_RESTORE_PARTS] == "%s %s" % (C.BACKUP_PART_JAIL, C.BACKUP_PART_DATABASE)
+    assert env[C.ENV_RESTORE_SNAPSHOT] == C.RESTORE_LATEST and env[C.ENV_RESTORE_EXACT] == "true"
+    assert env[C.ENV_RESTORE_JAIL_PATHS] == "/home/alice\n/opt/site"
+    assert env[C.ENV_DB_PASSWORD] == {"secretKeyRef": {"name": names.accounting_db_secret("c1"), "key": "password"}}
+    state = render_restore_job(model, restore_cluster(controllerState=True).spec.backup.restore)
+    mounts = {m["mountPath"]: m for m in state["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert not mounts[C.BACKUP_STATE_DIR].get("readOnly") and C.BACKUP_JAIL_DIR not in mounts
+
+
+def test_the_database_admits_a_restore_pod_only_while_a_restore_of_it_is_asked_for():
+    def readers(model):
+        (database,) = [p for p in render_network_policies(model) if p["metadata"]["name"].endswith("-database")]
+        return [r["podSelector"]["matchLabels"][C.LABEL_COMPONENT] for r in database["spec"]["ingress"][0]["from"]]
+
+    assert readers(restore_cluster(accountingDatabase=True)) == [C.COMPONENT_SLURMDBD, C.COMPONENT_RESTORE]
+    assert readers(restore_cluster(jail=True)) == [C.COMPONENT_SLURMDBD]
+
+
+def test_a_long_name_makes_a_job_name_of_63_characters_told_apart_by_a_digest():
+    long_cluster, request = "c" * 40, "r" * 40
+    name = names.restore(long_cluster, request)
+    assert len(name) == 63 and name != names.restore(long_cluster, "r" * 39 + "s")
+
+
+RESTORE_REFUSED = [
+    ({}, "spec.backup.restore", "name what is restored"),
+    ({"jail": True, "controllerState": True, "snapshot": "0123abcd"}, "spec.backup.restore.snapshot", "one part"),
+    ({"jail": True, "jailPaths": ["/home/../etc"]}, "spec.backup.restore.jailPaths[0]", "'..'"),
+    ({"jail": True, "jailPaths": ["/home/*"]}, "spec.backup.restore.jailPaths", "without"),
+    ({"jail": True, "jailPaths": ["home"]}, "spec.backup.restore.jailPaths", "absolute"),
+    ({"jail": True, "snapshot": "yesterday"}, "spec.backup.restore.snapshot", "must match"),
+    ({"name": "R1", "jail": True}, "spec.backup.restore.name", "must match"),
+]
+
+
+@pytest.mark.parametrize("restore,field,words", RESTORE_REFUSED, ids=[r[1] + ":" + r[2] for r in RESTORE_REFUSED])
+def test_a_restore_that_could_not_run_is_refused_naming_the_field(restore, field, words):
+    with pytest.raises(SpecError) as refused:
+        restore_cluster(**restore)
+    assert field in str(refused.value) and words in str(refused.value), str(refused.value)
+
+
+def test_a_restore_needs_the_repository_and_the_database_of_a_slurmdbd_slurmkube_runs():
+    restore = {"name": "r1", "accountingDatabase": True}
+    with pytest.raises(SpecError, match=re.escape("spec.backup.passwordSecret: is required for a restore")):
+        cluster({"claimName": "b", "restore": restore}, accounting={"enabled": True})
+    with pytest.raises(SpecError, match=re.escape("spec.backup: a restore reads the repository")):
+        cluster({"passwordSecret": "p", "restore": restore}, accounting={"enabled": True})
+    with pytest.raises(SpecError, match=re.escape("spec.backup.restore.accountingDatabase: is for the database")):
+        cluster(dict(REPOSITORY, restore=restore), accounting={"enabled": True, "host": "dbd.example.org"})
+    assert cluster({"restore": {"accountingDatabase": True}}).spec.backup.restore.name is None  # no name: no restore
