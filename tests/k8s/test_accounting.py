@@ -14,11 +14,13 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import pytest
 from kube_helpers import Cluster, wait_for
 from playbook_runner import run_module
+from s3_helpers import S3
+from s3_helpers import serving as s3_serving
 from slurm_helpers import (
     ACCOUNTING_IMAGES,
     SLURM_IMAGES,
@@ -844,6 +846,45 @@ def read_repository(kube: Cluster, image: str, commands: list) -> list:
     parts = re.split(r"^--- \d+$", out, flags=re.M)[1:]
     assert len(parts) == len(commands), out[-3000:]
     return parts
+
+
+@pytest.fixture(scope="module")
+def s3(kube_cluster: Cluster, tmp_path_factory) -> Iterator[S3]:
+    with s3_serving(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+def test_backups_go_to_an_s3_endpoint_with_the_sites_credentials_and_a_file_comes_back_from_there(
+        slurm: SlurmView, s3: S3, tmp_path: Path):
+    """Issue 38: the repository a restic URL (an S3 gateway on this machine, reached through
+    spec.egress.to), its login from credentialsSecret: a backup run saves there, and a restore of a
+    file reads it back; the claim repository of the tests above is not needed."""
+    kube = slurm.kube
+    credentials = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "%s-s3" % CLUSTER}, "stringData": {
+        "AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key}}
+    kube.apply(json.dumps(credentials))
+    spec = kube.get_json("slurmcluster", CLUSTER)["spec"]
+    to_s3 = {"to": [{"ipBlock": {"cidr": s3.host + "/32"}}], "ports": [{"protocol": "TCP", "port": s3.port}]}
+    backup = {"enabled": True, "claimName": None, "repository": s3.repository("slurmkube", CLUSTER),
+              "credentialsSecret": credentials["metadata"]["name"]}
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
+        {"spec": {"backup": backup, "egress": {"to": spec["egress"]["to"] + [to_s3]}}}))
+    cronjob = "%s-backup" % CLUSTER
+    wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "cronjob", cronjob, check=False).returncode == 0,
+             120, 2)
+    kube.kubectl("-n", kube.namespace, "create", "job", "--from=cronjob/" + cronjob, cronjob + "-s3")
+    wait_for(lambda: backup_job_done(kube, cronjob + "-s3"), 300, 3)
+    log = kube.kubectl("-n", kube.namespace, "logs", "job/%s-s3" % cronjob).stdout
+    assert "no restic repository there yet: making it" in log and "backup done" in log, log[-3000:]
+    assert s3.secret_key not in log
+    slurm.run("srun", "-w", NODE, "sh", "-c", "echo gone > /root/backup-marker")
+    restore = {"name": "from-s3-%d" % (time.time_ns() % 10**6), "jail": True, "jail_paths": ["/root/backup-marker"],
+               "wait": True, "wait_timeout": 300}
+    proc, result = module(slurm, tmp_path, "slurm_restore", restore)
+    assert proc.returncode == 0 and result["restore"]["phase"] == "Succeeded", proc.stdout[-3000:]
+    assert slurm.run("srun", "-w", NODE, "cat", "/root/backup-marker").strip().startswith("kept-")
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p",
+                 json.dumps({"spec": {"backup": {"enabled": False}}}))
 
 
 def test_turning_accounting_and_the_rest_api_off_removes_their_objects_but_the_database_claim(slurm: SlurmView):

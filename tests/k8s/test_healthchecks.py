@@ -55,15 +55,17 @@ LONG_CHECKS = {"enabled": True, "schedule": "0 0 1 1 *", "minMemoryBandwidthMibP
 # Prometheus scrapes every SCRAPE_INTERVAL s; the exporter asks Slurm at most every EXPORTER_INTERVAL s.
 SCRAPE_INTERVAL = 5
 EXPORTER_INTERVAL = 2
+BACKUP_CLAIM = "hc-backups"
+BACKUP_PASSWORD_SECRET = "hc-backup-password"
 
 
 @pytest.fixture(scope="module")
 def monitoring_images(kube_cluster: Cluster, slurm_images: dict) -> dict:
-    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "exporter", "prometheus"],
+    build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "exporter", "prometheus", "backup"],
                            capture_output=True, text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
-    load_images(refs["exporter"], refs["prometheus"])
+    load_images(refs["exporter"], refs["prometheus"], refs["backup"])
     return dict(slurm_images, **refs)
 
 
@@ -74,11 +76,12 @@ def hc(kube_cluster: Cluster, monitoring_images: dict, operator: Operator) -> Cl
                                                    "longChecks": LONG_CHECKS},
                 exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": EXPORTER_INTERVAL,
                           "scrapeFrom": [SCRAPER]},
-                # Backups on, so their gauges reach Prometheus and the backup alerts' expressions are
-                # asked (the last test): a run is test_accounting's; this schedule starts none here.
-                backup={"enabled": True, "claimName": "hc-backups", "passwordSecret": "hc-backup-password",
-                        "schedule": "0 0 1 1 *"})
-    spec["images"] = dict({n: monitoring_images[n] for n in (*SLURM_IMAGES, "exporter")}, pullPolicy="Never")
+                # Backups on, so their gauges reach Prometheus: runs started by hand raise the backup
+                # alert (below), and its expressions are asked (the last test).
+                backup={"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
+                        "schedule": "0 0 1 1 *", "jail": False, "resources": TINY})
+    spec["images"] = dict({n: monitoring_images[n] for n in (*SLURM_IMAGES, "exporter", "backup")},
+                          pullPolicy="Never")
     with running_cluster(kube, operator, CLUSTER, monitoring_images, spec, [("cpu", len(WORKERS), TINY_NODES)]):
         # Started now, so the rates the dashboards show have a window of samples by the last test.
         deploy_prometheus(kube, monitoring_images["prometheus"], CLUSTER, SCRAPE_INTERVAL)
@@ -441,6 +444,41 @@ def exporter_families() -> set:
 NO_SAMPLES_HERE = {"slurm_node_gpu_bus_bandwidth_bytes_per_second": "no GPUs: the NCCL long check never runs",
                    **{name: "this cluster has no spec.bridge" for name in telemetry.served_names()
                       if name.startswith("slurmkube_bridge_")}}
+
+
+def run_backup(hc: Cluster, job: str, password: str) -> str:
+    """A run of the backup CronJob with the repository's password PASSWORD: how it ended."""
+    hc.apply(json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
+                         "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: password}}))
+    hc.kubectl("-n", hc.namespace, "create", "job", "--from=cronjob/%s-backup" % CLUSTER, job)
+
+    def ended() -> str:
+        conditions = (hc.get_json("job", job).get("status") or {}).get("conditions") or []
+        return next((c["type"] for c in conditions if c["type"] in ("Complete", "Failed") and c["status"] == "True"),
+                    "")
+
+    return wait_for(ended, 300, 3)
+
+
+def test_a_failed_backup_after_a_good_one_raises_its_alert_in_prometheus(hc: Cluster, prometheus: Prometheus):
+    """Issue 38: a backup run that succeeds, then one that cannot open the repository (its
+    password changed): the operator's gauges reach Prometheus and SlurmBackupFailed fires for this
+    cluster, with its runbook."""
+    hc.apply(json.dumps({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": BACKUP_CLAIM},
+                         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+    password = "hc-%d" % time.time_ns()
+    assert run_backup(hc, "hc-backup-good", password) == "Complete"
+    succeeded = 'slurmkube_backup_last_success_timestamp_seconds{slurmkube_cluster="hc"}'
+    wait_for(lambda: prometheus.value(succeeded) > 0, 120, 2)
+    assert run_backup(hc, "hc-backup-wrong", "not-" + password) == "Failed"
+
+    def firing() -> list:
+        return [a for a in prometheus.alerts() if a["labels"]["alertname"] == "SlurmBackupFailed"
+                and a["state"] == "firing" and a["labels"]["slurmkube_cluster"] == CLUSTER]
+
+    alert = wait_for(firing, 120, 2)[0]
+    assert alert["labels"]["slurmkube_namespace"] == hc.namespace, alert
+    assert alert["annotations"]["runbook"] == "docs/runbooks.md#slurmbackupfailed", alert
 
 
 def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_alert(
