@@ -215,7 +215,10 @@ def test_a_users_home_comes_back_with_its_owner_exactly_and_what_is_new_elsewher
     stat = run("stat", "-c", "%u %a", str(notes)).stdout.split()
     assert run("cat", str(notes)).stdout == SECRET_TEXT and stat == ["2000", "600"], stat
     assert not extra.exists() and elsewhere.exists()  # exact below the path only
-    elsewhere.unlink()
+    # The whole jail, exactly: what is new anywhere goes, what the snapshot holds stays.
+    whole = run_container(images, site, restore_container(jail=True, exact=True))
+    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
+    assert not elsewhere.exists() and run("cat", str(notes)).stdout == SECRET_TEXT
 
 
 def test_the_state_comes_back_exactly_and_the_database_as_dumped(images, site):

@@ -79,7 +79,8 @@ def wait_ended(kube: Kube, cluster: str, namespace: str, name: str, timeout: int
         obj = kube.get(C.GROUP_VERSION, C.KIND_CLUSTER, cluster, namespace) or {}
         record = (obj.get("status") or {}).get("restore") or {}
         if record.get("name") == name and record.get("phase") == FAILED:
-            raise RestoreError("restore %s failed: %s" % (name, record.get("message", "")))
+            raise RestoreError("restore %s failed: %s; a restore of a new name runs again"
+                               % (name, record.get("message", "")))
         return Poll(record.get("name") == name and record.get("phase") == SUCCEEDED, record)
 
     last = wait_until(probe, timeout, timer)
