@@ -194,6 +194,8 @@ def controller_condition(p: Pass, answers: bool, generation: int, previous: Sequ
     if p.cluster.spec.controller.replicas > 1 and not p.state_claim_shared:
         message += ("; spec.controller.replicas: the state claim %s is not ReadWriteMany (made by an earlier "
                     "release): a backup cannot mount it" % names.controller_state_claim(p.cluster.name))
+    if C.COMPONENT_CONTROLLER in p.held and p.restore:
+        message += "; held down while restore %s runs (status.restore)" % p.restore["name"]
     return condition("ControllerReady", bool(c.serving) and answers and not c.down and c.outdated == (),
                      "Slurmctld", message, generation, previous, now)
 

@@ -69,6 +69,8 @@ def test_the_controller_state_is_restored_with_slurmctld_held_down_then_slurmctl
     # Held while its pod is still there: no Job yet, and no second Event.
     again, cluster = passes(kube, cluster)
     assert again.status["restore"]["phase"] == "Stopping" and not restore_jobs(kube) and reasons(again) == []
+    ready = next(c for c in again.status["conditions"] if c["type"] == "ControllerReady")
+    assert "held down while restore r1 runs" in ready["message"], ready
     kube.delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
     restoring, cluster = passes(kube, cluster)
     (job,) = restore_jobs(kube).values()
