@@ -776,6 +776,13 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     assert kube.get_json("pvc", BACKUP_CLAIM)["status"]["phase"] == "Bound"
 
 
+def finished_jobs(slurm: SlurmView) -> list:
+    """The ids of every job sacct has ended, since the cluster's start."""
+    out = slurm.run("sacct", "-a", "-X", "-n", "-P", "-o", "JobID,State", "-S", "2020-01-01", "-E", "now")
+    return [row.split("|")[0] for row in out.splitlines() if row.count("|") == 1
+            and row.split("|")[0].isdigit() and row.split("|")[1] not in ("PENDING", "RUNNING")]
+
+
 def backup_password(password: str) -> dict:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
             "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: password}}
@@ -795,6 +802,9 @@ def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_bac
     kube = slurm.kube
     kube.apply(json.dumps(backup_password(BACKUP_PASSWORD)))  # the backup test left a wrong one
     (held,) = [j for j in slurm.run("squeue", "-h", "-o", "%i %j").splitlines() if j.endswith(HELD_JOB_NAME)]
+    # The history the dump holds: every job that ended before the held one was submitted.
+    history = [job for job in finished_jobs(slurm) if int(job) < int(held.split()[0])]
+    assert history
     slurm.run("scancel", held.split()[0])
     slurm.run("sacctmgr", "-i", "delete", "account", RESTORED_ACCOUNT)
     slurm.run("srun", "-w", NODE, "rm", "/root/backup-marker")
@@ -814,6 +824,8 @@ def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_bac
     assert slurm.run("srun", "-w", NODE, "cat", "/root/backup-marker").strip().startswith("kept-")
     accounts = wait_for(lambda: RESTORED_ACCOUNT in sacctmgr_show(slurm, "account", "format=account"), 300, 5)
     assert accounts
+    # The database was dropped, then loaded: the jobs' records are the dump's.
+    assert set(history) <= set(finished_jobs(slurm)), (history, finished_jobs(slurm))
     events = kube.get_json("events", "--field-selector", "involvedObject.name=%s" % CLUSTER)["items"]
     said = [e["reason"] for e in events if e["reason"].startswith("Restore") and restore["name"] in e["message"]]
     assert {"RestoreStarted", "RestoreJob", "RestoreDone"} <= set(said), said
