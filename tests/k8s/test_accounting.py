@@ -776,11 +776,11 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     assert kube.get_json("pvc", BACKUP_CLAIM)["status"]["phase"] == "Bound"
 
 
-def finished_jobs(slurm: SlurmView) -> list:
-    """The ids of every job sacct has ended, since the cluster's start."""
-    out = slurm.run("sacct", "-a", "-X", "-n", "-P", "-o", "JobID,State", "-S", "2020-01-01", "-E", "now")
-    return [row.split("|")[0] for row in out.splitlines() if row.count("|") == 1
-            and row.split("|")[0].isdigit() and row.split("|")[1] not in ("PENDING", "RUNNING")]
+def finished_jobs(slurm: SlurmView, before: str = "9999") -> list:
+    """The ids of the jobs sacct has ended, before the time BEFORE (Slurm's ISO form)."""
+    out = slurm.run("sacct", "-a", "-X", "-n", "-P", "-o", "JobID,End", "-S", "2020-01-01", "-E", "now")
+    rows = [row.split("|") for row in out.splitlines() if row.count("|") == 1]
+    return [job for job, end in rows if job.isdigit() and end[:1].isdigit() and end < before]
 
 
 def backup_password(password: str) -> dict:
@@ -801,9 +801,10 @@ def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_bac
     same name changes nothing."""
     kube = slurm.kube
     kube.apply(json.dumps(backup_password(BACKUP_PASSWORD)))  # the backup test left a wrong one
-    (held,) = [j for j in slurm.run("squeue", "-h", "-o", "%i %j").splitlines() if j.endswith(HELD_JOB_NAME)]
-    # The history the dump holds: every job that ended before the held one was submitted.
-    history = [job for job in finished_jobs(slurm) if int(job) < int(held.split()[0])]
+    (held,) = [j for j in slurm.run("squeue", "-h", "-o", "%i %V %j").splitlines() if j.endswith(HELD_JOB_NAME)]
+    # The history the dump holds: every job that ended before the held one was submitted (then
+    # the backup ran).
+    history = finished_jobs(slurm, before=held.split()[1])
     assert history
     slurm.run("scancel", held.split()[0])
     slurm.run("sacctmgr", "-i", "delete", "account", RESTORED_ACCOUNT)
