@@ -36,7 +36,7 @@ GROUND_FILES = {"constants", "digest", "errors", "jwt", "keys", "names", "quanti
 LAYERS = ("model", "render", "k8s", "slurm", "operator", "ops")
 # What every module of a layer may import from its own layer.
 FLOORS: Dict[str, Set[str]] = {
-    "model": {"bridge", "fields", "health", "network", "pods", "problems", "restore", "types"},
+    "model": {"backup", "bridge", "fields", "health", "network", "pods", "problems", "types"},
     "render": {"bridge", "common", "jwt_auth", "pods", "power_saving", "profile", "seccomp", "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},

@@ -15,6 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from ansible_collections.slurmkube.core.plugins.module_utils.model.backup import (
+    CRON_SCHEDULE,
+    RESTIC_REPOSITORY,
+    BackupRetention,
+    Restore,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     DNS1123_LABEL,
@@ -39,7 +45,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import
 from ansible_collections.slurmkube.core.plugins.module_utils.model.health import HealthChecks
 from ansible_collections.slurmkube.core.plugins.module_utils.model.network import Egress, LoginService
 from ansible_collections.slurmkube.core.plugins.module_utils.model.pods import PodOptions
-from ansible_collections.slurmkube.core.plugins.module_utils.model.restore import Restore
 
 
 @dataclass(frozen=True)
@@ -401,23 +406,6 @@ class Exporter:
         "...}); any pod in any namespace when empty.", factory=list)
     resources: Resources = spec_field("Resources of the exporter pod.", factory=Resources)
     pod: PodOptions = spec_field("What the site adds to the exporter pod, after spec.pods.", factory=PodOptions)
-
-
-# restic's repository backends the backup pod may use: none that runs a program of its own
-# (sftp: ssh, rclone:) or writes to the pod's own disk (a local path: claimName instead).
-RESTIC_REPOSITORY = r"^(s3|rest|b2|azure|gs|swift):[^\s]+$"
-# Five cron fields, or one of the macros Kubernetes' CronJob takes.
-CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
-@dataclass(frozen=True)
-class BackupRetention:
-    """How many snapshots of each part restic forget keeps after each backup (restic's --keep-last,
-    --keep-daily, --keep-weekly, --keep-monthly: the newest of each day, week and month); the others
-    are pruned. Snapshots of other hosts (clusters) in the repository are left alone."""
-
-    last: int = spec_field("The newest snapshots kept, whatever their age.", 3, minimum=0, maximum=1000)
-    daily: int = spec_field("Days whose newest snapshot is kept.", 7, minimum=0, maximum=1000)
-    weekly: int = spec_field("Weeks whose newest snapshot is kept.", 4, minimum=0, maximum=1000)
-    monthly: int = spec_field("Months whose newest snapshot is kept.", 6, minimum=0, maximum=1000)
 
 
 @dataclass(frozen=True)

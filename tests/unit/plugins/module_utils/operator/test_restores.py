@@ -43,7 +43,7 @@ def finish(kube, job, outcome):
 
 def passes(kube, cluster, count=1):
     outcome = None
-    for _ in range(count):
+    for _pass in range(count):
         outcome = R.Reconciler(kube).reconcile(cluster)
         cluster = dict(cluster, status=outcome.status)
     return outcome, cluster
@@ -64,8 +64,8 @@ def test_the_controller_state_is_restored_with_slurmctld_held_down_then_slurmctl
     assert pod["metadata"]["name"] in stopping.status["restore"]["message"]
     assert controller_replicas(kube, cluster) == 0 and not restore_jobs(kube)
     assert reasons(stopping) == ["RestoreStarted"]
-    assert "controller stopped until it ends" in stopping.events[[e.reason for e in stopping.events]
-                                                                .index("RestoreStarted")].message
+    started = next(e for e in stopping.events if e.reason == "RestoreStarted")
+    assert "controller stopped until it ends" in started.message
     # Held while its pod is still there: no Job yet, and no second Event.
     again, cluster = passes(kube, cluster)
     assert again.status["restore"]["phase"] == "Stopping" and not restore_jobs(kube) and reasons(again) == []
@@ -90,13 +90,13 @@ def test_the_controller_state_is_restored_with_slurmctld_held_down_then_slurmctl
     assert controller_replicas(kube, cluster) == 1 and reasons(done) == ["RestoreDone"]
     assert "controller start again" in next(e.message for e in done.events if e.reason == "RestoreDone")
     # Done: the same name asked again is not run again.
-    later, _ = passes(kube, asking(cluster, name="r1", controllerState=True), 2)
+    later = passes(kube, asking(cluster, name="r1", controllerState=True), 2)[0]
     assert later.status["restore"]["phase"] == "Succeeded" and reasons(later) == []
 
 
 def test_a_jail_restore_holds_nothing_and_its_job_starts_at_once(world):
     kube, cluster = world
-    _, cluster = passes(kube, cluster)
+    cluster = passes(kube, cluster)[1]
     controller_pod(kube, cluster)
     started, cluster = passes(kube, asking(cluster, name="home", jail=True, jailPaths=["/home/alice"], exact=True))
     assert started.status["restore"]["phase"] == "Restoring" and controller_replicas(kube, cluster) == 1
@@ -109,8 +109,8 @@ def test_a_jail_restore_holds_nothing_and_its_job_starts_at_once(world):
 
 def test_a_failed_or_deleted_job_fails_the_restore_with_a_warning_and_slurmctld_comes_back(world):
     kube, cluster = world
-    _, cluster = passes(kube, cluster)
-    _, cluster = passes(kube, asking(cluster, name="r1", controllerState=True))
+    cluster = passes(kube, cluster)[1]
+    cluster = passes(kube, asking(cluster, name="r1", controllerState=True))[1]
     (job,) = restore_jobs(kube).values()
     finish(kube, job, "Failed")
     failed, cluster = passes(kube, cluster)
@@ -118,7 +118,7 @@ def test_a_failed_or_deleted_job_fails_the_restore_with_a_warning_and_slurmctld_
     warning = next(e for e in failed.events if e.reason == "RestoreFailed")
     assert warning.kind == "Warning" and "kubectl logs job/%s" % job["metadata"]["name"] in warning.message
     # A new name: the last restore's Job goes, the new one is made.
-    _, cluster = passes(kube, asking(cluster, name="r2", controllerState=True))
+    cluster = passes(kube, asking(cluster, name="r2", controllerState=True))[1]
     assert list(restore_jobs(kube)) == [names.restore("cpu", "r2")]
     kube.delete("batch/v1", "Job", names.restore("cpu", "r2"), cluster["metadata"]["namespace"])
     gone, cluster = passes(kube, cluster)
@@ -128,7 +128,7 @@ def test_a_failed_or_deleted_job_fails_the_restore_with_a_warning_and_slurmctld_
 
 def test_a_restore_asked_for_during_an_upgrade_waits_for_it_holding_nothing(world):
     kube, cluster = world
-    _, cluster = passes(kube, cluster)
+    cluster = passes(kube, cluster)[1]
     rolling = dict(cluster["status"], slurm=dict(cluster["status"].get("slurm") or {}, preflight="cpu-preflight-1"))
     waiting = R.Reconciler(kube).reconcile(dict(asking(cluster, name="r1", controllerState=True), status=rolling))
     assert waiting.status["restore"]["phase"] == "Pending", waiting.status["restore"]

@@ -1,7 +1,9 @@
 # Copyright: slurmkube contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""spec.backup.restore: a restore from the backups' repository, run once per name (its rules:
-rules.py; the operator's step: operator/restores.py)."""
+"""What spec.backup is made of beside its own fields (types.py's Backup, which needs Resources and
+PodOptions): the restic patterns, the retention, and spec.backup.restore, a restore from the
+backups' repository run once per name (its rules: rules.py; the operator's step:
+operator/restores.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,25 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import DNS1123_LABEL, spec_field
+
+# restic's repository backends the backup pod may use: none that runs a program of its own
+# (sftp: ssh, rclone:) or writes to the pod's own disk (a local path: claimName instead).
+RESTIC_REPOSITORY = r"^(s3|rest|b2|azure|gs|swift):[^\s]+$"
+# Five cron fields, or one of the macros Kubernetes' CronJob takes.
+CRON_SCHEDULE = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
+
+
+@dataclass(frozen=True)
+class BackupRetention:
+    """How many snapshots of each part restic forget keeps after each backup (restic's --keep-last,
+    --keep-daily, --keep-weekly, --keep-monthly: the newest of each day, week and month); the others
+    are pruned. Snapshots of other hosts (clusters) in the repository are left alone."""
+
+    last: int = spec_field("The newest snapshots kept, whatever their age.", 3, minimum=0, maximum=1000)
+    daily: int = spec_field("Days whose newest snapshot is kept.", 7, minimum=0, maximum=1000)
+    weekly: int = spec_field("Weeks whose newest snapshot is kept.", 4, minimum=0, maximum=1000)
+    monthly: int = spec_field("Months whose newest snapshot is kept.", 6, minimum=0, maximum=1000)
+
 
 # restic's "latest" or a snapshot's ID (its short form or whole).
 RESTIC_SNAPSHOT = r"^(latest|[0-9a-f]{8,64})$"
