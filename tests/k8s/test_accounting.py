@@ -776,6 +776,13 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     assert kube.get_json("pvc", BACKUP_CLAIM)["status"]["phase"] == "Bound"
 
 
+def answer(slurm: SlurmView, *argv: str) -> str:
+    """What a Slurm command in the controller pod prints; "" while it cannot answer (the pod
+    made anew after a restore, slurmctld or slurmdbd starting)."""
+    done = slurm.kube.exec("%s-controller-0" % CLUSTER, *argv, check=False)
+    return done.stdout if done.returncode == 0 else ""
+
+
 def finished_jobs(slurm: SlurmView, before: str = "9999") -> list:
     """The ids of the jobs sacct has ended, before the time BEFORE (Slurm's ISO form)."""
     out = slurm.run("sacct", "-a", "-X", "-n", "-P", "-o", "JobID,End", "-S", "2020-01-01", "-E", "now")
@@ -819,12 +826,14 @@ def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_bac
     assert record["parts"] == [C.BACKUP_PART_JAIL, C.BACKUP_PART_CONTROLLER_STATE, C.BACKUP_PART_DATABASE]
     log = kube.kubectl("-n", kube.namespace, "logs", "job/" + record["job"]).stdout
     assert "restore done: %s" % " ".join(record["parts"]) in log, log[-3000:]
-    # slurmctld answers again, from the state of the backup's time: the held job is back.
-    queue = wait_for(lambda: slurm.run("squeue", "-h", "-o", "%i %j %T"), 300, 5)
-    assert "%s %s PENDING" % (held.split()[0], HELD_JOB_NAME) in queue, queue
+    # slurmctld answers again (its pod made anew once the Job ended), from the state of the
+    # backup's time: the held job is back; slurmdbd answers from the dump's database.
+    back = "%s %s PENDING" % (held.split()[0], HELD_JOB_NAME)
+    wait_for(lambda: back in answer(slurm, "squeue", "-h", "-o", "%i %j %T"), 300, 5,
+             explain=lambda: answer(slurm, "squeue", "-h", "-o", "%i %j %T"))
+    wait_for(lambda: RESTORED_ACCOUNT in answer(slurm, "sacctmgr", "-n", "-P", "show", "account", "format=account"),
+             300, 5)
     assert slurm.run("srun", "-w", NODE, "cat", "/root/backup-marker").strip().startswith("kept-")
-    accounts = wait_for(lambda: RESTORED_ACCOUNT in sacctmgr_show(slurm, "account", "format=account"), 300, 5)
-    assert accounts
     # The database was dropped, then loaded: the jobs' records are the dump's.
     assert set(history) <= set(finished_jobs(slurm)), (history, finished_jobs(slurm))
     events = kube.get_json("events", "--field-selector", "involvedObject.name=%s" % CLUSTER)["items"]
