@@ -890,7 +890,7 @@ def test_backups_go_to_an_s3_endpoint_with_the_sites_credentials_and_a_file_come
     backup = {"enabled": True, "claimName": None, "repository": s3.repository("slurmkube", CLUSTER),
               "credentialsSecret": credentials["metadata"]["name"]}
     kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
-        {"spec": {"backup": backup, "egress": {"to": spec["egress"]["to"] + [to_s3]}}}))
+        {"spec": {"backup": backup, "egress": {"to": spec.get("egress", {}).get("to", []) + [to_s3]}}}))
     cronjob = "%s-backup" % CLUSTER
     wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "cronjob", cronjob, check=False).returncode == 0,
              120, 2)
