@@ -26,6 +26,7 @@ class S3(NamedTuple):
     port: int
     access_key: str
     secret_key: str
+    data: Path  # where the store keeps the buckets, a directory each
 
     def repository(self, bucket: str, path: str) -> str:
         """restic's URL of a repository at BUCKET/PATH."""
@@ -46,15 +47,17 @@ def versitygw_program() -> Path:
 
 
 @contextmanager
-def serving(work: Path) -> Iterator[S3]:
-    """The gateway up over WORK/data while the block runs."""
+def serving(work: Path, bucket: str) -> Iterator[S3]:
+    """The gateway up over WORK/data, with BUCKET made, while the block runs. A site makes its
+    bucket: restic makes a missing one at `init` only, and its first look (`cat config`) at a
+    store that answers a missing bucket's location with 404 retries for minutes instead."""
     program = versitygw_program()
     host = kind_gateway()
-    s3 = S3(host, free_port(host), "slurmkube" + secrets.token_hex(4), secrets.token_urlsafe(24))
-    (work / "data").mkdir(parents=True, exist_ok=True)
+    s3 = S3(host, free_port(host), "slurmkube" + secrets.token_hex(4), secrets.token_urlsafe(24), work / "data")
+    (s3.data / bucket).mkdir(parents=True, exist_ok=True)
     log = open(work / "versitygw.log", "w")  # noqa: SIM115  # open while the gateway runs
     process = subprocess.Popen([str(program), "--access", s3.access_key, "--secret", s3.secret_key,
-                                "--port", "%s:%d" % (host, s3.port), "posix", str(work / "data")],
+                                "--port", "%s:%d" % (host, s3.port), "posix", str(s3.data)],
                                stdout=log, stderr=log)  # fmt: skip
     try:
         wait_until_listening(s3, process, work)

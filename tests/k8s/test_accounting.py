@@ -870,9 +870,12 @@ def read_repository(kube: Cluster, image: str, commands: list) -> list:
     return parts
 
 
+S3_BUCKET = "slurmkube"
+
+
 @pytest.fixture(scope="module")
 def s3(kube_cluster: Cluster, tmp_path_factory) -> Iterator[S3]:
-    with s3_serving(tmp_path_factory.mktemp("s3")) as server:
+    with s3_serving(tmp_path_factory.mktemp("s3"), S3_BUCKET) as server:
         yield server
 
 
@@ -884,13 +887,17 @@ def test_backups_go_to_an_s3_endpoint_with_the_sites_credentials_and_a_file_come
     kube = slurm.kube
     credentials = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "%s-s3" % CLUSTER}, "stringData": {
         "AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key}}
-    kube.apply(json.dumps(credentials))
+    kube.apply(json.dumps(credentials) + "\n---\n" + json.dumps(backup_password(BACKUP_PASSWORD)))
+    marker = "s3-kept-%d" % time.time_ns()
+    slurm.run("srun", "-w", NODE, "sh", "-c", "echo %s > /root/s3-marker" % marker)
     spec = kube.get_json("slurmcluster", CLUSTER)["spec"]
     to_s3 = {"to": [{"ipBlock": {"cidr": s3.host + "/32"}}], "ports": [{"protocol": "TCP", "port": s3.port}]}
-    backup = {"enabled": True, "claimName": None, "repository": s3.repository("slurmkube", CLUSTER),
-              "credentialsSecret": credentials["metadata"]["name"]}
-    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps(
-        {"spec": {"backup": backup, "egress": {"to": spec.get("egress", {}).get("to", []) + [to_s3]}}}))
+    backup = {"enabled": True, "claimName": None, "repository": s3.repository(S3_BUCKET, CLUSTER),
+              "credentialsSecret": credentials["metadata"]["name"], "passwordSecret": BACKUP_PASSWORD_SECRET,
+              "schedule": "0 0 1 1 *", "resources": TINY}
+    kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p", json.dumps({"spec": {
+        "backup": backup, "images": {"backup": built_images("backup")["backup"]},
+        "egress": {"to": spec.get("egress", {}).get("to", []) + [to_s3]}}}))
     cronjob = "%s-backup" % CLUSTER
     wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "cronjob", cronjob, check=False).returncode == 0,
              120, 2)
@@ -899,12 +906,13 @@ def test_backups_go_to_an_s3_endpoint_with_the_sites_credentials_and_a_file_come
     log = kube.kubectl("-n", kube.namespace, "logs", "job/%s-s3" % cronjob).stdout
     assert "no restic repository there yet: making it" in log and "backup done" in log, log[-3000:]
     assert s3.secret_key not in log
-    slurm.run("srun", "-w", NODE, "sh", "-c", "echo gone > /root/backup-marker")
-    restore = {"name": "from-s3-%d" % (time.time_ns() % 10**6), "jail": True, "jail_paths": ["/root/backup-marker"],
+    slurm.run("srun", "-w", NODE, "sh", "-c", "echo gone > /root/s3-marker")
+    restore = {"name": "from-s3-%d" % (time.time_ns() % 10**6), "jail": True, "jail_paths": ["/root/s3-marker"],
                "wait": True, "wait_timeout": 300}
     proc, result = module(slurm, tmp_path, "slurm_restore", restore)
     assert proc.returncode == 0 and result["restore"]["phase"] == "Succeeded", proc.stdout[-3000:]
-    assert slurm.run("srun", "-w", NODE, "cat", "/root/backup-marker").strip().startswith("kept-")
+    assert slurm.run("srun", "-w", NODE, "cat", "/root/s3-marker").strip() == marker
+    assert list((s3.data / S3_BUCKET / CLUSTER / "snapshots").iterdir()), "no snapshot in the bucket"
     kube.kubectl("-n", kube.namespace, "patch", "slurmcluster", CLUSTER, "--type=merge", "-p",
                  json.dumps({"spec": {"backup": {"enabled": False}}}))
 
