@@ -70,9 +70,13 @@ def backup_storage(cluster: SlurmCluster, parts: List[str],
     return [(volume, dict({"name": volume["name"]}, **mount)) for volume, mount in storage]
 
 
-def backup_security_context(capabilities: Tuple[str, ...] = ("DAC_READ_SEARCH",)) -> Dict[str, Any]:
-    """Root with one capability, CAP_DAC_READ_SEARCH: it reads every user's files in the jail
-    (and nothing else root may do: it writes only its repository, cache and /tmp)."""
+# A backup reads every user's files in the jail (and nothing else root may do: it writes only its
+# repository, cache and /tmp).
+BACKUP_CAPABILITIES = ("DAC_READ_SEARCH",)
+
+
+def backup_security_context(capabilities: Tuple[str, ...]) -> Dict[str, Any]:
+    """Root with CAPABILITIES alone, a read-only root filesystem, no privilege escalation."""
     return {
         "runAsUser": 0,
         "allowPrivilegeEscalation": False,
@@ -96,43 +100,52 @@ def controller_affinity(cluster: SlurmCluster) -> Dict[str, Any]:
     return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
 
 
+def restic_pod(cluster: SlurmCluster, component: str, env: List[Dict[str, Any]], parts: List[str],
+               writes: bool, capabilities: Tuple[str, ...],
+               affinity: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The pod template of the backup image for COMPONENT (the backup's or a restore's): ENV, then
+    the repository's and, for the database, its connection; the volumes PARTS need (WRITES: a
+    restore's); AFFINITY; then the site's spec.backup.pod options (its affinity terms after ours)."""
+    backup = cluster.spec.backup
+    storage = backup_storage(cluster, parts, writes=writes)
+    container: Dict[str, Any] = {
+        "name": component,
+        "image": cluster.spec.images.backup,
+        "imagePullPolicy": cluster.spec.images.pull_policy,
+        "command": [C.ENTRYPOINT_PROGRAM],
+        "env": [*env, *repository_env(cluster),
+                *(database_parts(cluster) if C.BACKUP_PART_DATABASE in parts else [])],
+        "resources": common.resources(backup.resources),
+        "securityContext": backup_security_context(capabilities),
+        "volumeMounts": [mount for _volume, mount in storage],
+    }
+    if backup.credentials_secret:
+        container["envFrom"] = [{"secretRef": {"name": backup.credentials_secret}}]
+    template = {"metadata": {"labels": names.object_labels(cluster.name, component)}, "spec": {
+        **common.pod_identity(cluster),
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": [volume for volume, _mount in storage],
+    }}
+    if affinity:
+        template["spec"]["affinity"] = affinity
+    return pods.customised(template, pods.component_options(cluster, backup.pod))
+
+
 def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
     """The CronJob, or None when backups are off."""
     backup = cluster.spec.backup
     if not backup.enabled:
         return None
     parts = backup_parts(cluster)
-    storage = backup_storage(cluster, parts)
     env = [
         {"name": C.ENV_ROLE, "value": C.ROLE_BACKUP},
         {"name": C.ENV_BACKUP_HOST, "value": names.backup_host(cluster.name, cluster.namespace)},
         {"name": C.ENV_BACKUP_PARTS, "value": " ".join(parts)},
         {"name": C.ENV_BACKUP_KEEP, "value": keep_options(backup.retention)},
-        *repository_env(cluster),
-        *(database_parts(cluster) if C.BACKUP_PART_DATABASE in parts else []),
     ]
-    container: Dict[str, Any] = {
-        "name": C.COMPONENT_BACKUP,
-        "image": cluster.spec.images.backup,
-        "imagePullPolicy": cluster.spec.images.pull_policy,
-        "command": [C.ENTRYPOINT_PROGRAM],
-        "env": env,
-        "resources": common.resources(backup.resources),
-        "securityContext": backup_security_context(),
-        "volumeMounts": [mount for _volume, mount in storage],
-    }
-    if backup.credentials_secret:
-        container["envFrom"] = [{"secretRef": {"name": backup.credentials_secret}}]
-    spec: Dict[str, Any] = {
-        **common.pod_identity(cluster),
-        "restartPolicy": "Never",
-        "containers": [container],
-        "volumes": [volume for volume, _mount in storage],
-    }
-    if C.BACKUP_PART_CONTROLLER_STATE in parts:
-        spec["affinity"] = controller_affinity(cluster)
-    labels = names.object_labels(cluster.name, C.COMPONENT_BACKUP)
-    template = {"metadata": {"labels": labels}, "spec": spec}
+    affinity = controller_affinity(cluster) if C.BACKUP_PART_CONTROLLER_STATE in parts else None
+    template = restic_pod(cluster, C.COMPONENT_BACKUP, env, parts, False, BACKUP_CAPABILITIES, affinity)
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -144,11 +157,11 @@ def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": names.object_labels(cluster.name, C.COMPONENT_BACKUP)},
                 "spec": {
                     # One retry: a repository that was briefly unreachable.
                     "backoffLimit": 1,
-                    "template": pods.customised(template, pods.component_options(cluster, backup.pod)),
+                    "template": template,
                 },
             },
         },
@@ -166,7 +179,6 @@ def render_restore_job(cluster: SlurmCluster, restore: Restore) -> common.Manife
     """The Job that restores RESTORE's parts (the operator makes it once the daemons that write
     them are down). It runs once; a failed one is looked at and a restore of a new name asked for."""
     parts = restore_parts(restore)
-    storage = backup_storage(cluster, parts, writes=True)
     env = [
         {"name": C.ENV_ROLE, "value": C.ROLE_RESTORE},
         {"name": C.ENV_BACKUP_HOST, "value": names.backup_host(cluster.name, cluster.namespace)},
@@ -174,34 +186,12 @@ def render_restore_job(cluster: SlurmCluster, restore: Restore) -> common.Manife
         {"name": C.ENV_RESTORE_SNAPSHOT, "value": restore.snapshot},
         {"name": C.ENV_RESTORE_JAIL_PATHS, "value": "\n".join(restore.jail_paths)},
         {"name": C.ENV_RESTORE_EXACT, "value": "true" if restore.exact else "false"},
-        *repository_env(cluster),
-        *(database_parts(cluster) if C.BACKUP_PART_DATABASE in parts else []),
     ]
-    backup = cluster.spec.backup
-    container: Dict[str, Any] = {
-        "name": C.COMPONENT_RESTORE,
-        "image": cluster.spec.images.backup,
-        "imagePullPolicy": cluster.spec.images.pull_policy,
-        "command": [C.ENTRYPOINT_PROGRAM],
-        "env": env,
-        "resources": common.resources(backup.resources),
-        "securityContext": backup_security_context(RESTORE_CAPABILITIES),
-        "volumeMounts": [mount for _volume, mount in storage],
-    }
-    if backup.credentials_secret:
-        container["envFrom"] = [{"secretRef": {"name": backup.credentials_secret}}]
-    labels = names.object_labels(cluster.name, C.COMPONENT_RESTORE)
-    template = {"metadata": {"labels": labels}, "spec": {
-        **common.pod_identity(cluster),
-        "restartPolicy": "Never",
-        "containers": [container],
-        "volumes": [volume for volume, _mount in storage],
-    }}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": common.metadata(cluster, names.restore(cluster.name, restore.name or ""), C.COMPONENT_RESTORE),
         # No retry: what a failed restore did is looked at before another is asked for.
         "spec": {"backoffLimit": 0,
-                 "template": pods.customised(template, pods.component_options(cluster, backup.pod))},
+                 "template": restic_pod(cluster, C.COMPONENT_RESTORE, env, parts, True, RESTORE_CAPABILITIES)},
     }
