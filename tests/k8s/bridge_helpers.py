@@ -58,10 +58,18 @@ class Bridged:
     def worker_host(self, slurm_node: str) -> str:
         return self.kube.get_json("pod", slurm_node)["spec"]["nodeName"]
 
-    def explain(self) -> str:
+    def explain(self, *jobs: str) -> str:
+        """The bridged pods and their Events, the bridge's own Events on the cluster and the
+        operator's last words, Slurm's view, and JOBS as slurmctld holds them."""
         pods = self.kubectl("get", "pods", "-o", "wide", "--show-labels", check=False).stdout
         events = self.kubectl("get", "events", "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
-        return "bridged pods:\n%s\nevents:\n%s\n%s" % (pods, events, self.slurm.explain())
+        bridge_events = self.kube.kubectl("get", "events", "--sort-by=.lastTimestamp",
+                                          "--field-selector=involvedObject.kind=SlurmCluster",
+                                          check=False).stdout[-2000:]
+        records = "".join(self.kube.exec("%s-controller-0" % self.slurm.cluster, "scontrol", "show", "job", job,
+                                         check=False).stdout for job in jobs)
+        return "bridged pods:\n%s\nevents:\n%s\nthe cluster's events:\n%s\noperator:\n%s\n%s\n%s" % (
+            pods, events, bridge_events, self.operator.logs(tail=40), records, self.slurm.explain())
 
 
 def parallel_job(namespace: str, name: str, command: str, annotations: Dict[str, str]) -> dict:

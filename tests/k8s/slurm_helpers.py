@@ -115,6 +115,14 @@ class Operator:
         return self.kube.kubectl("-n", self.namespace, "logs", "-l", OPERATOR_LABEL, "--prefix",
                                  "--tail=%d" % tail, check=False).stdout
 
+    def keep_logs(self, cluster: str) -> None:
+        """What the operator said while CLUSTER lived, for whoever reads a failed run later: the
+        session's log at its end has only the pods then running, and a lane's modules share one
+        operator whose pods some tests replace."""
+        logs = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube")) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / ("operator-%s-%s.log" % (self.namespace, cluster))).write_text(self.logs(tail=20000))
+
 
 def in_service(states: set) -> bool:
     """Idle and nothing wrong (dynamic nodes also carry DYNAMIC_NORM)."""
@@ -241,6 +249,7 @@ def running_cluster(kube: Cluster, operator: Operator, name: str, images: Mappin
     try:
         yield SlurmView(kube, name)
     finally:
+        operator.keep_logs(name)
         kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", name, "--wait=true", check=False,
                      timeout=delete_timeout)
         mine = [n["metadata"]["name"] for n in (kube.find_json("nodesets") or {}).get("items", [])

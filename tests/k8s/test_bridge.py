@@ -110,7 +110,8 @@ def test_a_pod_and_a_native_job_share_a_two_cpu_node_and_a_third_waits_then_pod_
         job_id = bridged.pod(first)["metadata"]["labels"][C.LABEL_SLURM_JOB]
         deleted = time.monotonic()
         bridged.kubectl("delete", "pod", first, "--wait=true", timeout=120)
-        wait_for(lambda: slurm.job_state(job_id) == "CANCELLED", 60, 1, explain=bridged.explain)
+        wait_for(lambda: slurm.job_state(job_id) == "CANCELLED", 60, 1, explain=lambda: bridged.explain(job_id),
+                 what="Slurm job %s of the deleted pod %s cancelled" % (job_id, first))
         print("pod deleted -> its Slurm job cancelled in %.1f s" % (time.monotonic() - deleted))
 
         # A job cancelled in Slurm: its pod is ended.
