@@ -4,6 +4,8 @@
 #   hack/ensure-venv.sh        the developer's (requirements.txt: tests, gates, Molecule)
 #   hack/ensure-venv.sh run    what running the playbooks needs, no more (requirements-run.txt:
 #                              quickstart.sh's)
+#   hack/ensure-venv.sh docs   what building the admin's manual needs (requirements-docs.txt:
+#                              tools/manual.sh's)
 #
 # It lives outside the repository, keyed by its requirements, so a warm machine reuses it and a
 # changed requirement gets a fresh one. It also holds the collections slurmkube.core depends on
@@ -15,12 +17,13 @@ cache="${SLURMKUBE_CACHE:-/var/cache/slurmkube}"
 case "${1:-dev}" in
   dev) requirements=requirements.txt ready=ansible-test name=venv ;;
   run) requirements=requirements-run.txt ready=ansible-playbook name=venv-run ;;
+  docs) requirements=requirements-docs.txt ready=sphinx-build name=venv-docs ;;
   *)
-    echo "usage: hack/ensure-venv.sh [run]" >&2
+    echo "usage: hack/ensure-venv.sh [run|docs]" >&2
     exit 2
     ;;
 esac
-# requirements.txt includes requirements-run.txt: both are in the key.
+# Each requirements file includes requirements-run.txt: both are in the key.
 key="$(cat "$here/requirements-run.txt" "$here/$requirements" | sha256sum | cut -c1-12)"
 venv="$cache/$name-$key"
 # pip's own download cache belongs with the project's caches, not in $HOME.

@@ -18,7 +18,8 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import pytest
 from kube_helpers import Cluster, wait_for
-from playbook_runner import run_module
+from manual_blocks import manual_tasks, run_commands
+from playbook_runner import run_module, run_task
 from s3_helpers import S3
 from s3_helpers import serving as s3_serving
 from slurm_helpers import (
@@ -189,6 +190,25 @@ def test_slurmdbd_runs_with_the_sites_slurmdbd_conf_settings(slurm: SlurmView):
 def test_sreport_answers_for_the_cluster(slurm: SlurmView):
     out = slurm.kube.exec("%s-controller-0" % CLUSTER, "sreport", "cluster", "utilization", "-P")
     assert "Cluster Utilization" in out.stdout and "Cluster|" in out.stdout, out.stdout
+
+
+def test_the_manuals_commands_show_the_operators_actions_the_status_the_logs_and_an_admin_shell(
+        slurm: SlurmView, operator: Operator):
+    """docs/manual/logs-and-shell.md, each command as written (the cluster's names for the
+    quickstart's): the operator's actions as Events and as its log's lines, the conditions, each
+    daemon's log, Slurm's admin commands and a shell in the controller pod."""
+    kube = slurm.kube
+    names = (kube.env, CLUSTER, kube.namespace, operator.namespace)
+    said = run_commands("operator-said", *names)
+    assert "SlurmCluster %s/%s" % (kube.namespace, CLUSTER) in said, said[-3000:]
+    status = run_commands("cluster-status", *names)
+    assert "Ready=True" in status and "AccountingReady=True" in status, status
+    logs = run_commands("daemon-logs", *names)
+    assert len([line for line in logs.splitlines() if line.startswith("[20")]) >= 4, logs[-3000:]
+    admin = run_commands("admin-commands", *names)
+    assert NODE in admin and "Server thread count" in admin, admin[-3000:]
+    assert re.search(r"^ClusterName\s+= %s$" % CLUSTER, admin, re.M), admin[-3000:]
+    run_commands("admin-shell", *names)
 
 
 def test_the_database_password_is_generated_once_and_kept(slurm: SlurmView, operator: Operator):
@@ -704,9 +724,11 @@ BACKUP_CLAIM = "%s-backups" % CLUSTER
 BACKUP_PASSWORD_SECRET = "%s-backup-password" % CLUSTER
 BACKUP_PASSWORD = "backup-%s" % time.time_ns()
 # What the backup holds and the restore test brings back once it is gone: a held job in
-# slurmctld's state, an account in the database (a file in the jail: the backup test's marker).
+# slurmctld's state, an account in the database, a file in the home the manual's restore names.
 HELD_JOB_NAME = "held-through-restore"
 RESTORED_ACCOUNT = "restored-account"
+RESTORED_HOME = "/home/alice"
+BACKUP_MARKER = RESTORED_HOME + "/backup-marker"
 
 
 def backup_job_done(kube: Cluster, job: str) -> bool:
@@ -721,14 +743,14 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     claim the spec names: a file a job wrote in the jail, slurmctld's job state and the accounting
     database with the jobs' records come back out of them; status.backup says when it ended. A run
     that fails is in the status and a BackupFailed Event. Turned off, the CronJob goes; the
-    repository's claim stays."""
+    repository's claim stays. The run and the status are read with the manual's commands."""
     kube = slurm.kube
     backup_image = built_images("backup")["backup"]
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": BACKUP_CLAIM},
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
     kube.apply(json.dumps(claim) + "\n---\n" + json.dumps(backup_password(BACKUP_PASSWORD)))
     marker = "kept-%d" % time.time_ns()
-    slurm.run("srun", "-w", NODE, "sh", "-c", "echo %s > /root/backup-marker" % marker)
+    slurm.run("srun", "-w", NODE, "sh", "-c", "mkdir -p %s && echo %s > %s" % (RESTORED_HOME, marker, BACKUP_MARKER))
     slurm.run("sbatch", "--hold", "-J", HELD_JOB_NAME, "-o", "/dev/null", "--wrap", "true")
     slurm.run("sacctmgr", "-i", "add", "account", RESTORED_ACCOUNT)
     backup = {"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
@@ -738,14 +760,13 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     cronjob = "%s-backup" % CLUSTER
     wait_for(lambda: kube.kubectl("-n", kube.namespace, "get", "cronjob", cronjob, check=False).returncode == 0,
              120, 2)
-    kube.kubectl("-n", kube.namespace, "create", "job", "--from=cronjob/" + cronjob, cronjob + "-now")
-    wait_for(lambda: backup_job_done(kube, cronjob + "-now"), 300, 3)
-    log = kube.kubectl("-n", kube.namespace, "logs", "job/%s-now" % cronjob).stdout
+    log = run_commands("backup-now", kube.env, CLUSTER, kube.namespace)
+    assert backup_job_done(kube, cronjob + "-now")
     parts = (C.BACKUP_PART_JAIL, C.BACKUP_PART_CONTROLLER_STATE, C.BACKUP_PART_DATABASE)
     assert "backup done: %s" % " ".join(parts) in log, log[-3000:]
     found = read_repository(kube, backup_image, [
         "restic snapshots --json",
-        "restic dump latest --tag %s %s/root/backup-marker" % (C.BACKUP_PART_JAIL, C.BACKUP_JAIL_DIR),
+        "restic dump latest --tag %s %s%s" % (C.BACKUP_PART_JAIL, C.BACKUP_JAIL_DIR, BACKUP_MARKER),
         "restic ls latest --tag %s" % C.BACKUP_PART_CONTROLLER_STATE,
         "restic dump latest --tag %s /slurm_acct_db.sql | grep -c 'INSERT INTO `%s_job_table`'" % (
             C.BACKUP_PART_DATABASE, CLUSTER)])
@@ -756,6 +777,7 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     assert int(job_inserts) >= 1, job_inserts
     wait_for(lambda: backup_reported(kube).get("lastSuccessTime"), 60, 2,
              explain=lambda: json.dumps(backup_reported(kube)))
+    assert json.loads(run_commands("backup-status", kube.env, CLUSTER, kube.namespace)) == backup_reported(kube)
     # A run that cannot open the repository (its password changed): the status names the Job, and
     # a BackupFailed Warning says when the last good backup ended.
     kube.apply(json.dumps(backup_password("not-the-password")))
@@ -802,10 +824,10 @@ def backup_reported(kube: Cluster) -> dict:
 def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_backups_off(
         slurm: SlurmView, tmp_path: Path):
     """Issue 38: after the backup test (its snapshots in the claim, the backups turned off since),
-    the marker file, the held job and the account are gone; slurm_restore brings the three back in
-    one restore: slurmctld and slurmdbd are held down while its Job writes the state and loads the
-    dump, and come back reading them. The status and Events say how it went; a second run of the
-    same name changes nothing."""
+    the marker file (alice's home), the held job and the account are gone; the manual's restore
+    task (slurm_restore) brings the three back in one restore: slurmctld and slurmdbd are held down
+    while its Job writes the state and loads the dump, and come back reading them. The status and
+    Events say how it went; a second run of the same task changes nothing."""
     kube = slurm.kube
     kube.apply(json.dumps(backup_password(BACKUP_PASSWORD)))  # the backup test left a wrong one
     (held,) = [j for j in slurm.run("squeue", "-h", "-o", "%i %V %j").splitlines() if j.endswith(HELD_JOB_NAME)]
@@ -815,11 +837,13 @@ def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_bac
     assert history
     slurm.run("scancel", held.split()[0])
     slurm.run("sacctmgr", "-i", "delete", "account", RESTORED_ACCOUNT)
-    slurm.run("srun", "-w", NODE, "rm", "/root/backup-marker")
+    slurm.run("srun", "-w", NODE, "rm", "-r", RESTORED_HOME)
     assert RESTORED_ACCOUNT not in sacctmgr_show(slurm, "account", "format=account")
-    restore = {"name": "back-%d" % (time.time_ns() % 10**6), "jail": True, "jail_paths": ["/root/backup-marker"],
-               "controller_state": True, "accounting_database": True, "wait": True, "wait_timeout": 600}
-    proc, result = module(slurm, tmp_path, "slurm_restore", restore)
+    (task,) = manual_tasks("restore", CLUSTER, kube.namespace)
+    restore = task["slurmkube.core.slurm_restore"]
+    assert restore["jail_paths"] == [RESTORED_HOME] and restore["controller_state"] and restore["accounting_database"]
+    env = dict(kube.env, K8S_AUTH_KUBECONFIG=kube.env["KUBECONFIG"])
+    proc, result = run_task(tmp_path, dict(task, register="out"), "out", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:]
     record = result["restore"]
     assert result["changed"] and record["phase"] == "Succeeded", record
@@ -833,13 +857,13 @@ def test_slurm_restore_brings_back_a_file_the_queue_and_the_job_history_with_bac
              explain=lambda: answer(slurm, "squeue", "-h", "-o", "%i %j %T"))
     wait_for(lambda: RESTORED_ACCOUNT in answer(slurm, "sacctmgr", "-n", "-P", "show", "account", "format=account"),
              300, 5)
-    assert slurm.run("srun", "-w", NODE, "cat", "/root/backup-marker").strip().startswith("kept-")
+    assert slurm.run("srun", "-w", NODE, "cat", BACKUP_MARKER).strip().startswith("kept-")
     # The database was dropped, then loaded: the jobs' records are the dump's.
     assert set(history) <= set(finished_jobs(slurm)), (history, finished_jobs(slurm))
     events = kube.get_json("events", "--field-selector", "involvedObject.name=%s" % CLUSTER)["items"]
     said = [e["reason"] for e in events if e["reason"].startswith("Restore") and restore["name"] in e["message"]]
     assert {"RestoreStarted", "RestoreJob", "RestoreDone"} <= set(said), said
-    again, second = module(slurm, tmp_path, "slurm_restore", restore)
+    again, second = run_task(tmp_path, dict(task, register="out"), "out", env=env)
     assert again.returncode == 0 and not second["changed"] and second["restore"]["name"] == restore["name"]
     slurm.run("scancel", held.split()[0])
 
