@@ -71,8 +71,8 @@ _CLAIMED: Dict[str, bool] = {}
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """An either_lane module runs in the tests/run process that reaches it first: it claims the
-    module with a file in SLURMKUBE_TEST_CLAIMS (made by tests/run for all of them), and the others
-    skip it before any fixture is set up. Without that variable (pytest run by hand) every module runs."""
+    module with a file in SLURMKUBE_TEST_CLAIMS (made by tests/run for both), and the other skips
+    it before any fixture is set up. Without that variable (pytest run by hand) every module runs."""
     claims = os.environ.get("SLURMKUBE_TEST_CLAIMS")
     if not claims or not item.get_closest_marker("either_lane"):
         return
@@ -84,7 +84,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         except FileExistsError:
             _CLAIMED[module] = False
     if not _CLAIMED[module]:
-        pytest.skip("run by another of tests/run's pytest processes, which reached this module first")
+        pytest.skip("run by tests/run's other pytest, which reached this module first")
 
 
 # The test running now and the project's root, for the report of an interrupted run.

@@ -37,11 +37,11 @@ from slurm_helpers import SLURM_IMAGES, Operator, built_cluster_images
 def pytest_collection_modifyitems(items: list) -> None:
     """Tests that need no Kubernetes first: in CI's second process they run while the first kind
     cluster waits for its node image (cold, for the Kubernetes build). Then the modules that make
-    kind clusters of their own (tests/run's third process runs them), and the tests on the
-    session's cluster last: it stays up to the session's end, and beside the other modules' clusters
-    (quickstart's) it took CPU from them on a two-core machine. Modules marked either_lane at the
-    very end, the longest first (its marker's `seconds`, as a loaded lane took it): whichever
-    process gets there first runs one, and the short ones last even out where the processes end."""
+    kind clusters of their own, and the tests on the session's cluster last: it stays up to the
+    session's end, and beside the other modules' clusters (quickstart's) it took CPU from them on a
+    two-core machine. Modules marked either_lane at the very end, the longest first (its marker's
+    `seconds`, as a loaded lane took it): whichever process gets there first runs one, and the
+    short ones last even out where the two processes end."""
     def rank(item: pytest.Item) -> Tuple[int, int]:
         if not item.get_closest_marker("k8s"):
             return 0, 0

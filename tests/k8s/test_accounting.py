@@ -958,9 +958,14 @@ def test_turning_accounting_and_the_rest_api_off_removes_their_objects_but_the_d
 
     wait_for(lambda: not left(), 120, 3, explain=lambda: "still there: %s" % left())
     # Any of them: the backup test before this one turned its CronJob off (an ObjectsPruned Event of
-    # its own), and events are listed by name, not time.
-    pruned = kube.get_json("events", "--field-selector", "reason=ObjectsPruned")["items"]
-    assert any("StatefulSet/%s-mariadb" % CLUSTER in e["message"] for e in pruned), pruned
+    # its own), and events are listed by name, not time. The Event is posted once the objects are
+    # deleted: it may come after the last of them is gone (CI, under load: not yet there).
+
+    def pruned() -> list:
+        return kube.get_json("events", "--field-selector", "reason=ObjectsPruned")["items"]
+
+    wait_for(lambda: any("StatefulSet/%s-mariadb" % CLUSTER in e["message"] for e in pruned()), 60, 2,
+             explain=lambda: json.dumps([e["message"] for e in pruned()]))
     claim = kube.get_json("pvc", "data-%s-mariadb-0" % CLUSTER)
     assert claim["status"]["phase"] == "Bound" and not claim["metadata"].get("deletionTimestamp")
     assert kube.get_json("secret", "%s-accounting-db" % CLUSTER)["data"]["password"]

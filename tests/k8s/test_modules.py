@@ -16,7 +16,7 @@ from kube_helpers import REPO, Cluster, wait_for
 sys.path.insert(0, str(REPO / "tests"))
 from playbook_runner import run_module, run_playbook
 
-# Objects in the API only, no pods: any lane's cluster serves (either_lane).
+# Objects in the API only, no pods: either lane's cluster serves (either_lane).
 pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=400)]
 
 

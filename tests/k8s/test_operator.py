@@ -38,7 +38,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.volume_ref
     mounts_config_map,
 )
 
-# Nothing here needs several Kubernetes nodes, so any of tests/run's pytest processes can run
+# Nothing here needs several Kubernetes nodes, so tests/run's two pytest processes can both run
 # it, each on its own cluster: whichever is free first does (the second ran past the deadline of a
 # CI run with this module in it, 2026-11-30, while the first ended before).
 pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=750)]

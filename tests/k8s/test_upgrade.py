@@ -37,7 +37,7 @@ from slurm_helpers import (
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
-# On one Kubernetes node or several: in whichever of tests/run's pytest processes reaches it
+# On one Kubernetes node or several: in whichever of tests/run's two pytest processes reaches it
 # first (either_lane).
 pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=230)]
 

@@ -34,7 +34,7 @@ from slurm_helpers import (
 sys.path.insert(0, str(REPO / "tests"))
 from slurm_release import images_slurm_series_text
 
-# On one Kubernetes node or several: in whichever of tests/run's pytest processes reaches it
+# On one Kubernetes node or several: in whichever of tests/run's two pytest processes reaches it
 # first (either_lane).
 pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=250)]
 
