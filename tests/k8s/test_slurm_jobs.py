@@ -22,6 +22,7 @@ from typing import Dict, Optional, Tuple
 
 import pytest
 from kube_helpers import REPO, TOOLBOX_IMAGE, Cluster, wait_for
+from manual_blocks import run_commands
 from playbook_runner import run_module
 from slurm_helpers import (
     TINY,
@@ -354,6 +355,13 @@ def test_slurmctld_resolves_every_client_it_answered(slurm: SlurmView, user_key)
     log = slurm.kube.kubectl("-n", slurm.kube.namespace, "logs", CONTROLLER).stdout
     unresolved = [ln for ln in log.splitlines() if re.search(r"getaddrinfo|[Uu]nable to resolve", ln)]
     assert not unresolved, "\n".join(unresolved[:20])
+
+
+def test_the_manuals_login_log_shows_the_sessions_of_the_tests_above(slurm: SlurmView, user_key):
+    """docs/manual/logs-and-shell.md's login log, as written (the cluster's names for the
+    quickstart's): sshd's lines, the sessions of the tests above among them."""
+    log = run_commands("login-log", slurm.kube.env, CLUSTER, slurm.kube.namespace)
+    assert "Accepted publickey for %s from" % USER in log, log[-3000:]
 
 
 def test_a_login_statefulset_as_0_2_0_made_it_is_made_again_and_its_pod_gets_a_dns_name(
