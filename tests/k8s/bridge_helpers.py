@@ -63,7 +63,7 @@ class Bridged:
         operator's last words, Slurm's view, and JOBS as slurmctld holds them."""
         pods = self.kubectl("get", "pods", "-o", "wide", "--show-labels", check=False).stdout
         events = self.kubectl("get", "events", "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
-        bridge_events = self.kube.kubectl("get", "events", "--sort-by=.lastTimestamp",
+        bridge_events = self.kube.kubectl("-n", self.kube.namespace, "get", "events", "--sort-by=.lastTimestamp",
                                           "--field-selector=involvedObject.kind=SlurmCluster",
                                           check=False).stdout[-2000:]
         records = "".join(self.kube.exec("%s-controller-0" % self.slurm.cluster, "scontrol", "show", "job", job,
