@@ -10,10 +10,9 @@ A fenced block of a guide is one of:
 tests/unit/docs/test_manual.py fails on a block of no kind, on an ID twice, and on an ID that no
 test under tests/ (the unit tier's aside) names in one of those calls.
 
-The guides use the quickstart's names (GUIDE_CLUSTER, GUIDE_NAMESPACE, GUIDE_OPERATOR_NAMESPACE); a
-test runs them with its own: the cluster's
-name as a word (`demo`, `demo-backup`), `-n <namespace>` and `namespace: <namespace>` (a
-YAML key alone on its line), the operator's `-n`.
+The guides use the quickstart's names (GUIDE_CLUSTER, GUIDE_NAMESPACE, GUIDE_OPERATOR_NAMESPACE);
+a test runs them with its own: the cluster's name as a word (`demo`, `demo-backup`),
+`-n <namespace>` and `namespace: <namespace>` (a YAML key alone on its line), the operator's `-n`.
 """
 
 from __future__ import annotations
