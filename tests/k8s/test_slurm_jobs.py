@@ -517,8 +517,9 @@ def slurm_time(record: dict, key: str) -> float:
 
 def test_a_job_sent_with_an_expedited_requeue_runs_again_before_a_plain_one_lost_with_it_may(slurm: SlurmView):
     """Slurm 26.05's expedited requeue (enable_expedited_requeue, on by default): of two jobs whose
-    pod is lost, the one sent with --requeue=expedite is eligible again at once and runs on the
-    other worker, while the plain one waits out its old credential's life (cred_expire) first."""
+    pod is lost, the one sent with --requeue=expedite is eligible again at once and runs again, while
+    the plain one waits out its old credential's life (cred_expire) first. Where it runs again is
+    Slurm's choice: the other worker, or the lost one if its new pod registered first (CI, 2026-12-02)."""
     lost, other = NODES[1], NODES[0]
     # Its first run outlasts any test; the run after a requeue (SLURM_RESTART_COUNT set) ends at once.
     script = 'test "${SLURM_RESTART_COUNT:-0}" -gt 0 || sleep 600'
@@ -538,7 +539,8 @@ def test_a_job_sent_with_an_expedited_requeue_runs_again_before_a_plain_one_lost
     try:
         again = finished(slurm, expedited, timeout=180)
         held = requeued(slurm, plain)
-        assert (again["JobState"], again["Restarts"], again["NodeList"]) == ("COMPLETED", "1", other), again
+        assert (again["JobState"], again["Restarts"]) == ("COMPLETED", "1"), again
+        assert again["NodeList"] in (other, lost), again
         # Slurm's own record: the expedited job had run again before the plain one was allowed to start.
         assert slurm_time(again, "StartTime") < slurm_time(held, "EligibleTime"), (again, held)
     finally:
