@@ -12,7 +12,8 @@
 # plugstack.conf too); jail-core is the jail without user software (images/jail/Dockerfile with
 # JAIL_PACKAGES="python3 curl"); operator runs kopf with the collection; slurmdbd and mariadb (the
 # accounting daemon and its in-cluster database), exporter (Prometheus, with the collection's
-# metric families) and backup (restic and the MariaDB client, spec.backup) FROM base.
+# metric families), backup (restic and the MariaDB client, spec.backup) and sssd (SSSD beside the
+# containers that look users up, spec.directory) FROM base.
 # Every tag is a hash of what the image is made of (its staged build context, the tags of
 # the images it is built from, its build arguments), so an unchanged image is never
 # rebuilt and a tag names one content. The newest build of each image (default Slurm series)
@@ -30,7 +31,7 @@ set -euo pipefail
 
 readonly SUITE=trixie
 readonly ALL_IMAGES=(base spank-build controller worker login jail jail-core operator slurmdbd mariadb exporter
-  prometheus backup)
+  prometheus backup sssd directory)
 # Python of the images (trixie's): wheels are fetched for it.
 readonly IMAGE_PYTHON=3.13
 
@@ -75,7 +76,7 @@ folder_of() {
 parents_of() {
   case "$1" in
     base) echo rootfs ;;
-    spank-build | operator | slurmdbd | mariadb | exporter | prometheus | backup) echo base ;;
+    spank-build | operator | slurmdbd | mariadb | exporter | prometheus | backup | sssd | directory) echo base ;;
     # Every image that runs srun/sbatch needs the plugin: the clients load plugstack.conf too.
     controller | worker | login | jail | jail-core) echo "base spank-build" ;;
     *) die "unknown image: $1 (known: ${ALL_IMAGES[*]})" ;;
@@ -283,6 +284,7 @@ shell_parts_of() {
     slurmdbd) echo lib/base.sh lib/munge.sh lib/slurm.sh lib/database.sh roles/slurmdbd ;;
     mariadb) echo lib/base.sh lib/database.sh roles/database ;;
     backup) echo lib/base.sh lib/restic.sh roles/backup roles/restore ;;
+    sssd) echo lib/base.sh roles/sssd ;;
     exporter) echo lib/base.sh lib/munge.sh roles/exporter ;;
   esac
 }
@@ -309,10 +311,11 @@ stage_context() {
       # The node checks (standard library only) run on workers and, for long checks, in the jail.
       cp "$here/node/nodecheck.py" "$here/node/nccl_check.py" "$ctx/common/"
       ;;
-    slurmdbd | mariadb | exporter | backup)
+    slurmdbd | mariadb | exporter | backup | sssd)
       mkdir -p "$ctx/common"
       cp "$here/common/slurmkube-entrypoint" "$ctx/common/"
-      [[ "$name" == mariadb || "$name" == backup ]] || cp "$here/common/slurmkube-munge-key" "$ctx/common/"
+      [[ "$name" == mariadb || "$name" == backup || "$name" == sssd ]] ||
+        cp "$here/common/slurmkube-munge-key" "$ctx/common/"
       stage_shell_parts "$name" "$ctx"
       write_constants_sh >"$ctx/common/constants.sh"
       if [[ "$name" == exporter ]]; then

@@ -108,6 +108,7 @@ COMPONENT_PREFLIGHT = "preflight"  # a new Slurm image tried on the new configur
 COMPONENT_REST = "rest"  # slurmrestd (spec.rest)
 COMPONENT_BACKUP = "backup"  # the scheduled backup (spec.backup)
 COMPONENT_RESTORE = "restore"  # a restore from the backups (spec.backup.restore)
+COMPONENT_DIRECTORY = "directory"  # sssd.conf's template (spec.directory)
 
 # The container of each component's pods that runs its daemon (and munged): what the exec API
 # is pointed at.
@@ -321,3 +322,18 @@ SLURMRESTD_UID = 65534
 JWT_KEYS_MOUNT_DIR = "/etc/slurmkube/jwt"
 JWKS_SECRET_KEY = "jwks.json"  # the public keys (kid, n, e): mounted into slurmctld and slurmdbd
 JWT_SIGNING_SECRET_KEY = "signing.json"  # the private keys and which one signs: never mounted
+
+# Directory users (spec.directory, issue 38): SSSD runs beside the containers that look users up
+# (login, controller, workers); they share its sockets, which the login's sessions and the jobs see
+# in the jail too. The sidecar writes sssd.conf from the rendered template and the bind password.
+ROLE_SSSD = "sssd"
+CONTAINER_SSSD = "sssd"
+SSSD_PIPES_DIR = "/var/lib/sss/pipes"
+SSSD_TEMPLATE_MOUNT_DIR = "/etc/slurmkube/sssd"
+SSSD_CONFIG_FILE = "sssd.conf"
+DIRECTORY_CA_MOUNT_DIR = "/etc/slurmkube/directory-ca"
+DIRECTORY_CA_SECRET_KEY = "ca.crt"
+DIRECTORY_PASSWORD_SECRET_KEY = "password"
+ENV_DIRECTORY_BIND_PASSWORD = "SLURMKUBE_DIRECTORY_BIND_PASSWORD"
+# A login container's PAM: "1" makes a directory user's home in the jail at their first login.
+ENV_DIRECTORY_MAKE_HOMES = "SLURMKUBE_DIRECTORY_MAKE_HOMES"

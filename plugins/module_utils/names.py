@@ -230,6 +230,11 @@ def exporter(cluster: str) -> str:
     return _of(cluster, C.COMPONENT_EXPORTER)
 
 
+def sssd_config(cluster: str) -> str:
+    """The ConfigMap of sssd.conf's template (spec.directory): the sidecars add the bind password."""
+    return _of(cluster, "sssd")
+
+
 def backup(cluster: str) -> str:
     """The backup CronJob (spec.backup)."""
     return _of(cluster, C.COMPONENT_BACKUP)

@@ -1,25 +1,56 @@
-"""The day-two modules against a real cluster: users in the jail, the jail volume, cluster facts.
+"""The day-two modules against a real cluster: users in the jail, the jail volume, cluster facts,
+and directory users (spec.directory) beside the jail's own.
 
-jail_user runs against a small SlurmCluster (controller, one login, one worker) made by the
-operator in the test namespace; the user is proven by logging in over ssh with the key the
-module wrote and running a job on the worker as that user.
+jail_user runs against a small SlurmCluster (controller, one login, one worker, accounting) made by
+the operator in the test namespace; the user is proven by logging in over ssh with the key the
+module wrote and running a job on the worker as that user. The same cluster takes its other users
+from a real OpenLDAP server (Debian's slapd, in a pod of the namespace, over ldaps:// with a CA of
+the test's own): they resolve in every daemon's container, log in with their directory password,
+get a home made at first login, run jobs as themselves, and slurmdbd knows them (an accounting
+operator among them runs sacctmgr).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from directory_server import (
+    CA,
+    DANA,
+    ELI,
+    FAY,
+    READER_DN,
+    SUFFIX,
+    egress_to_server,
+    server_hostnames,
+    server_manifests,
+    users,
+    write_server_files,
+)
 from kube_helpers import REPO, SHARED_STORAGE_CLASS, Cluster, wait_for
-from slurm_helpers import Operator, running_cluster
+from slurm_helpers import (
+    ACCOUNTING_IMAGES,
+    SLURM_IMAGES,
+    TINY,
+    Operator,
+    built_images,
+    running_cluster,
+    with_accounting_images,
+)
 
 sys.path.insert(0, str(REPO / "tests"))
+from manual_blocks import run_commands
 from playbook_runner import run_module
 from slurm_release import images_slurm_series_text
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 pytestmark = pytest.mark.k8s
 
@@ -27,6 +58,9 @@ CLUSTER = "jt"
 LOGIN_POD = CLUSTER + "-login-0"
 CONTROLLER_POD = CLUSTER + "-controller-0"
 WORKER_POD = CLUSTER + "-cpu-0"
+SLURMDBD_POD = CLUSTER + "-slurmdbd-0"
+BIND_SECRET, CA_SECRET = "directory-bind", "directory-ca"
+PASSWORDS = {name: secrets.token_urlsafe(12) for name in (DANA, ELI, FAY, "reader", "admin")}
 KEY_IN_POD = "/tmp/jail-user-test-key"
 JAIL_DATA = "jt-jail-data"
 
@@ -46,10 +80,36 @@ def jail_claim(kube_cluster: Cluster, slurm_images, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(kube_cluster: Cluster, slurm_images, operator: Operator, jail_claim: str) -> Cluster:
-    """Controller, one login, one worker, on the jail jail_volume made (spec.jail.existingClaim)."""
-    spec = {"jail": {"existingClaim": jail_claim}, "partitions": [{"name": "main", "default": True}]}
-    with running_cluster(kube_cluster, operator, CLUSTER, slurm_images, spec, [("cpu", 1)], ready_timeout=900):
+def directory(kube_cluster: Cluster, tmp_path_factory) -> str:
+    """The site's directory, up and Ready, and the two Secrets a site makes for it (the password
+    SSSD binds with, the CA that signed the server's certificate); its ldaps:// URI."""
+    kube = kube_cluster
+    image = built_images("directory")["directory"]
+    work = tmp_path_factory.mktemp("directory")
+    files = write_server_files(work, server_hostnames(kube.namespace), users(PASSWORDS), PASSWORDS["reader"],
+                               PASSWORDS["admin"])
+    kube.apply(yaml.safe_dump_all(server_manifests(kube.namespace, image, files)))
+    # The Secrets as the guide makes them.
+    run_commands("directory-secrets", dict(kube.env, LDAP_BIND_PASSWORD=PASSWORDS["reader"],
+                                           LDAP_CA_FILE=str(work / CA)), CLUSTER, kube.namespace)
+    kube.kubectl("-n", kube.namespace, "wait", "--for=condition=Ready", "pod/directory", "--timeout=180s")
+    return "ldaps://%s" % server_hostnames(kube.namespace)[0]
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(kube_cluster: Cluster, slurm_images, operator: Operator, jail_claim: str, directory: str) -> Cluster:
+    """Controller, one login, one worker and accounting, on the jail jail_volume made
+    (spec.jail.existingClaim), with the directory's users beside the jail's."""
+    images = dict(with_accounting_images(slurm_images), **built_images("sssd"))
+    spec = {"jail": {"existingClaim": jail_claim}, "partitions": [{"name": "main", "default": True}],
+            "images": dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES, "sssd")}, pullPolicy="Never"),
+            "accounting": {"enabled": True, "resources": TINY, "database": {
+                "resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}},
+            "directory": {"ldap": {"uris": [directory], "searchBase": SUFFIX, "bindDn": READER_DN,
+                                   "bindPasswordSecret": BIND_SECRET, "caSecret": CA_SECRET},
+                          "passwordLogin": True},
+            "egress": {"to": [egress_to_server()]}}
+    with running_cluster(kube_cluster, operator, CLUSTER, images, spec, [("cpu", 1)], ready_timeout=900):
         yield kube_cluster
 
 
@@ -320,3 +380,75 @@ def test_munge_key_rotation_rolls_out_under_a_running_job(slurm_cluster: Cluster
 def job_state(kube: Cluster, job: str) -> str:
     out = kube.exec(CONTROLLER_POD, "scontrol", "show", "job", job, "--json").stdout
     return json.loads(out)["jobs"][0]["job_state"][0]
+
+
+# ---------------------------------------------------------------------------- directory users
+
+
+def in_container(kube: Cluster, pod: str, container: str, *command: str) -> subprocess.CompletedProcess:
+    return kube.kubectl("-n", kube.namespace, "exec", pod, "-c", container, "--", *command, check=False)
+
+
+@pytest.mark.parametrize(("pod", "container"), [(LOGIN_POD, "sshd"), (CONTROLLER_POD, "slurmctld"),
+                                                (WORKER_POD, "slurmd"), (SLURMDBD_POD, "slurmdbd")])
+def test_directory_users_resolve_in_every_daemons_container_and_a_uid_below_min_id_never(slurm_cluster: Cluster,
+                                                                                         pod: str, container: str):
+    dana = in_container(slurm_cluster, pod, container, "getent", "passwd", DANA)
+    assert dana.stdout.split(":")[2:4] == ["5001", "5000"], (dana.stdout, dana.stderr)
+    groups = in_container(slurm_cluster, pod, container, "id", "-Gn", DANA).stdout.split()
+    assert set(groups) == {"physics", "chemistry"}, groups
+    assert in_container(slurm_cluster, pod, container, "getent", "passwd", FAY).returncode == 2
+
+
+def test_the_guides_check_shows_a_directory_user_as_login_and_slurmctld_see_them(slurm_cluster: Cluster):
+    out = run_commands("directory-check", slurm_cluster.env, CLUSTER, slurm_cluster.namespace)
+    assert "%s:*:5001:5000:" % DANA in out and "uid=5001(%s) gid=5000(physics)" % DANA in out, out
+
+
+def ssh_with_password(kube: Cluster, user: str, password: str, command: str) -> subprocess.CompletedProcess:
+    """ssh from the login pod to its own sshd with a password, as a user types it (ssh asks the
+    askpass program: no terminal here)."""
+    askpass = "/tmp/directory-test-askpass"
+    kube.kubectl("-n", kube.namespace, "exec", "-i", LOGIN_POD, "-c", "sshd", "--", "sh", "-c",
+                 "umask 077; cat >%s; chmod 700 %s" % (askpass, askpass),
+                 input="#!/bin/sh\nprintf '%%s\\n' %s\n" % shlex.quote(password))
+    return kube.kubectl("-n", kube.namespace, "exec", LOGIN_POD, "-c", "sshd", "--", "env",
+                        "SSH_ASKPASS=" + askpass, "SSH_ASKPASS_REQUIRE=force", "setsid", "-w",
+                        "ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        "-o", "PreferredAuthentications=password,keyboard-interactive",
+                        "-o", "NumberOfPasswordPrompts=1",
+                        "%s@127.0.0.1" % user, command, check=False)
+
+
+def test_a_directory_user_logs_in_with_their_password_gets_a_home_and_runs_jobs_as_themselves(slurm_cluster: Cluster):
+    kube = slurm_cluster
+    session = ssh_with_password(kube, DANA, PASSWORDS[DANA], "id -u; id -Gn; pwd; stat -c '%%U %%a' .; "
+                                "srun -N1 -w %s id -u" % WORKER_POD)
+    assert session.returncode == 0, session.stdout + session.stderr
+    uid, groups, home, owner, job_uid = session.stdout.strip().split("\n")[-5:]
+    assert (uid, home, owner, job_uid) == ("5001", "/home/" + DANA, DANA + " 700", "5001"), session.stdout
+    assert set(groups.split()) == {"physics", "chemistry"}
+    # The home is in the jail, where every node sees it.
+    assert kube.exec(LOGIN_POD, "stat", "-c", "%u %a", "/mnt/jail/home/" + DANA).stdout.strip() == "5001 700"
+
+
+def test_a_wrong_password_and_a_user_below_min_id_are_refused(slurm_cluster: Cluster):
+    wrong = ssh_with_password(slurm_cluster, ELI, PASSWORDS[DANA], "true")
+    assert wrong.returncode == 255 and "Permission denied" in wrong.stderr, wrong.stderr
+    low = ssh_with_password(slurm_cluster, FAY, PASSWORDS[FAY], "true")
+    assert low.returncode == 255 and "Permission denied" in low.stderr, low.stderr
+
+
+def test_slurmdbd_knows_directory_users_an_accounting_operator_among_them_runs_sacctmgr(slurm_cluster: Cluster):
+    """slurmdbd maps a request's uid to its user (AdminLevel): only a slurmdbd that resolves the
+    directory lets a directory user it made an operator add an account."""
+    kube = slurm_cluster
+    kube.exec(CONTROLLER_POD, "sacctmgr", "-i", "add", "user", ELI, "account=root", "adminlevel=operator")
+    try:
+        added = ssh_with_password(kube, ELI, PASSWORDS[ELI], "sacctmgr -i add account physics-lab")
+        assert added.returncode == 0, added.stdout + added.stderr
+        listed = kube.exec(CONTROLLER_POD, "sacctmgr", "-n", "-P", "show", "account", "physics-lab", "format=account")
+        assert listed.stdout.split() == ["physics-lab"]
+    finally:
+        kube.exec(CONTROLLER_POD, "sacctmgr", "-i", "delete", "account", "physics-lab", check=False)
+        kube.exec(CONTROLLER_POD, "sacctmgr", "-i", "delete", "user", ELI, check=False)

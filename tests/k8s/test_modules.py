@@ -358,6 +358,7 @@ def test_the_api_server_refuses_what_the_model_refuses_naming_the_field(kube: Cl
 SITE = "registry.example.com/hpc/"
 SITE_IMAGES = {part: SITE + part + ":1" for part in ("controller", "worker", "login", "jail")}
 BACKUP = {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"}
+DIRECTORY = {"ldap": {"uris": ["ldaps://ldap.example.org"], "searchBase": "dc=example,dc=org"}}
 
 
 def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster, tmp_path: Path):
@@ -379,6 +380,7 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
         # A restore runs the backup image with the backups off.
         "restore-other-image": ({"images": dict(SITE_IMAGES, backup="docker.io/evil/backup:1"), "backup": dict(
             BACKUP, enabled=False, restore={"name": "r1", "jail": True})}, "spec.images"),
+        "directory-default-image": ({"images": SITE_IMAGES, "directory": DIRECTORY}, "spec.images"),
         # "/" and "/mnt/nvme/../../etc" the CRD's schema refuses before any policy (test below).
         "sibling": ({"images": SITE_IMAGES, "jail": {"subMounts": [dict(nvme, hostPath="/mnt/nvme-other")]}},
                     "hostPath"),
@@ -393,6 +395,7 @@ def test_an_admission_policy_refuses_what_the_admin_did_not_allow(kube: Cluster,
                             "accounting": {"enabled": True}},
         "site-exporter": {"images": dict(SITE_IMAGES, exporter=SITE + "exporter:1"), "exporter": {"enabled": True}},
         "site-backup": {"images": dict(SITE_IMAGES, backup=SITE + "backup:1"), "backup": BACKUP},
+        "site-directory": {"images": dict(SITE_IMAGES, sssd=SITE + "sssd:1"), "directory": DIRECTORY},
         "own-secret": {"images": SITE_IMAGES, "munge": {"secretName": "own-secret-munge-key"}},
         "own-db-secret": {"images": SITE_IMAGES, "accounting": {"database": {
             "host": "db.example.com", "passwordSecret": "own-db-secret-accounting-db"}}},

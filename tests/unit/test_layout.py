@@ -36,8 +36,9 @@ GROUND_FILES = {"constants", "digest", "errors", "jwt", "keys", "names", "quanti
 LAYERS = ("model", "render", "k8s", "slurm", "operator", "ops")
 # What every module of a layer may import from its own layer.
 FLOORS: Dict[str, Set[str]] = {
-    "model": {"backup", "bridge", "fields", "health", "network", "pods", "problems", "types"},
-    "render": {"bridge", "common", "jwt_auth", "pods", "power_saving", "profile", "seccomp", "slurm_config"},
+    "model": {"backup", "bridge", "directory", "fields", "health", "network", "pods", "problems", "types"},
+    "render": {"bridge", "common", "directory", "jwt_auth", "pods", "power_saving", "profile", "seccomp",
+               "slurm_config"},
     "k8s": {"client"},
     "slurm": {"control", "drain", "facts", "sacctmgr"},
     "operator": {"backups", "images", "leader", "pass_state", "plan_bridge", "plan_munge_key", "plan_nodes",

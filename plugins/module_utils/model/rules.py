@@ -10,6 +10,7 @@ from typing import Any, List, Mapping, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.model.directory import Directory
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     LABEL_KEY,
     LABEL_VALUE,
@@ -85,6 +86,7 @@ def cluster_rules(name: str, spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
     problems.extend(_peer_rules(spec.exporter.scrape_from, "spec.exporter.scrapeFrom"))
     problems.extend(_peer_rules(spec.rest.allow_from, "spec.rest.allowFrom"))
     problems.extend(_bridge_rules(spec))
+    problems.extend(_directory_rules(spec.directory))
     problems.extend(_pod_options_rules(spec))
     for where, res in (("spec.controller.resources", spec.controller.resources),
                        ("spec.rest.resources", spec.rest.resources),
@@ -125,6 +127,26 @@ def _bridge_rules(spec: SlurmClusterSpec) -> List[Tuple[str, str]]:
         elif given.namespace not in spec.bridge.namespaces:
             problems.append(("spec.bridge.accounts[%d].namespace" % i, "must be one of spec.bridge.namespaces, got %s"
                              % describe(given.namespace)))
+    return problems
+
+
+def _directory_rules(directory: Directory) -> List[Tuple[str, str]]:
+    """A directory names its servers and where to search; a bind has its password; passwords
+    cross the network only over TLS checked against the site's CA."""
+    ldap = directory.ldap
+    if ldap is None:
+        return [("spec.directory.passwordLogin", "is a directory password: set spec.directory.ldap")] \
+            if directory.password_login else []
+    problems = []
+    if not ldap.uris:
+        problems.append(("spec.directory.ldap.uris", "name at least one server (ldaps://host or ldap://host)"))
+    if not ldap.search_base:
+        problems.append(("spec.directory.ldap.searchBase", "is required: where users and groups are searched"))
+    if bool(ldap.bind_dn) != bool(ldap.bind_password_secret):
+        problems.append(("spec.directory.ldap.bindPasswordSecret", "and bindDn go together (neither: anonymous)"))
+    if not ldap.ca_secret and (directory.password_login or ldap.bind_dn):
+        problems.append(("spec.directory.ldap.caSecret", "is required with %s: passwords go to the directory over "
+                         "TLS only" % ("passwordLogin" if directory.password_login else "bindDn")))
     return problems
 
 

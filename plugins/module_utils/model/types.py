@@ -22,6 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.backup import
     Restore,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.bridge import Bridge
+from ansible_collections.slurmkube.core.plugins.module_utils.model.directory import Directory
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -97,6 +98,7 @@ class Images:
         "MariaDB image of the in-cluster accounting database.", "slurmkube/mariadb:latest", pattern=IMAGE_REF
     )
     backup: str = spec_field("Backup image (spec.backup: restic).", "slurmkube/backup:latest", pattern=IMAGE_REF)
+    sssd: str = spec_field("SSSD image (spec.directory).", "slurmkube/sssd:latest", pattern=IMAGE_REF)
     pull_policy: str = spec_field(
         "imagePullPolicy of every pod.", "IfNotPresent", enum=("Always", "IfNotPresent", "Never")
     )
@@ -512,6 +514,8 @@ class SlurmClusterSpec:
     exporter: Exporter = spec_field("Metrics exporter.", factory=Exporter)
     rest: Rest = spec_field("Slurm's REST API (slurmrestd).", factory=Rest)
     backup: Backup = spec_field("Scheduled backups (restic).", factory=Backup)
+    directory: Directory = spec_field("Users and groups from the site's directory (LDAP, through SSSD).",
+                                      factory=Directory)
     bridge: Bridge = spec_field("Kubernetes pods scheduled by Slurm (the bridge).", factory=Bridge)
     network_policy: bool = spec_field(
         "Render NetworkPolicies: the cluster's pods admit only each other (and ssh to login) and "

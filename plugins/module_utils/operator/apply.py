@@ -33,7 +33,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving
 # passwords), nor a node set's objects (its retirement drains the nodes first), nor an upgrade's
 # pre-flight (upgrade.py makes and removes it).
 PRUNED_COMPONENTS = frozenset((C.COMPONENT_EXPORTER, C.COMPONENT_REST, C.COMPONENT_SLURMDBD, C.COMPONENT_DATABASE,
-                               C.COMPONENT_BACKUP))
+                               C.COMPONENT_BACKUP, C.COMPONENT_DIRECTORY))
 PRUNED_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap"),
                 ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "NetworkPolicy"),
                 ("batch/v1", "CronJob"))

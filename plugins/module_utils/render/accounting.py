@@ -22,7 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.quantity import quantity_to_mebibytes
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, directory, pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings, with_jwks
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import (
     header,
@@ -158,8 +158,9 @@ def render_slurmdbd_statefulset(cluster: SlurmCluster, jwt_key_ids: Sequence[str
                                           "readOnly": True})
         volumes.append({"name": common.DATABASE_CA_VOLUME, "secret": {
             "secretName": ca_secret, "items": [{"key": C.DB_CA_SECRET_KEY, "path": C.DB_CA_SECRET_KEY}]}})
-    pod_spec = {"containers": [container], "volumes": volumes}
-    annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster), *jwt_key_ids])}
+    pod_spec = directory.with_directory(cluster, {"containers": [container], "volumes": volumes})
+    annotations = {C.ANNOTATION_CONFIG_HASH: content_hash([render_slurmdbd_conf(cluster), *jwt_key_ids]
+                                                          + [d for d in [directory.config_digest(cluster)] if d])}
     return _statefulset(cluster, names.slurmdbd(cluster.name), C.COMPONENT_SLURMDBD, pod_spec, annotations, [])
 
 

@@ -22,10 +22,13 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
 
 # Every image a SlurmCluster names (the model's Images, but its pull policy); the images of an
 # optional part count only where the spec turns that part on.
-OPTIONAL_IMAGE_FIELDS = {"slurmdbd": "accounting", "mariadb": "accounting", "exporter": "exporter", "backup": "backup"}
+OPTIONAL_IMAGE_FIELDS = {"slurmdbd": "accounting", "mariadb": "accounting", "exporter": "exporter", "backup": "backup",
+                         "sssd": "directory"}
 # Beyond its part's enabled, what else runs an optional image: the backup image restores
 # (spec.backup.restore) with the backups off.
 ALSO_USED_WHEN = {"backup": "backup.restore.name"}
+# Parts that have no enabled switch: set is on (a directory is its LDAP servers).
+ON_WHEN_SET = {"directory": "directory.ldap"}
 IMAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Images)
                      if f.name != "pull_policy" and f.name not in OPTIONAL_IMAGE_FIELDS)
 
@@ -61,7 +64,9 @@ def effective_image(name: str) -> str:
 
 
 def in_use(part: str) -> str:
-    """CEL: the spec runs the optional PART's images (it is enabled, or ALSO_USED_WHEN says so)."""
+    """CEL: the spec runs the optional PART's images (it is enabled or set, or ALSO_USED_WHEN says so)."""
+    if part in ON_WHEN_SET:
+        return "(%s)" % spec_has(ON_WHEN_SET[part])
     uses = ["(%s && object.spec.%s.enabled)" % (spec_has(part + ".enabled"), part)]
     if part in ALSO_USED_WHEN:
         uses.append("(%s)" % spec_has(ALSO_USED_WHEN[part]))

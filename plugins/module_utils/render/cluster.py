@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import on_demand
 from ansible_collections.slurmkube.core.plugins.module_utils.model.rules import check_references
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render import (
     accounting,
     controller,
+    directory,
     exporter,
     jail,
     login,
@@ -58,24 +60,30 @@ def render_cluster(cluster: SlurmCluster, nodesets: Sequence[NodeSet],
     files = config.files
     worker_hash = worker_config_hash(config)
     controller_hash = controller_config_hash(config)
+    # SSSD's configuration rolls the pods it runs in (not slurmrestd's, which the controller's
+    # digest also rolls): none without a directory, so a cluster without one keeps its digests.
+    sssd = directory.config_digest(cluster)
+    worker_hash_sssd, controller_hash_sssd = ((content_hash([worker_hash, sssd]), content_hash([controller_hash, sssd]))
+                                              if sssd else (worker_hash, controller_hash))
     maybe: List[Optional[Manifest]] = [
         policy.render_service_account(cluster),
         render_config_map(cluster, files),
         login.render_sshd_config_map(cluster),
+        directory.render_sssd_config_map(cluster),
         jail.render_jail_claim(cluster),
         jail.render_jail_populate_job(cluster),
         *accounting.render_accounting(cluster, jwt_key_ids),
         controller.render_controller_state_claim(cluster),
         controller.render_controller_service(cluster),
         controller.render_controller_hosts_service(cluster),
-        controller.render_controller_statefulset(cluster, controller_hash),
+        controller.render_controller_statefulset(cluster, controller_hash_sssd),
     ]
     for ns in ordered:
         maybe += [
             worker.render_worker_service(cluster, ns),
-            worker.render_worker_on_demand_template(cluster, ns, worker_hash, (replicas or {}).get(ns.name))
+            worker.render_worker_on_demand_template(cluster, ns, worker_hash_sssd, (replicas or {}).get(ns.name))
             if on_demand(ns) else
-            worker.render_worker_statefulset(cluster, ns, worker_hash, (replicas or {}).get(ns.name)),
+            worker.render_worker_statefulset(cluster, ns, worker_hash_sssd, (replicas or {}).get(ns.name)),
             policy.render_worker_pdb(cluster, ns),
         ]
     maybe += [

@@ -19,7 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import slurmdbd_host
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, directory, pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import with_jwks
 
 STATE_VOLUME = "state"
@@ -147,7 +147,8 @@ def _controller_container(cluster: SlurmCluster) -> Dict[str, Any]:
 
 def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> common.Manifest:
     """The slurmctld StatefulSet; its pods are replaced only for settings `scontrol reconfigure`
-    cannot apply (`config_hash`: slurm_config.controller_config_hash), by the operator (OnDelete)."""
+    cannot apply (`config_hash`: slurm_config.controller_config_hash, and SSSD's configuration with a
+    directory), by the operator (OnDelete)."""
     spec = cluster.spec.controller
     selector = names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER)
     container = _controller_container(cluster)
@@ -166,6 +167,7 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
         pod_spec["initContainers"] = [waiting]
     pod_spec.update(common.login_hosts_dns(cluster))
     pod_spec.update(one_per_host(cluster))
+    pod_spec = directory.with_directory(cluster, pod_spec)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

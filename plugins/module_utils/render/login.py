@@ -10,7 +10,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils import constants as
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, directory, pods
 
 SSHD_VOLUME = "sshd-config"
 HOST_KEYS_VOLUME = "ssh-host-keys"
@@ -23,6 +23,7 @@ def render_sshd_config(cluster: SlurmCluster) -> str:
     sshd reads authorized_keys before the chroot, so the path points into the jail as the
     pod sees it; the session itself then lands in the jail.
     """
+    directory = cluster.spec.directory
     settings: List[str] = [
         "Port %d" % C.SSH_PORT,
         "PidFile /run/sshd.pid",
@@ -32,10 +33,11 @@ def render_sshd_config(cluster: SlurmCluster) -> str:
         "ChrootDirectory %s" % C.JAIL_MOUNT_PATH,
         "AuthorizedKeysFile %s/home/%%u/.ssh/authorized_keys" % C.JAIL_MOUNT_PATH,
         "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
+        "PasswordAuthentication %s" % ("yes" if directory.password_login else "no"),
         "KbdInteractiveAuthentication no",
         "PermitRootLogin no",
-        "UsePAM no",
+        # With a directory, PAM: SSSD's account check and password, and the home made at first login.
+        "UsePAM %s" % ("yes" if directory.ldap is not None else "no"),
         "X11Forwarding no",
         "AllowTcpForwarding yes",
         "PrintMotd no",
@@ -104,7 +106,9 @@ def _login_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "name": "sshd",
         "image": images.login,
         "imagePullPolicy": images.pull_policy,
-        "env": common.env(cluster, C.ROLE_LOGIN),
+        "env": common.env(cluster, C.ROLE_LOGIN) + (
+            [{"name": C.ENV_DIRECTORY_MAKE_HOMES, "value": "1"}]
+            if cluster.spec.directory.ldap is not None and cluster.spec.directory.make_homes else []),
         "ports": [{"name": "ssh", "containerPort": C.SSH_PORT, "protocol": "TCP"}],
         "readinessProbe": common.tcp_probe(C.SSH_PORT),
         "resources": common.resources(cluster.spec.login.resources),
@@ -153,9 +157,10 @@ def render_login_statefulset(cluster: SlurmCluster) -> common.Manifest:
                 "metadata": {
                     "labels": names.object_labels(cluster.name, C.COMPONENT_LOGIN),
                     "annotations": {C.ANNOTATION_CONFIG_HASH: content_hash(
-                        [render_sshd_config(cluster), names.login_hosts(cluster.name)])},
+                        [render_sshd_config(cluster), names.login_hosts(cluster.name)]
+                        + [digest for digest in [directory.config_digest(cluster)] if digest])},
                 },
-                "spec": pod_spec,
+                "spec": directory.with_directory(cluster, pod_spec),
             }, pods.component_options(cluster, login.pod, login.placement)),
         },
     }

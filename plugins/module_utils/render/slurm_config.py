@@ -40,6 +40,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.common impor
     Manifest,
     metadata,
 )
+from ansible_collections.slurmkube.core.plugins.module_utils.render.directory import jail_binds
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jwt_auth import jwt_auth_settings
 from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import (
     cloud_node_words,
@@ -395,7 +396,7 @@ def render_plugstack_conf(cluster: SlurmCluster) -> str:
     submounts = ["%s:/tmp" % C.NODE_TMP_DIR] + [submount_argument(s) for s in jail.sub_mounts]
     args = [
         "jail=%s" % C.JAIL_MOUNT_PATH,
-        "binds=/etc/hosts:ro,/etc/resolv.conf:ro,%s" % C.NODE_TMP_DIR,
+        "binds=%s" % ",".join(["/etc/hosts:ro", "/etc/resolv.conf:ro", C.NODE_TMP_DIR, *jail_binds(cluster)]),
         "mirrors=%s" % (",".join(jail.user_paths) or "none"),
         "submounts=%s" % ",".join(submounts),
     ]

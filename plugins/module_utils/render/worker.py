@@ -19,7 +19,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
     slurm_real_memory_mib,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
-from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
+from ansible_collections.slurmkube.core.plugins.module_utils.render import common, directory, pods
 from ansible_collections.slurmkube.core.plugins.module_utils.render.power_saving import cloud_node_words
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import (
     PROFILE_DIR,
@@ -217,6 +217,7 @@ def render_worker_pod_template(cluster: SlurmCluster, nodeset: NodeSet, config_h
     spread = topology_spread(cluster, nodeset)
     if spread:
         pod_spec["topologySpreadConstraints"] = spread
+    pod_spec = directory.with_directory(cluster, pod_spec)
     return pods.customised({
         "metadata": {
             "labels": names.object_labels(cluster.name, C.COMPONENT_WORKER, nodeset.name),

@@ -96,6 +96,28 @@ def test_schema_defaults_are_the_model_defaults():
     assert spec["login"]["properties"]["serviceType"]["enum"] == ["NodePort", "LoadBalancer", "ClusterIP"]
 
 
+def defaulted_properties(schema: dict, path: str = ""):
+    """(path, property schema) of every property with a default, however deep."""
+    for name, prop in (schema.get("properties") or {}).items():
+        if "default" in prop:
+            yield path + name, prop
+        yield from defaulted_properties(prop, path + name + ".")
+    if isinstance(schema.get("items"), dict):
+        yield from defaulted_properties(schema["items"], path + "[]")
+
+
+@pytest.mark.parametrize("crd", render_crds(), ids=lambda crd: crd["spec"]["names"]["kind"])
+def test_every_default_obeys_its_own_property_schema_as_the_api_server_requires(crd):
+    """The API server refuses a CRD whose default fails its own pattern, enum or bounds (an empty
+    string default under a DN pattern did so on kind, 2026-12-02)."""
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for path, prop in defaulted_properties(schema):
+        own = {key: value for key, value in prop.items() if key not in ("properties", "items",
+                                                                         "x-kubernetes-validations")}
+        errors = [error.message for error in jsonschema.Draft7Validator(own).iter_errors(prop["default"])]
+        assert not errors, (path, errors)
+
+
 def test_the_spec_rules_cover_every_slurm_settings_map_of_the_model():
     """Made from the model: each Dict[str, SlurmValue] field gets a key rule and a value rule; a new
     map of Slurm settings is covered without a line written for it."""

@@ -51,24 +51,27 @@ def test_a_field_removed_from_the_spec_is_reapplied(world):
 
 
 def test_features_turned_off_leave_no_objects_but_their_claims_and_secrets(world):
-    """Issue 38: the exporter, the REST API, accounting, backups and NetworkPolicies turned off;
+    """Issue 38: the exporter, the REST API, accounting, backups, the directory and NetworkPolicies turned off;
     what they rendered is deleted with one Event, what holds data or keys stays, and an object of
     the same label that the cluster does not own is left alone."""
     kube, cluster = world
     backup = {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"}
+    directory = {"ldap": {"uris": ["ldaps://ldap.example.org"], "searchBase": "dc=example,dc=org"}}
     cluster["spec"] = dict(cluster["spec"], exporter={"enabled": True}, rest={"enabled": True},
-                           accounting={"enabled": True}, backup=backup)
+                           accounting={"enabled": True}, backup=backup, directory=directory)
     R.Reconciler(kube).reconcile(cluster)
     on = set(kube.objects)
     assert {("Deployment", "research", "cpu-exporter"), ("StatefulSet", "research", "cpu-slurmdbd"),
             ("StatefulSet", "research", "cpu-mariadb"), ("Secret", "research", "cpu-accounting-db"),
-            ("NetworkPolicy", "research", "cpu-database"), ("CronJob", "research", "cpu-backup")} <= on
+            ("NetworkPolicy", "research", "cpu-database"), ("CronJob", "research", "cpu-backup"),
+            ("ConfigMap", "research", "cpu-sssd")} <= on
     theirs = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
         "name": "cpu-exporter-extra", "namespace": "research",
         "labels": {C.LABEL_CLUSTER: "cpu", C.LABEL_COMPONENT: C.COMPONENT_EXPORTER}}}
     kube.apply(theirs)
     cluster["spec"] = dict(cluster["spec"], exporter={"enabled": False}, rest={"enabled": False},
-                           accounting={"enabled": False}, networkPolicy=False, backup=dict(backup, enabled=False))
+                           accounting={"enabled": False}, networkPolicy=False, backup=dict(backup, enabled=False),
+                           directory={})
     outcome = R.Reconciler(kube).reconcile(cluster)
     gone = on - set(kube.objects)
     assert {(kind, name) for kind, _ns, name in gone} == {
@@ -76,7 +79,7 @@ def test_features_turned_off_leave_no_objects_but_their_claims_and_secrets(world
         ("Service", "cpu-rest"), ("PodDisruptionBudget", "cpu-rest"), ("StatefulSet", "cpu-slurmdbd"),
         ("Service", "cpu-slurmdbd"),
         ("ConfigMap", "cpu-slurmdbd"), ("StatefulSet", "cpu-mariadb"), ("Service", "cpu-mariadb"),
-        ("CronJob", "cpu-backup"), *{(kind, name) for kind, _ns, name in on if kind == "NetworkPolicy"}}
+        ("CronJob", "cpu-backup"), ("ConfigMap", "cpu-sssd"), *{(kind, name) for kind, _ns, name in on if kind == "NetworkPolicy"}}
     assert ("Secret", "research", "cpu-accounting-db") in kube.objects  # the password of the kept database
     assert ("Secret", "research", "cpu-jwt-keys") in kube.objects
     assert ("ConfigMap", "research", "cpu-exporter-extra") in kube.objects  # not the cluster's

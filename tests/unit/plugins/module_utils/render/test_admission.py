@@ -42,6 +42,10 @@ def test_the_policy_checks_images_with_the_models_defaults_host_paths_secrets_an
         "has(object.spec.backup.restore) && has(object.spec.backup.restore.name)) ? [(has(object.spec) && " \
         "has(object.spec.images) && has(object.spec.images.backup)"
     assert guarded in checks[0]["expression"], checks[0]["expression"]
+    # the SSSD image where a directory is set (spec.directory has no enabled switch)
+    guarded = "((has(object.spec) && has(object.spec.directory) && has(object.spec.directory.ldap)) ? " \
+        "[(has(object.spec) && has(object.spec.images) && has(object.spec.images.sssd)"
+    assert guarded in checks[0]["expression"], checks[0]["expression"]
     assert policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["slurmclusters"]
     assert binding["spec"] == {
         "policyName": policy["metadata"]["name"], "validationActions": ["Deny"],
