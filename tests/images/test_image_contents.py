@@ -62,7 +62,8 @@ def test_the_default_images_of_the_model_and_the_operator_module_are_tags_the_bu
     of the default Slurm series moves it, and the collection's version tag, to its newest image."""
     version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
     defaults = {field: getattr(Images(), field) for field in
-                ("controller", "worker", "login", "jail", "slurmdbd", "exporter", "mariadb", "backup", "sssd")}  # fmt: skip
+                ("controller", "worker", "login", "jail", "slurmdbd", "exporter", "mariadb", "backup",
+                 "sssd")}  # fmt: skip
     operator_doc = yaml.safe_load(slurm_operator.DOCUMENTATION)["options"]["image"]["default"]
     defaults["operator"] = operator_doc
 

@@ -50,8 +50,6 @@ from manual_blocks import run_commands
 from playbook_runner import run_module
 from slurm_release import images_slurm_series_text
 
-from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
-
 pytestmark = pytest.mark.k8s
 
 CLUSTER = "jt"

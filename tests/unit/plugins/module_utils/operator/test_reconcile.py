@@ -79,7 +79,8 @@ def test_features_turned_off_leave_no_objects_but_their_claims_and_secrets(world
         ("Service", "cpu-rest"), ("PodDisruptionBudget", "cpu-rest"), ("StatefulSet", "cpu-slurmdbd"),
         ("Service", "cpu-slurmdbd"),
         ("ConfigMap", "cpu-slurmdbd"), ("StatefulSet", "cpu-mariadb"), ("Service", "cpu-mariadb"),
-        ("CronJob", "cpu-backup"), ("ConfigMap", "cpu-sssd"), *{(kind, name) for kind, _ns, name in on if kind == "NetworkPolicy"}}
+        ("CronJob", "cpu-backup"), ("ConfigMap", "cpu-sssd"),
+        *{(kind, name) for kind, _ns, name in on if kind == "NetworkPolicy"}}
     assert ("Secret", "research", "cpu-accounting-db") in kube.objects  # the password of the kept database
     assert ("Secret", "research", "cpu-jwt-keys") in kube.objects
     assert ("ConfigMap", "research", "cpu-exporter-extra") in kube.objects  # not the cluster's
