@@ -70,7 +70,8 @@ def sockets(images, tmp_path_factory) -> Iterator[str]:
     write_server_files(server_files, [SERVER], site_users, PASSWORDS["reader"], PASSWORDS["admin"])
     (ca / C.DIRECTORY_CA_SECRET_KEY).write_text((server_files / "ca.crt").read_text())
     model = directory_model()
-    (template / C.SSSD_CONFIG_FILE).write_text(render_sssd_config(model))
+    ldap = model.spec.directory.ldap
+    (template / C.SSSD_CONFIG_FILE).write_text(render_sssd_config(model, ldap))
     docker("network", "create", network)
     docker("volume", "create", pipes)
     try:
@@ -78,7 +79,7 @@ def sockets(images, tmp_path_factory) -> Iterator[str]:
                "-v", "%s:%s:ro" % (server_files, FILES_DIR), "--entrypoint", SERVER_COMMAND[0], images["directory"],
                *SERVER_COMMAND[1:])  # fmt: skip
         docker("run", "-d", "--name", sssd, "--network", network,
-               *sidecar_words(sssd_sidecar(model), template, ca, pipes), images["sssd"])  # fmt: skip
+               *sidecar_words(sssd_sidecar(model, ldap), template, ca, pipes), images["sssd"])  # fmt: skip
 
         def answers() -> bool:
             return lookup(images, "controller", pipes, "passwd", DANA).returncode == 0

@@ -27,8 +27,8 @@ PIPES_VOLUME = "sssd-pipes"
 TEMPLATE_VOLUME = "sssd-template"
 CA_VOLUME = "directory-ca"
 # What SSSD writes besides its sockets: its cache, its memory-mapped tables, sssd.conf itself.
-STATE_VOLUME, STATE_DIRS = "sssd-state", ("/var/lib/sss/db", "/var/lib/sss/mc", "/var/lib/sss/pubconf", "/etc/sssd",
-                                           "/run")
+STATE_VOLUME = "sssd-state"
+STATE_DIRS = ("/var/lib/sss/db", "/var/lib/sss/mc", "/var/lib/sss/pubconf", "/etc/sssd", "/run")
 DOMAIN = "directory"
 
 
@@ -36,11 +36,10 @@ def directory_ldap(cluster: SlurmCluster) -> Optional[Ldap]:
     return cluster.spec.directory.ldap
 
 
-def render_sssd_config(cluster: SlurmCluster) -> str:
-    """sssd.conf without the bind password (the sidecar adds ldap_default_authtok). Root and the
-    jail's system accounts are never looked up in the directory (filter_users, min_id)."""
-    ldap = directory_ldap(cluster)
-    assert ldap is not None
+def render_sssd_config(cluster: SlurmCluster, ldap: Ldap) -> str:
+    """sssd.conf for the cluster's directory LDAP, without the bind password (the sidecar adds
+    ldap_default_authtok). Root and the jail's system accounts are never looked up in the directory
+    (filter_users, min_id)."""
     domain = [
         "id_provider = ldap",
         "auth_provider = ldap",
@@ -72,19 +71,18 @@ def render_sssd_config(cluster: SlurmCluster) -> str:
 
 def render_sssd_config_map(cluster: SlurmCluster) -> Optional[common.Manifest]:
     """The ConfigMap of sssd.conf's template; None without a directory."""
-    if directory_ldap(cluster) is None:
+    ldap = directory_ldap(cluster)
+    if ldap is None:
         return None
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": common.metadata(cluster, names.sssd_config(cluster.name), C.COMPONENT_DIRECTORY),
-            "data": {C.SSSD_CONFIG_FILE: render_sssd_config(cluster)}}
+            "data": {C.SSSD_CONFIG_FILE: render_sssd_config(cluster, ldap)}}
 
 
-def sssd_sidecar(cluster: SlurmCluster) -> Dict[str, Any]:
-    """SSSD, a native sidecar: started before the pod's containers, Ready once its NSS socket is
-    there, and running as long as the pod. Root (sssd of Debian is built to run as root) with the
-    capabilities it uses and a read-only root filesystem."""
-    ldap = directory_ldap(cluster)
-    assert ldap is not None
+def sssd_sidecar(cluster: SlurmCluster, ldap: Ldap) -> Dict[str, Any]:
+    """SSSD for the cluster's directory LDAP, a native sidecar: started before the pod's
+    containers, Ready once its NSS socket is there, and running as long as the pod. Root (sssd of
+    Debian is built to run as root) with the capabilities it uses and a read-only root filesystem."""
     images = cluster.spec.images
     env: List[Dict[str, Any]] = [{"name": C.ENV_ROLE, "value": C.ROLE_SSSD}]
     if ldap.bind_password_secret:
@@ -127,14 +125,15 @@ def with_directory(cluster: SlurmCluster, pod_spec: Dict[str, Any]) -> Dict[str,
                {"name": TEMPLATE_VOLUME, "configMap": {"name": names.sssd_config(cluster.name)}}]
     if ldap.ca_secret:
         volumes.append({"name": CA_VOLUME, "secret": {"secretName": ldap.ca_secret, "defaultMode": 0o444}})
-    return dict(pod_spec, initContainers=[sssd_sidecar(cluster)] + list(pod_spec.get("initContainers") or []),
+    return dict(pod_spec, initContainers=[sssd_sidecar(cluster, ldap)] + list(pod_spec.get("initContainers") or []),
                 containers=containers, volumes=list(pod_spec.get("volumes") or []) + volumes)
 
 
 def config_digest(cluster: SlurmCluster) -> str:
     """What a pod with SSSD reads at start, to roll it by: "" without a directory, so a cluster
     without one keeps the digests it had."""
-    return content_hash([render_sssd_config(cluster)]) if directory_ldap(cluster) is not None else ""
+    ldap = directory_ldap(cluster)
+    return content_hash([render_sssd_config(cluster, ldap)]) if ldap is not None else ""
 
 
 def jail_binds(cluster: SlurmCluster) -> List[str]:
