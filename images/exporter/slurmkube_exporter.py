@@ -5,18 +5,20 @@ it still answers (slurm_up 0) while slurmctld's pod is replaced. Each scrape ask
 once per kind (nodes, jobs, sdiag) at most every MIN_INTERVAL seconds, whatever the number of
 Prometheus servers scraping: the answers are cached and shared. The jail, mounted read-only,
 gives its own usage and the health checks' results; a hung jail volume costs its families,
-never the scrape.
+never the scrape. What the jail's files take, in all and per home, the jail-usage container
+beside it counts (slurmkube_jail_usage.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import AbstractSet, Dict, Iterator, List, Optional, Tuple
+from typing import AbstractSet, Any, Dict, Iterator, List, Optional, Tuple
 
 from prometheus_client import start_http_server
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
@@ -27,6 +29,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics impor
     Family,
     health_families,
     jail_families,
+    jail_usage_families,
     job_families,
     long_check_families,
     node_families,
@@ -86,8 +89,11 @@ class JailReader:
     """Reads the jail in a worker thread with a time limit: a hung NFS server must not hang
     scrapes. While one read hangs, no other starts."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, usage_dir: str = C.JAIL_USAGE_DIR) -> None:
         self.root = root
+        self.usage_dir = usage_dir
+        claim = os.environ.get(C.ENV_JAIL_CLAIM_BYTES)
+        self.claim_bytes = float(claim) if claim else None
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.pending: Optional[Future] = None
 
@@ -107,7 +113,18 @@ class JailReader:
         health = {name: text for name, (_mtime, text) in files_in(self.root + C.HEALTH_RESULTS_DIR).items()}
         long_checks = {name: found for name, found in files_in(self.root + C.LONG_CHECK_RESULTS_DIR).items()
                        if name.endswith(".log")}
-        return families + health_families(health, nodes) + long_check_families(long_checks, nodes)
+        return (families + jail_usage_families(usage_report(self.usage_dir), self.claim_bytes)
+                + health_families(health, nodes) + long_check_families(long_checks, nodes))
+
+
+def usage_report(directory: str) -> Dict[str, Any]:
+    """The jail-usage container's last count ({} before its first, or when unreadable)."""
+    try:
+        with open(os.path.join(directory, C.JAIL_USAGE_FILE), encoding="utf-8") as report:
+            found = json.load(report)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def files_in(directory: str) -> Dict[str, Tuple[float, str]]:

@@ -223,6 +223,14 @@ ENV_REST_PORT = "SLURMKUBE_REST_PORT"
 ENV_EXPORTER_MIN_INTERVAL = "SLURMKUBE_EXPORTER_MIN_INTERVAL"
 EXPORTER_PROGRAM = "/opt/slurmkube/slurmkube_exporter.py"  # in the exporter image
 EXPORTER_USER = "nobody"  # the exporter reads Slurm; it needs no privilege
+# The jail's usage as du counts it (issue 38: a class that does not enforce a claim's size): a
+# container beside the exporter walks the jail and leaves JSON in a directory the exporter reads.
+CONTAINER_JAIL_USAGE = "jail-usage"
+JAIL_USAGE_PROGRAM = "/opt/slurmkube/slurmkube_jail_usage.py"  # in the exporter image
+JAIL_USAGE_DIR = "/run/slurmkube/jail-usage"
+JAIL_USAGE_FILE = "usage.json"
+ENV_JAIL_USAGE_INTERVAL = "SLURMKUBE_JAIL_USAGE_INTERVAL"
+ENV_JAIL_CLAIM_BYTES = "SLURMKUBE_JAIL_CLAIM_BYTES"  # the size the cluster's jail claim asks for
 
 # Accounting (issue 16): slurmdbd and its database.
 SLURMDBD_PORT = 6819

@@ -37,6 +37,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator import tel
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm import metrics as M
 
 sys.path.insert(0, str(REPO / "tests"))
+from manual_blocks import run_commands
 from playbook_runner import run_module, run_role
 
 pytestmark = pytest.mark.k8s
@@ -55,6 +56,8 @@ LONG_CHECKS = {"enabled": True, "schedule": "0 0 1 1 *", "minMemoryBandwidthMibP
 # Prometheus scrapes every SCRAPE_INTERVAL s; the exporter asks Slurm at most every EXPORTER_INTERVAL s.
 SCRAPE_INTERVAL = 5
 EXPORTER_INTERVAL = 2
+# The jail's usage is counted every JAIL_USAGE_INTERVAL s (the model's least).
+JAIL_USAGE_INTERVAL = 10
 BACKUP_CLAIM = "hc-backups"
 BACKUP_PASSWORD_SECRET = "hc-backup-password"
 
@@ -75,7 +78,7 @@ def hc(kube_cluster: Cluster, monitoring_images: dict, operator: Operator) -> Cl
     spec = dict(tiny_cluster_spec(), healthChecks={"interval": INTERVAL, "replaceDrainedNodes": True,
                                                    "longChecks": LONG_CHECKS},
                 exporter={"enabled": True, "resources": TINY, "minIntervalSeconds": EXPORTER_INTERVAL,
-                          "scrapeFrom": [SCRAPER]},
+                          "jailUsageIntervalSeconds": JAIL_USAGE_INTERVAL, "scrapeFrom": [SCRAPER]},
                 # Backups on, so their gauges reach Prometheus: runs started by hand raise the backup
                 # alert (below), and its expressions are asked (the last test).
                 backup={"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
@@ -434,7 +437,8 @@ def exporter_families() -> set:
     empty_nodes = json.dumps({"nodes": []})
     families = M.node_families(empty_nodes) + M.job_families("") + \
         M.scheduler_families(json.dumps({"statistics": {}})) + M.up_family({"nodes": True}) + \
-        M.jail_families(0, 0, 0, 0) + M.health_families({}, set()) + M.long_check_families({}, set())
+        M.jail_families(0, 0, 0, 0) + M.jail_usage_families({}, None) + M.health_families({}, set()) + \
+        M.long_check_families({}, set())
     return {f.name + ("_total" if f.kind == "counter" and not f.name.endswith("_total") else "") for f in families}
 
 
@@ -479,6 +483,27 @@ def test_a_failed_backup_after_a_good_one_raises_its_alert_in_prometheus(hc: Clu
     alert = wait_for(firing, 120, 2)[0]
     assert alert["labels"]["slurmkube_namespace"] == hc.namespace, alert
     assert alert["annotations"]["runbook"] == "docs/runbooks.md#slurmbackupfailed", alert
+
+
+def test_a_homes_files_are_counted_in_the_jails_usage_and_reach_prometheus_beside_the_claims_size(
+        hc: Cluster, prometheus: Prometheus):
+    """Issue 38: the exporter's jail-usage container counts each home as du does, whatever the
+    storage class enforces; Prometheus has the home's bytes, the jail's and the size its claim asks
+    for (the kind class enforces none: only this count tells). The home stays, with its series, for
+    the last test."""
+    home = "%s/home/hc-user" % C.JAIL_MOUNT_PATH
+    hc.exec(WORKERS[0], "sh", "-c", "mkdir -p %s && head -c 8000000 /dev/urandom >%s/data" % (home, home))
+    user = 'slurm_jail_home_used_bytes{slurmkube_cluster="hc",user="hc-user"}'
+    try:
+        wait_for(lambda: prometheus.value(user) >= 8_000_000, 120, 2)
+        assert prometheus.value('slurm_jail_used_bytes{slurmkube_cluster="hc"}') > prometheus.value(user)
+        assert prometheus.value('slurm_jail_claim_size_bytes{slurmkube_cluster="hc"}') == 5 * 2 ** 30
+        # The guide's look at the last count, without Prometheus.
+        report = json.loads(run_commands("jail-usage", hc.env, CLUSTER, hc.namespace))
+        assert report["homes"]["hc-user"] >= 8_000_000 and report["used_bytes"] > report["homes"]["hc-user"]
+    finally:
+        hc.exec(WORKERS[0], "rm", "-f", home + "/data")
+    wait_for(lambda: prometheus.value(user) < 8_000_000, 120, 2)
 
 
 def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_alert(

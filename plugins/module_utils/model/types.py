@@ -403,6 +403,9 @@ class Exporter:
     min_interval_seconds: int = spec_field(
         "Slurm is asked at most this often, however many Prometheus servers scrape; between two "
         "asks a scrape gets the last answers.", 15, minimum=1, maximum=3600)
+    jail_usage_interval_seconds: int = spec_field(
+        "How often the jail's usage is counted, in all and per home (a walk of the jail, as du does).", 300,
+        minimum=10, maximum=86400)
     scrape_from: List[FreeForm] = spec_field(
         "Who may scrape: NetworkPolicy 'from' peers ({namespaceSelector: ...}, {podSelector: "
         "...}); any pod in any namespace when empty.", factory=list)

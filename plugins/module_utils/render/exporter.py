@@ -16,7 +16,19 @@ from typing import Any, Dict, List
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import SlurmCluster
+from ansible_collections.slurmkube.core.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.slurmkube.core.plugins.module_utils.render import common, pods
+
+USAGE_VOLUME = "jail-usage"
+
+
+def _claim_size_env(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+    """The size the jail's claim asks for, where the cluster makes the claim (a site's own claim,
+    spec.jail.existingClaim, and an NFS export may be any size: their usage is still counted)."""
+    jail = cluster.spec.jail
+    if jail.existing_claim or jail.nfs is not None:
+        return []
+    return [{"name": C.ENV_JAIL_CLAIM_BYTES, "value": str(int(parse_quantity(str(jail.size))))}]
 
 
 def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
@@ -29,15 +41,37 @@ def _exporter_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "env": common.env(cluster, C.ROLE_EXPORTER) + [
             {"name": C.ENV_EXPORTER_PORT, "value": str(exporter.port)},
             {"name": C.ENV_EXPORTER_MIN_INTERVAL, "value": str(exporter.min_interval_seconds)},
-        ],
+        ] + _claim_size_env(cluster),
         "ports": [{"name": "metrics", "containerPort": exporter.port, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": common.METRICS_PATH, "port": exporter.port}, "periodSeconds": 30,
                            "timeoutSeconds": 25},
         "resources": common.resources(exporter.resources),
         "securityContext": common.confined_security_context(),
-        # The jail, read-only: its usage and the health checks' results.
+        # The jail, read-only: its usage and the health checks' results; the usage counted beside it.
         "volumeMounts": common.common_mounts() + [
-            {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True}],
+            {"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True},
+            {"name": USAGE_VOLUME, "mountPath": C.JAIL_USAGE_DIR, "readOnly": True}],
+    }
+
+
+def _jail_usage_container(cluster: SlurmCluster) -> Dict[str, Any]:
+    """The jail's usage counted as du does, every jailUsageIntervalSeconds: root with
+    CAP_DAC_READ_SEARCH alone (it reads every home and can change nothing), the jail read-only, a
+    read-only root, no token; a little CPU, at the lowest priority (nice: the program's own)."""
+    exporter = cluster.spec.exporter
+    images = cluster.spec.images
+    return {
+        "name": C.CONTAINER_JAIL_USAGE,
+        "image": images.exporter,
+        "imagePullPolicy": images.pull_policy,
+        "command": ["/usr/bin/tini", "--", "nice", "-n", "19", "python3", C.JAIL_USAGE_PROGRAM],
+        "env": [{"name": C.ENV_JAIL_USAGE_INTERVAL, "value": str(exporter.jail_usage_interval_seconds)}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "200m", "memory": "256Mi"}},
+        "securityContext": {"runAsUser": 0, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                            "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]}},
+        "volumeMounts": [{"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True},
+                         {"name": USAGE_VOLUME, "mountPath": C.JAIL_USAGE_DIR}],
     }
 
 
@@ -55,9 +89,10 @@ def render_exporter_deployment(cluster: SlurmCluster) -> common.Manifest:
                 "metadata": {"labels": pod_labels, "annotations": common.scrape_annotations(exporter.port)},
                 "spec": {
                     **common.pod_identity(cluster),
-                    "containers": [_exporter_container(cluster)],
+                    "containers": [_exporter_container(cluster), _jail_usage_container(cluster)],
                     "volumes": [common.config_volume(cluster), common.munge_volume(cluster),
-                                common.jail_volume(cluster)],
+                                common.jail_volume(cluster),
+                                {"name": USAGE_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
                     **common.login_hosts_dns(cluster),
                 },
             }, pods.component_options(cluster, exporter.pod)),

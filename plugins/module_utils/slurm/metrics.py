@@ -4,8 +4,8 @@
 so the exporter only fetches, calls these and serves the result.
 
 Labels stay bounded whatever the cluster does: node states and reasons fold into a few
-kinds, users beyond the busiest few fold into "other", and nothing carries a job id, a node
-name or free text.
+kinds, users beyond the busiest few (and homes beyond the largest) fold into "other", and nothing
+carries a job id, a node name or free text.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.drain import parse_drain_reason
@@ -26,6 +26,8 @@ MICROSECONDS = 1e-6
 NODE_STATES = ("down", "drain", "completing", "mixed", "allocated", "idle", "other")
 # Users with the most jobs get a series each; the rest share user="other".
 TOP_USERS = 20
+# The largest homes of the jail get a series each; the rest share user="other".
+TOP_HOMES = 50
 OTHER = "other"
 # The fast checks whose verdicts are exported (images/common/slurmkube-healthcheck's names).
 HEALTH_CHECKS = frozenset(("munged", "slurmd", "jail", "scratch", "memory", "clock", "gpu"))
@@ -255,6 +257,30 @@ def jail_families(size: float, free: float, files: float, files_free: float) -> 
                [((), free)]),
         Family("slurm_jail_volume_files", "gauge", "Inodes of the jail volume.", [((), files)]),
         Family("slurm_jail_volume_files_free", "gauge", "Free inodes of the jail volume.", [((), files_free)]),
+    ]
+
+
+def jail_usage_families(report: Mapping[str, Any], claim_bytes: Optional[float],
+                        top_homes: int = TOP_HOMES) -> List[Family]:
+    """The jail's usage as du counts it (the jail-usage container's last report: images/exporter/
+    slurmkube_jail_usage.py), in all and per home (the largest only, the rest as user="other"),
+    beside the size its claim asks for (none for a site's own claim): a storage class that does not
+    enforce a claim's size lets the jail outgrow it while the volume's statvfs shows the host's
+    filesystem."""
+    homes: Dict[str, float] = {}
+    by_size = sorted((report.get("homes") or {}).items(), key=lambda t: (-t[1], t[0]))
+    for rank, (user, size) in enumerate(by_size):
+        key = user if rank < top_homes else OTHER
+        homes[key] = homes.get(key, 0.0) + float(size)
+    return [
+        Family("slurm_jail_used_bytes", "gauge", "Space the jail's files take, counted as du does.",
+               [((), float(report["used_bytes"]))] if "used_bytes" in report else []),
+        Family("slurm_jail_home_used_bytes", "gauge", "Space each home of the jail takes (/home/<user>), counted "
+               "as du does.", [(labels(user=user), size) for user, size in sorted(homes.items())]),
+        Family("slurm_jail_usage_counted_timestamp_seconds", "gauge", "When the jail's usage was last counted.",
+               [((), float(report["time"]))] if "time" in report else []),
+        Family("slurm_jail_claim_size_bytes", "gauge", "Size the cluster's jail claim asks for.",
+               [((), claim_bytes)] if claim_bytes is not None else []),
     ]
 
 

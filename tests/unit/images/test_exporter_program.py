@@ -96,3 +96,17 @@ def test_scrapes_within_the_interval_share_one_answer_per_kind(tmp_path, monkeyp
     for _scrape in range(5):
         list(collector.collect())
     assert sorted(asked) == ["scontrol", "sdiag", "squeue"]
+
+
+def test_the_jail_usage_containers_report_and_the_claims_size_become_families(tmp_path, monkeypatch):
+    usage = tmp_path / "usage"
+    usage.mkdir()
+    (usage / C.JAIL_USAGE_FILE).write_text('{"time": 1795660000, "used_bytes": 4096, "homes": {"ann": 2048}}')
+    monkeypatch.setenv(C.ENV_JAIL_CLAIM_BYTES, "10737418240")
+    text = text_of(E.JailReader(str(jail(tmp_path)), str(usage)).families(frozenset()))
+    assert "slurm_jail_used_bytes 4096.0" in text and 'slurm_jail_home_used_bytes{user="ann"} 2048.0' in text
+    assert "slurm_jail_claim_size_bytes 1.073741824e+10" in text
+    # Before the container's first count: the families without samples, the rest as before.
+    monkeypatch.delenv(C.ENV_JAIL_CLAIM_BYTES)
+    text = text_of(E.JailReader(str(tmp_path), str(tmp_path / "nothing-yet")).families(frozenset()))
+    assert "\nslurm_jail_used_bytes " not in text and "\nslurm_jail_volume_size_bytes " in text

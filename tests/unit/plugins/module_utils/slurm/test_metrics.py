@@ -10,6 +10,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics impor
     gpus_in,
     health_families,
     jail_families,
+    jail_usage_families,
     job_families,
     long_check_families,
     node_families,
@@ -145,6 +146,19 @@ def test_jail_usage_and_node_names():
     assert families["slurm_jail_volume_files_free"] == {(): 7.0}
     text = (SLURM / "nodes-drained.json").read_text()
     assert node_names(text) == {n["name"] for n in json.loads(text)["nodes"]}
+
+
+def test_the_jails_counted_usage_per_home_folds_beyond_the_largest_and_names_the_claims_size():
+    report = {"time": 1795660000.0, "used_bytes": 900, "homes": {"ann": 500, "bo": 200, "cy": 100, "di": 50}}
+    families = by_name(jail_usage_families(report, 1000.0, top_homes=2))
+    assert families["slurm_jail_used_bytes"] == {(): 900.0}
+    assert families["slurm_jail_home_used_bytes"] == {
+        (("user", "ann"),): 500.0, (("user", "bo"),): 200.0, (("user", "other"),): 150.0}
+    assert families["slurm_jail_claim_size_bytes"] == {(): 1000.0}
+    assert families["slurm_jail_usage_counted_timestamp_seconds"] == {(): 1795660000.0}
+    # Before the first count, and for a site's own claim: the families, without samples.
+    empty = by_name(jail_usage_families({}, None))
+    assert set(empty) == set(families) and not any(empty.values())
 
 
 def test_an_nccl_result_line_becomes_bus_bandwidth_and_a_failed_check():
