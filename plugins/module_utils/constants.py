@@ -34,7 +34,8 @@ LABEL_NODESET = API_GROUP + "/nodeset"
 PRODUCT_VOLUMES = frozenset((
     "slurm-config", "munge-key", "jail", "state", "sshd-config", "ssh-host-keys", "spool", "shm", "node-tmp",
     "seccomp-profiles", "slurmdbd-config", "data", "database-ca", "run-secrets", "jwt-keys", "logs", "munge-etc",
-    "munge-lib", "run", "tmp", "repository", "restic-cache",
+    "munge-lib", "run", "tmp", "repository", "restic-cache", "sssd-pipes", "sssd-state", "sssd-template",
+    "directory-ca", "jail-usage",
 ))
 # A worker's volume of a jail sub-mount is this and the sub-mount's name.
 SUB_MOUNT_VOLUME_PREFIX = "sub-"

@@ -15,6 +15,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator import tel
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.metrics import (
     health_families,
     jail_families,
+    jail_usage_families,
     job_families,
     long_check_families,
     node_families,
@@ -40,7 +41,8 @@ def served_names() -> set:
     families = node_families((slurm / "nodes-drained.json").read_text()) + \
         job_families("main|PENDING|Priority|alice\n") + \
         scheduler_families((slurm / "sdiag.json").read_text()) + up_family({"nodes": True}) + \
-        jail_families(1, 1, 1, 1) + health_families({}, set()) + long_check_families({}, set())
+        jail_families(1, 1, 1, 1) + jail_usage_families({}, None) + health_families({}, set()) + \
+        long_check_families({}, set())
     return {f.name for f in families} | set(telemetry.served_names())
 
 

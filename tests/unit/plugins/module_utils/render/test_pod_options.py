@@ -65,7 +65,8 @@ def pod_templates(objects: List[Dict[str, Any]]) -> Iterator[Tuple[str, Dict[str
 # Every example with accounting, the exporter, the REST API, long checks and backups on: every component.
 EVERYTHING = {"accounting": {"enabled": True}, "exporter": {"enabled": True}, "rest": {"enabled": True},
               "healthChecks": {"longChecks": {"enabled": True}},
-              "backup": {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"}}
+              "backup": {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"},
+              "directory": {"ldap": {"uris": ["ldaps://ldap.example.org"], "searchBase": "dc=example,dc=org"}}}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
