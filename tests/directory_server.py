@@ -32,17 +32,17 @@ class Group(NamedTuple):
 
 
 # Names no test cluster's jail holds (jail_user's alice would come first: files before sss).
-DANA, ELI, FAY = "dana", "eli", "fay"
+DANA, ELI, FAY, GIL = "dana", "eli", "fay", "gil"
 
 
 def users(password_of: Dict[str, str]) -> Tuple[User, ...]:
-    """dana and eli of group physics, dana also in chemistry; fay's uid is below the cluster's
+    """dana, eli and gil of group physics, dana also in chemistry; fay's uid is below the cluster's
     minimum (SSSD must not resolve her: a directory uid must never become a system account's)."""
     return (User(DANA, 5001, 5000, password_of[DANA]), User(ELI, 5002, 5000, password_of[ELI]),
-            User(FAY, 900, 5000, password_of[FAY]))  # fmt: skip
+            User(FAY, 900, 5000, password_of[FAY]), User(GIL, 5003, 5000, password_of[GIL]))  # fmt: skip
 
 
-GROUPS_OF_SITE = (Group("physics", 5000, (DANA, ELI)), Group("chemistry", 5100, (DANA,)))
+GROUPS_OF_SITE = (Group("physics", 5000, (DANA, ELI, GIL)), Group("chemistry", 5100, (DANA,)))
 
 
 def slapd_config(admin_password: str) -> str:

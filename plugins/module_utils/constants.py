@@ -333,8 +333,9 @@ JWKS_SECRET_KEY = "jwks.json"  # the public keys (kid, n, e): mounted into slurm
 JWT_SIGNING_SECRET_KEY = "signing.json"  # the private keys and which one signs: never mounted
 
 # Directory users (spec.directory, issue 38): SSSD runs beside the containers that look users up
-# (login, controller, workers); they share its sockets, which the login's sessions and the jobs see
-# in the jail too. The sidecar writes sssd.conf from the rendered template and the bind password.
+# (login, controller, workers, slurmdbd); they share its sockets, which the login's sessions and the
+# jobs see in the jail too. The sidecar writes sssd.conf from the rendered template and the bind
+# password.
 ROLE_SSSD = "sssd"
 CONTAINER_SSSD = "sssd"
 SSSD_PIPES_DIR = "/var/lib/sss/pipes"
@@ -346,3 +347,5 @@ DIRECTORY_PASSWORD_SECRET_KEY = "password"
 ENV_DIRECTORY_BIND_PASSWORD = "SLURMKUBE_DIRECTORY_BIND_PASSWORD"
 # A login container's PAM: "1" makes a directory user's home in the jail at their first login.
 ENV_DIRECTORY_MAKE_HOMES = "SLURMKUBE_DIRECTORY_MAKE_HOMES"
+# Where the login container binds the jail's /etc/skel for pam_mkhomedir (read-only).
+DIRECTORY_SKEL_DIR = "/run/slurmkube/skel"

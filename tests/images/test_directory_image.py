@@ -13,7 +13,18 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
-from directory_server import DANA, ELI, FAY, FILES_DIR, READER_DN, SERVER_COMMAND, SUFFIX, users, write_server_files
+from directory_server import (
+    DANA,
+    ELI,
+    FAY,
+    FILES_DIR,
+    GIL,
+    READER_DN,
+    SERVER_COMMAND,
+    SUFFIX,
+    users,
+    write_server_files,
+)
 from docker_cluster import docker, remove_as_root, wait_for
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -27,7 +38,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.directory im
 pytestmark = pytest.mark.slurm
 
 SERVER = "directory"
-PASSWORDS = {name: secrets.token_urlsafe(12) for name in (DANA, ELI, FAY, "reader", "admin")}
+PASSWORDS = {name: secrets.token_urlsafe(12) for name in (DANA, ELI, FAY, GIL, "reader", "admin")}
 
 
 def directory_model():
@@ -108,7 +119,7 @@ def test_directory_users_and_groups_resolve_in_each_image_through_the_sidecars_s
     assert dana.stdout.strip().endswith(":/home/%s:/bin/bash" % DANA), dana
     assert lookup(images, image, sockets, "passwd", "5002").stdout.startswith(ELI + ":"), image
     physics = lookup(images, image, sockets, "group", "physics").stdout.strip()
-    assert physics.split(":")[2] == "5000" and set(physics.split(":")[3].split(",")) == {DANA, ELI}, physics
+    assert physics.split(":")[2] == "5000" and set(physics.split(":")[3].split(",")) == {DANA, ELI, GIL}, physics
     assert DANA in lookup(images, image, sockets, "group", "chemistry").stdout
 
 

@@ -26,6 +26,7 @@ from directory_server import (
     DANA,
     ELI,
     FAY,
+    GIL,
     READER_DN,
     SUFFIX,
     egress_to_server,
@@ -58,7 +59,7 @@ CONTROLLER_POD = CLUSTER + "-controller-0"
 WORKER_POD = CLUSTER + "-cpu-0"
 SLURMDBD_POD = CLUSTER + "-slurmdbd-0"
 BIND_SECRET, CA_SECRET = "directory-bind", "directory-ca"
-PASSWORDS = {name: secrets.token_urlsafe(12) for name in (DANA, ELI, FAY, "reader", "admin")}
+PASSWORDS = {name: secrets.token_urlsafe(12) for name in (DANA, ELI, FAY, GIL, "reader", "admin")}
 KEY_IN_POD = "/tmp/jail-user-test-key"
 JAIL_DATA = "jt-jail-data"
 
@@ -428,6 +429,23 @@ def test_a_directory_user_logs_in_with_their_password_gets_a_home_and_runs_jobs_
     assert set(groups.split()) == {"physics", "chemistry"}
     # The home is in the jail, where every node sees it.
     assert kube.exec(LOGIN_POD, "stat", "-c", "%u %a", "/mnt/jail/home/" + DANA).stdout.strip() == "5001 700"
+
+
+def test_a_link_planted_by_a_new_users_name_in_the_jails_home_is_left_alone_at_their_first_login(
+        slurm_cluster: Cluster):
+    """Root in a job can write the jail's /home: a link planted by the name of a user who has not
+    logged in yet, to a directory of the login container, is neither followed nor replaced
+    (pam_mkhomedir makes a home only where nothing is, in the jail's /home bound at the pod's start)."""
+    kube = slurm_cluster
+    outside, planted = "/tmp/make-home-outside", "/mnt/jail/home/" + GIL
+    kube.exec(LOGIN_POD, "sh", "-c", "mkdir -p %s && ln -s %s %s" % (outside, outside, planted))
+    try:
+        session = ssh_with_password(kube, GIL, PASSWORDS[GIL], "id -u")
+        assert session.returncode == 0 and session.stdout.split()[-1] == "5003", session.stdout + session.stderr
+        assert kube.exec(LOGIN_POD, "ls", "-A", outside).stdout == ""
+        assert kube.exec(LOGIN_POD, "readlink", planted).stdout.strip() == outside
+    finally:
+        kube.exec(LOGIN_POD, "rm", "-rf", planted, outside, check=False)
 
 
 def test_a_wrong_password_and_a_user_below_min_id_are_refused(slurm_cluster: Cluster):
