@@ -75,17 +75,6 @@ def backup_storage(cluster: SlurmCluster, parts: List[str],
 BACKUP_CAPABILITIES = ("DAC_READ_SEARCH",)
 
 
-def backup_security_context(capabilities: Tuple[str, ...]) -> Dict[str, Any]:
-    """Root with CAPABILITIES alone, a read-only root filesystem, no privilege escalation."""
-    return {
-        "runAsUser": 0,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-        "capabilities": {"drop": ["ALL"], "add": list(capabilities)},
-    }
-
-
 # What a restore needs beyond reading: write into users' directories (DAC_OVERRIDE), give files
 # their owners (CHOWN), modes and times (FOWNER), keep set-user-ID bits (FSETID) and restore file
 # capabilities (SETFCAP), as restic restore does as root.
@@ -116,7 +105,7 @@ def restic_pod(cluster: SlurmCluster, component: str, env: List[Dict[str, Any]],
         "env": [*env, *repository_env(cluster),
                 *(database_parts(cluster) if C.BACKUP_PART_DATABASE in parts else [])],
         "resources": common.resources(backup.resources),
-        "securityContext": backup_security_context(capabilities),
+        "securityContext": common.root_only_with(capabilities),
         "volumeMounts": [mount for _volume, mount in storage],
     }
     if backup.credentials_secret:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -49,6 +49,19 @@ def confined_security_context() -> Dict[str, Any]:
         "allowPrivilegeEscalation": False,
         "seccompProfile": {"type": "RuntimeDefault"},
         "capabilities": {"drop": list(UNUSED_CAPABILITIES)},
+    }
+
+
+def root_only_with(capabilities: Sequence[str]) -> Dict[str, Any]:
+    """Root with CAPABILITIES alone, a read-only root filesystem, no privilege escalation: the
+    helpers that must read (or restore) every user's files and nothing more (the backup and
+    restore pods, the jail's usage count, SSSD)."""
+    return {
+        "runAsUser": 0,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "capabilities": {"drop": ["ALL"], "add": list(capabilities)},
     }
 
 

@@ -103,11 +103,8 @@ def sssd_sidecar(cluster: SlurmCluster, ldap: Ldap) -> Dict[str, Any]:
         "startupProbe": {"exec": {"command": ["test", "-S", "%s/nss" % C.SSSD_PIPES_DIR]},
                          "periodSeconds": 1, "failureThreshold": 120},
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-        "securityContext": {"runAsUser": 0, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                            "capabilities": {"drop": ["ALL"],
-                                             "add": ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER",
-                                                     "SETGID", "SETUID"]}},
+        "securityContext": common.root_only_with(["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "SETGID",
+                                                   "SETUID"]),
         "volumeMounts": mounts,
     }
 

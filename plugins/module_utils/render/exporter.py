@@ -67,9 +67,7 @@ def _jail_usage_container(cluster: SlurmCluster) -> Dict[str, Any]:
         "command": ["/usr/bin/tini", "--", "nice", "-n", "19", "python3", C.JAIL_USAGE_PROGRAM],
         "env": [{"name": C.ENV_JAIL_USAGE_INTERVAL, "value": str(exporter.jail_usage_interval_seconds)}],
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "200m", "memory": "256Mi"}},
-        "securityContext": {"runAsUser": 0, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                            "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]}},
+        "securityContext": common.root_only_with(["DAC_READ_SEARCH"]),
         "volumeMounts": [{"name": common.JAIL_VOLUME, "mountPath": C.JAIL_MOUNT_PATH, "readOnly": True},
                          {"name": USAGE_VOLUME, "mountPath": C.JAIL_USAGE_DIR}],
     }
