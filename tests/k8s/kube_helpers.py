@@ -133,12 +133,14 @@ class Cluster:
                        for c in (crd.get("status") or {}).get("conditions") or [])
         wait_for(established, timeout, 1, explain=lambda: self.kubectl("get", "crd", name, "-o", "yaml").stdout)
 
-    def exec(self, pod: str, *command: str, check: bool = True) -> subprocess.CompletedProcess:
-        """COMMAND in the pod. Asked again, twice at most, when the container runtime could not
-        start it ("failed to start exec": the command never ran): under load on kind, runc refused
-        single execs ("read init-p: connection reset by peer"; a cold CI run saw one fail a test
-        before it had done anything), which says nothing of what the tests look at."""
-        args = ("-n", self.namespace, "exec", pod, "--", *command)
+    def exec(self, pod: str, *command: str, check: bool = True,
+             container: Optional[str] = None) -> subprocess.CompletedProcess:
+        """COMMAND in the pod (its CONTAINER, else the default one). Asked again, twice at most, when
+        the container runtime could not start it ("failed to start exec": the command never ran):
+        under load on kind, runc refused single execs ("read init-p: connection reset by peer"; a cold
+        CI run saw one fail a test before it had done anything), which says nothing of what the tests
+        look at."""
+        args = ("-n", self.namespace, "exec", pod, *(("-c", container) if container else ()), "--", *command)
         attempts = 3
         for attempt in range(1, attempts + 1):
             result = self.kubectl(*args, check=False)

@@ -384,19 +384,15 @@ def job_state(kube: Cluster, job: str) -> str:
 # ---------------------------------------------------------------------------- directory users
 
 
-def in_container(kube: Cluster, pod: str, container: str, *command: str) -> subprocess.CompletedProcess:
-    return kube.kubectl("-n", kube.namespace, "exec", pod, "-c", container, "--", *command, check=False)
-
-
 @pytest.mark.parametrize(("pod", "container"), [(LOGIN_POD, "sshd"), (CONTROLLER_POD, "slurmctld"),
                                                 (WORKER_POD, "slurmd"), (SLURMDBD_POD, "slurmdbd")])
 def test_directory_users_resolve_in_every_daemons_container_and_a_uid_below_min_id_never(slurm_cluster: Cluster,
                                                                                          pod: str, container: str):
-    dana = in_container(slurm_cluster, pod, container, "getent", "passwd", DANA)
+    dana = slurm_cluster.exec(pod, "getent", "passwd", DANA, container=container, check=False)
     assert dana.stdout.split(":")[2:4] == ["5001", "5000"], (dana.stdout, dana.stderr)
-    groups = in_container(slurm_cluster, pod, container, "id", "-Gn", DANA).stdout.split()
+    groups = slurm_cluster.exec(pod, "id", "-Gn", DANA, container=container).stdout.split()
     assert set(groups) == {"physics", "chemistry"}, groups
-    assert in_container(slurm_cluster, pod, container, "getent", "passwd", FAY).returncode == 2
+    assert slurm_cluster.exec(pod, "getent", "passwd", FAY, container=container, check=False).returncode == 2
 
 
 def test_the_guides_check_shows_a_directory_user_as_login_and_slurmctld_see_them(slurm_cluster: Cluster):
@@ -411,12 +407,11 @@ def ssh_with_password(kube: Cluster, user: str, password: str, command: str) -> 
     kube.kubectl("-n", kube.namespace, "exec", "-i", LOGIN_POD, "-c", "sshd", "--", "sh", "-c",
                  "umask 077; cat >%s; chmod 700 %s" % (askpass, askpass),
                  input="#!/bin/sh\nprintf '%%s\\n' %s\n" % shlex.quote(password))
-    return kube.kubectl("-n", kube.namespace, "exec", LOGIN_POD, "-c", "sshd", "--", "env",
-                        "SSH_ASKPASS=" + askpass, "SSH_ASKPASS_REQUIRE=force", "setsid", "-w",
-                        "ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                        "-o", "PreferredAuthentications=password,keyboard-interactive",
-                        "-o", "NumberOfPasswordPrompts=1",
-                        "%s@127.0.0.1" % user, command, check=False)
+    return kube.exec(LOGIN_POD, "env", "SSH_ASKPASS=" + askpass, "SSH_ASKPASS_REQUIRE=force", "setsid", "-w",
+                     "ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                     "-o", "PreferredAuthentications=password,keyboard-interactive",
+                     "-o", "NumberOfPasswordPrompts=1",
+                     "%s@127.0.0.1" % user, command, container="sshd", check=False)
 
 
 def test_a_directory_user_logs_in_with_their_password_gets_a_home_and_runs_jobs_as_themselves(slurm_cluster: Cluster):
