@@ -30,6 +30,9 @@ CA_VOLUME = "directory-ca"
 STATE_VOLUME = "sssd-state"
 STATE_DIRS = ("/var/lib/sss/db", "/var/lib/sss/mc", "/var/lib/sss/pubconf", "/etc/sssd", "/run")
 DOMAIN = "directory"
+# What sssd's monitor and its providers use: dropping to the sssd user, owning its caches, and
+# reading the 0600 files it writes as root.
+SSSD_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "SETGID", "SETUID"]
 
 
 def directory_ldap(cluster: SlurmCluster) -> Optional[Ldap]:
@@ -103,8 +106,7 @@ def sssd_sidecar(cluster: SlurmCluster, ldap: Ldap) -> Dict[str, Any]:
         "startupProbe": {"exec": {"command": ["test", "-S", "%s/nss" % C.SSSD_PIPES_DIR]},
                          "periodSeconds": 1, "failureThreshold": 120},
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-        "securityContext": common.root_only_with(["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "SETGID",
-                                                   "SETUID"]),
+        "securityContext": common.root_only_with(SSSD_CAPABILITIES),
         "volumeMounts": mounts,
     }
 
