@@ -20,6 +20,7 @@ import subprocess
 
 import pytest
 from kube_helpers import Cluster, load_images, wait_for
+from manual_blocks import run_commands
 from slurm_helpers import (
     ACCOUNTING_IMAGES,
     SLURM_IMAGES,
@@ -47,6 +48,9 @@ SLURMDBD_POD = "%s-slurmdbd-0" % CLUSTER
 WORKER_POD = "%s-cpu-0" % CLUSTER
 # The images the upgrade changes, renamed.
 RENAMED = ("controller", "slurmdbd", "worker")
+# The Events of an upgrade (operator/upgrade.py, operator/images.py): what the manual's commands keep.
+UPGRADE_REASONS = {"PreFlight", "UpgradeRefused", "Upgrade", "UpgradeStage", "Upgraded", "Canary", "CanaryPassed",
+                   "CanaryFailed", "ImagePullFailed"}
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +101,19 @@ def pod(kube: Cluster, name: str) -> dict:
                 "deletionTimestamp")}
 
 
+def upgrade_progress(kube: Cluster) -> tuple:
+    """What the manual's commands for following an upgrade print (docs/manual/upgrades.md, run as
+    written): status.slurm, the SlurmImageInUse condition's line, each pod's image, and the upgrade
+    Events as (type, reason)."""
+    said = run_commands("upgrade-progress", kube.env, CLUSTER, kube.namespace).splitlines()
+    pods_at = next(i for i, line in enumerate(said) if line.split() == ["POD", "IMAGE"])
+    events_at = next(i for i, line in enumerate(said) if line.split()[:3] == ["TIME", "TYPE", "REASON"])
+    assert pods_at == 2 and events_at > pods_at, said
+    images = dict(line.split() for line in said[pods_at + 1:events_at])
+    events = [tuple(line.split(None, 3)[1:3]) for line in said[events_at + 1:]]
+    return json.loads(said[0]), said[1], images, events
+
+
 def runs(kube: Cluster, name: str, image: str) -> dict:
     """The pod once it runs IMAGE and is Ready; {} before."""
     now = pod(kube, name)
@@ -128,6 +145,12 @@ def test_an_upgrade_refused_by_its_preflight_leaves_the_cluster_as_it_was_then_a
     assert {name: pod(kube, name) for name in pods} == pods
     assert kube.get_json("configmap", "%s-slurm-config" % CLUSTER)["data"]["slurm.conf"] == config
     assert slurm.job_state(job) == "RUNNING"
+    # As the manual's commands show it: the refusal, the images in effect, the Events.
+    said, image_in_use, images, events = upgrade_progress(kube)
+    assert said["refusal"] == refusal and said["images"] == before["images"], said
+    assert image_in_use == "False UpgradeRefused: " + refusal, image_in_use
+    assert {name: images.get(name) for name in pods} == {name: pods[name]["image"] for name in pods}, images
+    assert {("Normal", "PreFlight"), ("Warning", "UpgradeRefused")} <= set(events), events
 
     # Passed: slurmdbd, then slurmctld; the worker waits for slurmctld, and for its job to end.
     patch_spec(kube, {"slurm": {"config": {"SchedulerType": None}}})
@@ -149,6 +172,14 @@ def test_an_upgrade_refused_by_its_preflight_leaves_the_cluster_as_it_was_then_a
     # slurmdbd's and slurmctld's stages, then the worker as the canary (login, jail, exporter after it).
     assert events_of(kube, "Upgrade") and len(events_of(kube, "UpgradeStage")) == 2
     assert any(renamed["worker"] in m for m in events_of(kube, "CanaryPassed"))
+    # As the manual's commands show it: the release and images in effect, each stage's Event.
+    said, image_in_use, images, events = upgrade_progress(kube)
+    assert said == slurm_status, (said, slurm_status)
+    assert image_in_use == "True SlurmImage: Slurm %s runs from %s" % (slurm_status["version"], renamed["controller"])
+    assert {name: images.get(name) for name in (CONTROLLER_POD, SLURMDBD_POD, WORKER_POD)} == {
+        CONTROLLER_POD: renamed["controller"], SLURMDBD_POD: renamed["slurmdbd"], WORKER_POD: renamed["worker"]}
+    assert {("Normal", reason) for reason in ("PreFlight", "Upgrade", "UpgradeStage", "CanaryPassed")} <= set(events)
+    assert {reason for _kind, reason in events} <= UPGRADE_REASONS, events
     # The pre-flights are gone; the job that ran through the upgrade is in slurmdbd's records.
     left = [j["metadata"]["name"] for j in kube.get_json("jobs")["items"]
             if j["metadata"].get("labels", {}).get(C.LABEL_COMPONENT) == C.COMPONENT_PREFLIGHT]
