@@ -38,11 +38,14 @@ from slurm_helpers import (
 )
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.jwt import new_key_set, sign_token
 
 pytestmark = pytest.mark.k8s
 
 CLUSTER = "acct"
+# A second cluster whose accounting is CLUSTER's slurmdbd (accounting.host): one slurmdbd for two.
+SHARING = "acct2"
 NODESET = "cpu"
 NODE = "%s-%s-0" % (CLUSTER, NODESET)
 # Two CPUs: two jobs at once, so a limit (not a full node) is what holds a job back.
@@ -105,6 +108,7 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database
     from_portal = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": portal}}}
     spec = dict(tiny_cluster_spec(), accounting={
         "enabled": True, "resources": TINY, "config": {"PurgeJobAfter": "12month"},
+        "peers": [{"podSelector": {"matchLabels": {C.LABEL_CLUSTER: SHARING}}}],
         "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}},
         rest={"enabled": True, "replicas": 1, "resources": TINY, "allowFrom": [from_portal],
               "tokenMaxLifetimeSeconds": TOKEN_MAX_LIFETIME})
@@ -563,6 +567,47 @@ def test_slurmdbd_works_with_a_database_outside_the_clusters_namespace(kube_clus
     assert site_sql("select @@require_secure_transport").split() == ["1"]
     conf = kube.exec("%s-slurmdbd-0" % EXTERNAL, "cat", "%s/%s" % (C.SLURM_CONFIG_DIR, C.SLURMDBD_CONFIG_FILE)).stdout
     assert "StorageParameters=SSL_CA=%s/%s" % (C.SLURMDBD_DATABASE_CA_DIR, C.DB_CA_SECRET_KEY) in conf.splitlines()
+    # Its pods would idle through the rest of the module, on a CPU the other tests wait for.
+    kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", EXTERNAL, "--wait=false")
+
+
+def test_a_cluster_whose_accounting_is_another_clusters_slurmdbd_registers_there_and_its_jobs_are_recorded(
+        slurm: SlurmView, operator: Operator, images: dict):
+    """Issue 38: accounting.host names a slurmdbd slurmkube does not run for this cluster, here
+    CLUSTER's (Slurm's one slurmdbd for several clusters): no slurmdbd or database of its own; its
+    slurmctld registers itself there and sends its jobs' records, its clients read them, through
+    the NetworkPolicies each side's spec.accounting.peers opens (the sharing cluster's pods to
+    slurmdbd, slurmdbd to its slurmctld); both run with one munge key (the Secret CLUSTER's operator
+    made, named in spec.munge.secretName)."""
+    kube = slurm.kube
+    slurmdbd_pods = {"podSelector": {"matchLabels": names.selector_labels(CLUSTER, C.COMPONENT_SLURMDBD)}}
+    spec = dict(tiny_cluster_spec(), munge={"secretName": names.munge_key_secret(CLUSTER)},
+                accounting={"enabled": True, "host": names.slurmdbd(CLUSTER), "peers": [slurmdbd_pods]})
+    with running_cluster(kube, operator, SHARING, images, spec) as sharing:
+        assert kube.kubectl("-n", kube.namespace, "get", "statefulset", names.slurmdbd(SHARING),
+                            check=False).returncode != 0
+
+        def clusters(view: SlurmView) -> set:
+            return set(view.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split())
+
+        wait_for(lambda: SHARING in clusters(slurm), 120, 3, explain=lambda: kube.kubectl(
+            "-n", kube.namespace, "logs", "%s-controller-0" % SHARING, "--tail=40", check=False).stdout)
+        assert clusters(sharing) == {CLUSTER, SHARING}
+        # A job of the sharing cluster (it has no node: held, then cancelled) in the shared records,
+        # as CLUSTER's clients and its own read them.
+        job = sharing.run("sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true").split()[0]
+        sharing.run("scancel", job)
+
+        def recorded(view: SlurmView) -> str:
+            return view.run("sacct", "-n", "-X", "-P", "-M", SHARING, "-j", job, "-o", "JobID,State").strip()
+
+        wait_for(lambda: recorded(slurm).startswith("%s|CANCELLED" % job), 120, 3)
+        assert recorded(sharing).startswith("%s|CANCELLED" % job)
+        # The other way: an account added for the sharing cluster reaches its slurmctld, which
+        # slurmdbd tells of association changes (through its own egress and the sharing side's ingress).
+        sharing.run("sacctmgr", "-i", "add", "account", "pushed", "cluster=" + SHARING)
+        wait_for(lambda: "Account=pushed" in sharing.run("scontrol", "show", "assoc_mgr", "flags=assoc",
+                                                         "accounts=pushed"), 60, 2)
 
 
 # ---------------------------------------------------------------------------- the REST API (issue 35)

@@ -378,6 +378,11 @@ class Accounting:
         pattern=HOST,
     )
     port: int = spec_field("slurmdbd port.", 6819, minimum=1, maximum=65535)
+    peers: List[FreeForm] = spec_field(
+        "The other side of a slurmdbd several clusters share, as NetworkPolicy peers: the clusters' pods where "
+        "slurmkube runs it for this cluster, its pods with accounting.host. Each side's policies let slurmctld and "
+        "the clients reach slurmdbd, and slurmdbd reach slurmctld (association and QOS changes). The clusters run "
+        "with one munge key: name a Secret made before them in spec.munge.secretName.", factory=list)
     resources: Resources = spec_field("Resources of the slurmdbd pod.", factory=Resources)
     database: AccountingDatabase = spec_field("slurmdbd's database.", factory=AccountingDatabase)
     pod: PodOptions = spec_field("What the site adds to the slurmdbd pod and the in-cluster database's, after "

@@ -12,6 +12,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
     backup_parts,
     nodeset_object_name,
     runs_database,
+    runs_slurmdbd,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.network import PRIVATE_RANGES_V4, PRIVATE_RANGES_V6
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import NodeSet, SlurmCluster
@@ -54,6 +55,15 @@ def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[
     }
 
 
+def _egress_policy(cluster: SlurmCluster, name: str, pods: dict, egress: List[dict]) -> common.Manifest:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": common.metadata(cluster, names.network_policy(cluster.name, name), C.COMPONENT_CONFIG),
+        "spec": {"podSelector": pods, "policyTypes": ["Egress"], "egress": egress},
+    }
+
+
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
@@ -74,26 +84,53 @@ def egress_rules(cluster: SlurmCluster) -> List[dict]:
     if cluster.spec.egress.internet:
         rules.append({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_RANGES_V4)}},
                              {"ipBlock": {"cidr": "::/0", "except": list(PRIVATE_RANGES_V6)}}]})
+    accounting = cluster.spec.accounting
+    if accounting.enabled and accounting.host and accounting.peers:
+        # slurmctld and the clients, wherever they run (sacct in a job too), to the shared slurmdbd.
+        rules.append({"to": accounting_peers(cluster), "ports": [tcp(accounting.port)]})
     rules.extend(dict(rule) for rule in cluster.spec.egress.to)
     return rules
+
+
+def accounting_peers(cluster: SlurmCluster) -> List[dict]:
+    return [dict(peer) for peer in cluster.spec.accounting.peers]
+
+
+def tcp(port: int) -> dict:
+    return {"protocol": "TCP", "port": port}
+
+
+def shared_slurmdbd_policies(cluster: SlurmCluster) -> List[common.Manifest]:
+    """One slurmdbd for several clusters: the clusters' slurmctld and clients reach slurmdbd's port,
+    and slurmdbd reaches their slurmctld (it pushes association and QOS changes there). Each side
+    opens its own pods to spec.accounting.peers, the other side."""
+    accounting = cluster.spec.accounting
+    peers = accounting_peers(cluster)
+    if not peers:
+        return []
+    if runs_slurmdbd(cluster):
+        slurmdbd_pods = {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_SLURMDBD)}
+        return [_network_policy(cluster, "slurmdbd", slurmdbd_pods, [{"from": peers, "ports": [tcp(accounting.port)]}]),
+                _egress_policy(cluster, "slurmdbd-egress", slurmdbd_pods,
+                               [{"to": peers, "ports": [tcp(C.SLURMCTLD_PORT)]}])]
+    if accounting.enabled and accounting.host:
+        controller_pods = {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_CONTROLLER)}
+        return [_network_policy(cluster, "slurmctld-from-slurmdbd", controller_pods,
+                                [{"from": peers, "ports": [tcp(C.SLURMCTLD_PORT)]}])]
+    return []
 
 
 def render_egress_policy(cluster: SlurmCluster) -> common.Manifest:
     """Jobs and ssh sessions run in these pods: they must not reach the API server, the
     kubelets (:10250) or cloud metadata (169.254.169.254), which are not in any rule."""
-    own_pods = {C.LABEL_CLUSTER: cluster.name}
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": common.metadata(cluster, names.network_policy(cluster.name, "egress"), C.COMPONENT_CONFIG),
-        "spec": {"podSelector": {"matchLabels": own_pods}, "policyTypes": ["Egress"], "egress": egress_rules(cluster)},
-    }
+    return _egress_policy(cluster, "egress", {"matchLabels": {C.LABEL_CLUSTER: cluster.name}}, egress_rules(cluster))
 
 
 def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
     """The cluster's pods accept traffic only from each other (Slurm, srun), plus ssh to login
-    (the database: from slurmdbd, the backup's dump and a restore's load only), and connect only
-    to each other, DNS and what spec.egress allows."""
+    (the database: from slurmdbd, the backup's dump and a restore's load only; a shared slurmdbd
+    and its clusters' slurmctld from spec.accounting.peers), and connect only to each other, DNS and
+    what spec.egress allows."""
     if not cluster.spec.network_policy:
         return []
     own_pods = {C.LABEL_CLUSTER: cluster.name}
@@ -112,6 +149,7 @@ def render_network_policies(cluster: SlurmCluster) -> List[common.Manifest]:
         _network_policy(cluster, "login-ssh", {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_LOGIN)},
                         [{"ports": [{"protocol": "TCP", "port": C.SSH_PORT}]}]),
     ]
+    policies.extend(shared_slurmdbd_policies(cluster))
     if runs_database(cluster):
         policies.append(_network_policy(
             cluster, "database", {"matchLabels": names.selector_labels(cluster.name, C.COMPONENT_DATABASE)},
