@@ -999,7 +999,9 @@ def test_turning_accounting_and_the_rest_api_off_removes_their_objects_but_the_d
     feature_objects = [("statefulset", "%s-slurmdbd" % CLUSTER), ("statefulset", "%s-mariadb" % CLUSTER),
                        ("service", "%s-slurmdbd" % CLUSTER), ("service", "%s-mariadb" % CLUSTER),
                        ("configmap", "%s-slurmdbd" % CLUSTER), ("deployment", "%s-rest" % CLUSTER),
-                       ("service", "%s-rest" % CLUSTER)]
+                       ("service", "%s-rest" % CLUSTER),
+                       # what spec.accounting.peers opened, still in the spec
+                       ("networkpolicy", "%s-slurmdbd" % CLUSTER), ("networkpolicy", "%s-slurmdbd-egress" % CLUSTER)]
 
     def left() -> list:
         return [pair for pair in feature_objects

@@ -202,9 +202,8 @@ def _accounting_rules(accounting: Accounting) -> List[Tuple[str, str]]:
     if accounting.config and accounting.host:
         problems.append(("spec.accounting.config", "configures the slurmdbd slurmkube runs; with accounting.host "
                          "slurmdbd runs elsewhere: set it there"))
-    if accounting.peers and not accounting.enabled:
-        problems.append(("spec.accounting.peers", "are the other side of a shared slurmdbd: they need accounting "
-                         "enabled"))
+    # Checked with accounting off too (its policies are then not rendered): accounting turned off and
+    # on again needs no other change.
     problems.extend(_peer_rules(accounting.peers, "spec.accounting.peers"))
     return problems
 

@@ -2,7 +2,8 @@
 network goes. The cluster that runs slurmdbd admits the peers to slurmdbd's port and lets slurmdbd
 reach their slurmctld (it pushes association and QOS changes); a cluster whose accounting.host
 names that slurmdbd lets its pods reach the peers' slurmdbd port and admits them to slurmctld's.
-Nothing else of either cluster opens; a spec that could not use it is refused naming the field."""
+Nothing else of either cluster opens, nothing with accounting off; a peer that is not one is refused
+naming the field."""
 
 from __future__ import annotations
 
@@ -62,14 +63,18 @@ def test_the_sharing_side_reaches_the_slurmdbd_port_and_admits_slurmdbd_to_slurm
     assert without(rendered, "slurmctld-from-slurmdbd", "egress") == without(plain, "egress")
 
 
-def test_unset_or_without_network_policies_nothing_opens():
-    assert not {names.network_policy("c1", s) for s in ("slurmdbd", "slurmdbd-egress", "slurmctld-from-slurmdbd")} & \
-        set(policies({"enabled": True}))
+def test_unset_with_accounting_off_or_without_network_policies_nothing_opens():
+    shared = {names.network_policy("c1", s) for s in ("slurmdbd", "slurmdbd-egress", "slurmctld-from-slurmdbd")}
+    assert not shared & set(policies({"enabled": True}))
+    # Accounting turned off keeps its settings (accepted, to turn it on again): nothing is open.
+    assert policies({"enabled": False, "peers": [SHARING_CLUSTER]}) == policies({"enabled": False})
+    assert policies({"enabled": False, "host": "c0-slurmdbd", "peers": [SHARING_CLUSTER]}) == \
+        policies({"enabled": False})
     assert policies({"enabled": True, "peers": [SHARING_CLUSTER]}, networkPolicy=False) == {}
 
 
 @pytest.mark.parametrize("accounting,message", [
-    ({"enabled": False, "peers": [SHARING_CLUSTER]}, "need accounting enabled"),
+    ({"enabled": False, "peers": [{}]}, "must be a NetworkPolicy peer"),
     ({"enabled": True, "peers": [{}]}, "must be a NetworkPolicy peer"),
     ({"enabled": True, "host": "c0-slurmdbd", "peers": [{"ports": [6819]}]}, "must be a NetworkPolicy peer"),
 ])
