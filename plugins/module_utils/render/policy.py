@@ -46,22 +46,22 @@ def render_login_pdb(cluster: SlurmCluster) -> Optional[common.Manifest]:
     return common.one_up_budget(cluster, names.login(cluster.name), C.COMPONENT_LOGIN, cluster.spec.login.replicas)
 
 
-def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[dict]) -> common.Manifest:
+def _policy(cluster: SlurmCluster, name: str, pods: dict, direction: str, rules: List[dict]) -> common.Manifest:
+    """NetworkPolicy NAME of the cluster over PODS, of one DIRECTION (Ingress or Egress) with RULES."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": common.metadata(cluster, names.network_policy(cluster.name, name), C.COMPONENT_CONFIG),
-        "spec": {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": ingress},
+        "spec": {"podSelector": pods, "policyTypes": [direction], direction.lower(): rules},
     }
+
+
+def _network_policy(cluster: SlurmCluster, name: str, pods: dict, ingress: List[dict]) -> common.Manifest:
+    return _policy(cluster, name, pods, "Ingress", ingress)
 
 
 def _egress_policy(cluster: SlurmCluster, name: str, pods: dict, egress: List[dict]) -> common.Manifest:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": common.metadata(cluster, names.network_policy(cluster.name, name), C.COMPONENT_CONFIG),
-        "spec": {"podSelector": pods, "policyTypes": ["Egress"], "egress": egress},
-    }
+    return _policy(cluster, name, pods, "Egress", egress)
 
 
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
