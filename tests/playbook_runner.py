@@ -12,6 +12,8 @@ from typing import Any, Dict, Optional, Tuple
 import yaml
 from collection_path import ensure_importable
 
+CALLBACKS = Path(__file__).resolve().parent / "callback_plugins"
+
 
 def run_module(workdir: Path, module: str, args: Dict[str, Any], *flags: str,
                env: Optional[Dict[str, str]] = None) -> Tuple[subprocess.CompletedProcess, Optional[dict]]:
@@ -28,20 +30,21 @@ def run_role(workdir: Path, role: str, role_vars: Dict[str, Any], result: str, *
 
 def run_task(workdir: Path, task: Dict[str, Any], result: str, *flags: str,
              env: Optional[Dict[str, str]] = None) -> Tuple[subprocess.CompletedProcess, Optional[dict]]:
-    """Run TASK in a play on localhost; the variable RESULT as it stood after it (None when the play failed)."""
+    """Run TASK in a play on localhost; the variable RESULT as it stood after it (None when the play failed).
+
+    A task that registers RESULT has it written by the callback registered_result; otherwise (a
+    role's set_fact, a default) a copy task after it writes the variable."""
     playbook = workdir / "play.yml"
     result_file = workdir / "result.json"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost",
-        "gather_facts": False,
-        "tasks": [
-            task,
-            {"ansible.builtin.copy": {"content": "{{ %s | to_json }}" % result, "dest": str(result_file),
-                                      "mode": "0600"},
-             "check_mode": False, "diff": False},
-        ],
-    }]))
-    proc = run_playbook(playbook, *flags, env=env)
+    tasks = [task]
+    if task.get("register") != result:
+        tasks.append({"ansible.builtin.copy": {"content": "{{ %s | to_json }}" % result, "dest": str(result_file),
+                                               "mode": "0600"},
+                      "check_mode": False, "diff": False})
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    result_file.unlink(missing_ok=True)
+    proc = run_playbook(playbook, *flags, env=dict(env or os.environ, SLURMKUBE_TEST_RESULT_NAME=result,
+                                                   SLURMKUBE_TEST_RESULT_FILE=str(result_file)))
     loaded = json.loads(result_file.read_text()) if proc.returncode == 0 else None
     result_file.unlink(missing_ok=True)
     return proc, loaded
@@ -50,7 +53,8 @@ def run_task(workdir: Path, task: Dict[str, Any], result: str, *flags: str,
 def run_playbook(playbook: Path, *flags: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     """ansible-playbook on localhost with this checkout as slurmkube.core."""
     full_env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=str(ensure_importable().parents[2]),
-                    ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default")
+                    ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default",
+                    ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), ANSIBLE_CALLBACKS_ENABLED="registered_result")
     return subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
          "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook), *flags],

@@ -1,18 +1,19 @@
 """The day-two modules against a real cluster: users in the jail, the jail volume, cluster facts,
 and directory users (spec.directory) beside the jail's own.
 
-jail_user runs against a small SlurmCluster (controller, one login, one worker, accounting) made by
+jail_user runs against a small SlurmCluster (controller, one login, two workers, accounting) made by
 the operator in the test namespace; the user is proven by logging in over ssh with the key the
 module wrote and running a job on the worker as that user. The same cluster takes its other users
 from a real OpenLDAP server (Debian's slapd, in a pod of the namespace, over ldaps:// with a CA of
 the test's own): they resolve in every daemon's container, log in with their directory password,
-get a home made at first login, run jobs as themselves, and slurmdbd knows them (an accounting
-operator among them runs sacctmgr).
+get a home made at first login, run jobs as themselves on two nodes, and slurmdbd knows them (an
+accounting operator among them runs sacctmgr); one removed from the directory can no longer log in.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 import subprocess
@@ -27,6 +28,7 @@ from directory_server import (
     ELI,
     FAY,
     GIL,
+    PEOPLE,
     READER_DN,
     SUFFIX,
     egress_to_server,
@@ -57,15 +59,19 @@ CLUSTER = "jt"
 LOGIN_POD = CLUSTER + "-login-0"
 CONTROLLER_POD = CLUSTER + "-controller-0"
 WORKER_POD = CLUSTER + "-cpu-0"
+# Two workers: a directory user's job runs on two nodes.
+WORKER_PODS = (WORKER_POD, CLUSTER + "-cpu-1")
 SLURMDBD_POD = CLUSTER + "-slurmdbd-0"
 BIND_SECRET, CA_SECRET = "directory-bind", "directory-ca"
 PASSWORDS = {name: secrets.token_urlsafe(12) for name in (DANA, ELI, FAY, GIL, "reader", "admin")}
 KEY_IN_POD = "/tmp/jail-user-test-key"
 JAIL_DATA = "jt-jail-data"
+# The jails' claims: the jail-core image and the users' homes fit; a test writes past it.
+JAIL_SIZE_MIB = 1024
 
 
 def volume_args(images: dict, name: str, **extra) -> dict:
-    return dict({"name": name, "size": "2Gi", "image": images["jail"], "image_pull_policy": "Never",
+    return dict({"name": name, "size": "%dMi" % JAIL_SIZE_MIB, "image": images["jail"], "image_pull_policy": "Never",
                  "wait_timeout": 600}, **extra)
 
 
@@ -97,7 +103,7 @@ def directory(kube_cluster: Cluster, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def slurm_cluster(kube_cluster: Cluster, slurm_images, operator: Operator, jail_claim: str, directory: str) -> Cluster:
-    """Controller, one login, one worker and accounting, on the jail jail_volume made
+    """Controller, one login, two workers and accounting, on the jail jail_volume made
     (spec.jail.existingClaim), with the directory's users beside the jail's."""
     images = dict(with_accounting_images(slurm_images), **built_images("sssd"))
     spec = {"jail": {"existingClaim": jail_claim}, "partitions": [{"name": "main", "default": True}],
@@ -108,7 +114,7 @@ def slurm_cluster(kube_cluster: Cluster, slurm_images, operator: Operator, jail_
                                    "bindPasswordSecret": BIND_SECRET, "caSecret": CA_SECRET},
                           "passwordLogin": True},
             "egress": {"to": [egress_to_server()]}}
-    with running_cluster(kube_cluster, operator, CLUSTER, images, spec, [("cpu", 1)], ready_timeout=900):
+    with running_cluster(kube_cluster, operator, CLUSTER, images, spec, [("cpu", len(WORKER_PODS))], ready_timeout=900):
         yield kube_cluster
 
 
@@ -173,6 +179,22 @@ def test_jail_user_logs_in_over_ssh_and_runs_a_job_on_the_worker(slurm_cluster: 
     lines = session.stdout.split("\n")
     assert lines[0] == "alice"
     assert lines[1].startswith("uid=2101(alice) gid=2101(alice)"), session.stdout
+
+
+def test_a_user_writing_past_the_jails_size_is_stopped_and_can_write_again_once_they_removed_it(
+        slurm_cluster: Cluster, tmp_path: Path, ssh_key):
+    """The jail's claim, on the quickstart's class (kind.sh's slurmkube-shared, the session cluster's
+    default): a job writing more than the claim's size gets "Disk quota exceeded" at the size, not
+    the host's disk; what the user removes they can write again."""
+    kube = slurm_cluster
+    module(kube, tmp_path, "jail_user", alice(ssh_key[1]))
+    script = ("dd if=/dev/zero of=fill bs=1M count=%d 2>&1 | tail -n 3; stat -c 'size %%s' fill; rm fill; "
+              "echo again >small && cat small && rm small" % (JAIL_SIZE_MIB + 100))
+    job = ssh_in_login_pod(kube, ssh_key[0], "alice", "srun -N1 -w %s sh -c %s" % (WORKER_POD, shlex.quote(script)))
+    assert "Disk quota exceeded" in job.stdout, job.stdout + job.stderr
+    written = int(re.search(r"^size (\d+)$", job.stdout, re.M).group(1))
+    assert 0 < written <= JAIL_SIZE_MIB * 2**20, job.stdout
+    assert job.stdout.rstrip().endswith("again"), job.stdout + job.stderr
 
 
 def test_jail_user_diff_shows_the_change_and_check_mode_keeps_it_out(slurm_cluster: Cluster, tmp_path: Path,
@@ -314,10 +336,11 @@ def test_slurm_cluster_info_reports_nodes_partitions_and_a_users_job(slurm_clust
         assert info["status"]["observedGeneration"] == live["observedGeneration"]
         assert {c["type"] for c in info["status"]["conditions"]} >= {"ControllerReady", "JailReady", "NodesReady"}
         nodes = {n["name"]: n for n in info["nodes"]}
-        assert set(nodes) == {WORKER_POD} and nodes[WORKER_POD]["partitions"] == ["main"]
-        assert nodes[WORKER_POD]["cpus"] >= 1 and "cpu" in nodes[WORKER_POD]["features"]
-        assert "DRAIN" not in nodes[WORKER_POD]["state"], (nodes[WORKER_POD], info["status"].get("message"))
-        assert [(p["name"], p["default"], p["total_nodes"]) for p in info["partitions"]] == [("main", True, 1)]
+        assert set(nodes) == set(WORKER_PODS)
+        for node in nodes.values():
+            assert node["partitions"] == ["main"] and node["cpus"] >= 1 and "cpu" in node["features"], node
+            assert "DRAIN" not in node["state"], (node, info["status"].get("message"))
+        assert [(p["name"], p["default"], p["total_nodes"]) for p in info["partitions"]] == [("main", True, 2)]
         job = next(j for j in info["jobs"] if j["job_id"] == job_id)
         assert job["user"] == "alice" and job["state"][0] in ("RUNNING", "PENDING", "CONFIGURING")
     finally:
@@ -338,7 +361,7 @@ def test_slurm_cluster_info_unknown_cluster_names_the_option(slurm_cluster: Clus
 def pod_lives(kube: Cluster) -> dict:
     """Each Slurm pod's uid and restart count: what a rollout without restarts leaves alone."""
     out = {}
-    for pod in (CONTROLLER_POD, LOGIN_POD, WORKER_POD):
+    for pod in (CONTROLLER_POD, LOGIN_POD, *WORKER_PODS):
         obj = kube.get_json("pod", pod)
         out[pod] = (obj["metadata"]["uid"], [c["restartCount"] for c in obj["status"]["containerStatuses"]])
     return out
@@ -348,7 +371,8 @@ def test_munge_key_rotation_rolls_out_under_a_running_job(slurm_cluster: Cluster
     kube = slurm_cluster
     before = pod_lives(kube)
     old_fp = kube.get_json("slurmcluster", CLUSTER)["status"]["mungeKey"]
-    job = kube.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 60").stdout.strip()
+    job = kube.exec(CONTROLLER_POD, "sbatch", "--parsable", "-o", "/dev/null", "-w", WORKER_POD, "--wrap",
+                    "sleep 60").stdout.strip()
     wait_for(lambda: job_state(kube, job) == "RUNNING", timeout=120, explain=lambda: job_state(kube, job))
 
     rotate = {"cluster": CLUSTER, "rotate": True, "wait_timeout": 400}
@@ -361,16 +385,17 @@ def test_munge_key_rotation_rolls_out_under_a_running_job(slurm_cluster: Cluster
 
     status = kube.get_json("slurmcluster", CLUSTER)["status"]
     assert status["mungeKey"] == result["fingerprint"]
-    for pod, container in ((CONTROLLER_POD, "slurmctld"), (LOGIN_POD, "sshd"), (WORKER_POD, "slurmd")):
+    for pod, container in ((CONTROLLER_POD, "slurmctld"), (LOGIN_POD, "sshd"), *((w, "slurmd") for w in WORKER_PODS)):
         keys = kube.kubectl("-n", kube.namespace, "exec", pod, "-c", container, "--", "slurmkube-munge-key",
                             "status").stdout.strip()
         assert keys == "running=%s mounted=%s" % (result["fingerprint"], result["fingerprint"]), pod
     wait_for(lambda: job_state(kube, job) == "COMPLETED", timeout=180, explain=lambda: job_state(kube, job))
     assert pod_lives(kube) == before
-    # Users' commands on the login node reach slurmctld and the worker with the new key.
-    run = kube.kubectl("-n", kube.namespace, "exec", LOGIN_POD, "--", "srun", "--immediate=100", "-N1", "hostname",
+    # Users' commands on the login node reach slurmctld and both workers with the new key.
+    run = kube.kubectl("-n", kube.namespace, "exec", LOGIN_POD, "--", "srun", "--immediate=100", "-N2", "hostname",
                        check=False)
-    assert run.stdout.strip() == WORKER_POD, (run.stderr, kube.exec(CONTROLLER_POD, "scontrol", "show", "node").stdout)
+    assert sorted(run.stdout.split()) == sorted(WORKER_PODS), (
+        run.stderr, kube.exec(CONTROLLER_POD, "scontrol", "show", "node").stdout)
     events = kube.kubectl("-n", kube.namespace, "get", "events", "--field-selector",
                           "involvedObject.name=%s,reason=MungeKeyRotated" % CLUSTER, "-o", "name").stdout
     assert events.strip()
@@ -415,15 +440,24 @@ def ssh_with_password(kube: Cluster, user: str, password: str, command: str) -> 
 
 
 def test_a_directory_user_logs_in_with_their_password_gets_a_home_and_runs_jobs_as_themselves(slurm_cluster: Cluster):
+    """Their job's tasks run under their directory uid on both workers, and slurmdbd records the
+    job as theirs."""
     kube = slurm_cluster
     session = ssh_with_password(kube, DANA, PASSWORDS[DANA], "id -u; id -Gn; pwd; stat -c '%%U %%a' .; "
-                                "srun -N1 -w %s id -u" % WORKER_POD)
+                                "srun -N2 -l -J directory-two-nodes id -u")
     assert session.returncode == 0, session.stdout + session.stderr
-    uid, groups, home, owner, job_uid = session.stdout.strip().split("\n")[-5:]
-    assert (uid, home, owner, job_uid) == ("5001", "/home/" + DANA, DANA + " 700", "5001"), session.stdout
+    lines = session.stdout.strip().split("\n")
+    uid, groups, home, owner = lines[-6:-2]
+    assert (uid, home, owner) == ("5001", "/home/" + DANA, DANA + " 700"), session.stdout
+    assert sorted(lines[-2:]) == ["0: 5001", "1: 5001"], session.stdout
     assert set(groups.split()) == {"physics", "chemistry"}
     # The home is in the jail, where every node sees it.
     assert kube.exec(LOGIN_POD, "stat", "-c", "%u %a", "/mnt/jail/home/" + DANA).stdout.strip() == "5001 700"
+
+    def recorded() -> list:
+        return kube.exec(CONTROLLER_POD, "sacct", "-n", "-P", "-X", "-u", DANA, "--name", "directory-two-nodes",
+                         "-o", "user,nnodes,state", check=False).stdout.split()
+    wait_for(lambda: "%s|2|COMPLETED" % DANA in recorded(), timeout=120, explain=recorded)
 
 
 def test_a_link_planted_by_a_new_users_name_in_the_jails_home_is_left_alone_at_their_first_login(
@@ -441,6 +475,16 @@ def test_a_link_planted_by_a_new_users_name_in_the_jails_home_is_left_alone_at_t
         assert kube.exec(LOGIN_POD, "readlink", planted).stdout.strip() == outside
     finally:
         kube.exec(LOGIN_POD, "rm", "-rf", planted, outside, check=False)
+
+
+def test_a_user_removed_from_the_directory_can_no_longer_log_in(slurm_cluster: Cluster):
+    kube = slurm_cluster
+    before = ssh_with_password(kube, GIL, PASSWORDS[GIL], "id -u")
+    assert before.returncode == 0 and before.stdout.split()[-1] == "5003", before.stdout + before.stderr
+    kube.exec("directory", "ldapdelete", "-x", "-H", "ldap://127.0.0.1", "-D", "cn=admin," + SUFFIX,
+              "-w", PASSWORDS["admin"], "uid=%s,%s" % (GIL, PEOPLE), container="slapd")
+    after = ssh_with_password(kube, GIL, PASSWORDS[GIL], "id -u")
+    assert after.returncode == 255 and "Permission denied" in after.stderr, after.stdout + after.stderr
 
 
 def test_a_wrong_password_and_a_user_below_min_id_are_refused(slurm_cluster: Cluster):

@@ -5,7 +5,8 @@ kind.sh makes the cluster (1 control plane + 2 workers) and takes it down. Every
 toolbox image (static busybox), loaded with `kind load image-archive` as users load images.
 What a single-node cluster cannot show is shown here: pods on two nodes talk (each sees the
 other's own address), NetworkPolicy is enforced between nodes, one host directory is shared
-by every node, and the teardown leaves nothing on the host.
+by every node, a shared claim holds no more than its size, and the teardown leaves nothing on the
+host (the volumes' filesystem unmounted and removed too).
 """
 
 from __future__ import annotations
@@ -255,6 +256,41 @@ def test_a_shared_claim_is_read_and_written_by_pods_on_two_nodes(kind_cluster: C
     wait_for(lambda: not directory.exists(), 60, 2)
 
 
+def test_a_shared_claim_holds_no_more_than_its_size_and_the_class_no_more_than_half_the_free_disk(
+        kind_cluster: Cluster, cluster_name: str):
+    """kind.sh puts the class's volumes on a sparse btrfs image with quotas (this host's kernel has
+    none for ext4 or XFS): each volume a subvolume limited to its claim's size, so a write past it
+    fails with "Disk quota exceeded" and takes no more of the host's disk; removed, it may be
+    written again. All volumes together are bound by the image, half the host's free space."""
+    node = workers(kind_cluster)[0]
+    volumes = Path(kind("shared", cluster_name).stdout.strip()) / "volumes"
+    assert subprocess.run(["stat", "-f", "-c", "%T", str(volumes)], capture_output=True, text=True,
+                          check=True).stdout.strip() == "btrfs"
+    image = volumes.parent.parent / "volumes.btrfs"
+    host = os.statvfs(image)
+    assert image.stat().st_size <= host.f_bavail * host.f_frsize + image.stat().st_blocks * 512
+    kind_cluster.apply(textwrap.dedent("""\
+        apiVersion: v1
+        kind: PersistentVolumeClaim
+        metadata: {name: small}
+        spec:
+          storageClassName: slurmkube-shared
+          accessModes: [ReadWriteMany]
+          resources: {requests: {storage: 32Mi}}
+        """) + "---\n" + pod_on("filler", node, "exec sleep 3600", extra=(
+        "      volumeMounts: [{name: small, mountPath: /small}]\n"
+        "  volumes: [{name: small, persistentVolumeClaim: {claimName: small}}]\n")))
+    kind_cluster.wait_pod_ready("filler", timeout=180)
+    fill = kind_cluster.exec("filler", "dd", "if=/dev/zero", "of=/small/fill", "bs=1M", "count=64", check=False)
+    assert fill.returncode != 0 and "Disk quota exceeded" in fill.stderr, fill.stderr
+    written = int(kind_cluster.exec("filler", "stat", "-c", "%s", "/small/fill").stdout)
+    assert 0 < written <= 32 * 2**20, written
+    kind_cluster.exec("filler", "rm", "/small/fill")
+    kind_cluster.exec("filler", "dd", "if=/dev/zero", "of=/small/again", "bs=1M", "count=16")
+    kind_cluster.kubectl("-n", NAMESPACE, "delete", "pod", "filler", "--wait=true", timeout=120)
+    kind_cluster.kubectl("-n", NAMESPACE, "delete", "pvc", "small", "--wait=true", timeout=120)
+
+
 # ------------------------------------------------------------- images loaded as users load them
 
 def test_kind_load_skips_an_image_every_node_holds(kind_cluster: Cluster, cluster_name: str):
@@ -349,4 +385,8 @@ def test_down_leaves_nothing_behind(kind_cluster: Cluster, cluster_name: str, li
         assert "kind" not in docker("network", "ls", "--format", "{{.Name}}").split()
         assert Path("/lib/modules").exists() == lib_modules_existed
     assert not shared.exists()
+    # The volumes' filesystem unmounted, its loop device freed.
+    assert str(shared) not in Path("/proc/mounts").read_text()
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True, check=False).stdout
+    assert str(shared.parent) not in loops, loops
     assert cluster_name not in kind("kind", "get", "clusters").stdout.split()

@@ -25,6 +25,8 @@
 #   SLURMKUBE_KIND_WORKERS   worker nodes (default 2)
 #   SLURMKUBE_KIND_SHARED    a host directory mounted at the same path in every node (default
 #                            $SLURMKUBE_CACHE/kind/clusters/<name>/shared): storage every node sees
+#   SLURMKUBE_KIND_SHARED_SIZE  the size of the default shared directory's volumes filesystem
+#                            (truncate's sizes: 40G; default: half the host's free space then)
 #   SLURMKUBE_KIND_UPSTREAM_NODE_IMAGE  the image to try first instead of the pinned one; set
 #                            empty, the image built here is always used
 #   SLURMKUBE_KIND_PROC_SYS  where the host's kernel settings are read and raised (default /proc/sys)
@@ -217,8 +219,10 @@ up() {
   fi
   mkdir -p "$dir"
   shared=${SLURMKUBE_KIND_SHARED:-$dir/shared}
-  mkdir -p "$shared"
+  mkdir -p "$shared/volumes"
   echo "$shared" >"$dir/shared-path"
+  # Before the nodes start: a mount made later under the shared directory would not reach them.
+  [[ -n ${SLURMKUBE_KIND_SHARED:-} ]] || mount_volumes_filesystem "$dir" "$shared/volumes"
   image=$(node_image)
   if docker_runs_privileged "$image"; then
     rm -rf "$KIND_DOCKER_FRONT"
@@ -262,6 +266,37 @@ registry_ca() {
   kind_log "the nodes of $name trust $registry's CA ($ca)"
 }
 
+# The shared class's volumes on a filesystem of their own, in the default shared directory: a
+# sparse btrfs image of SLURMKUBE_KIND_SHARED_SIZE, with quotas on. Each volume is a subvolume
+# limited to its claim's size (manifests/shared-storage.yaml.in), so a user who writes past a
+# claim's size (the jail's) gets "Disk quota exceeded", and all the volumes together can never take
+# more of the host's disk than the image's size. A kernel built without CONFIG_QUOTA (this
+# project's machines) has no ext4 or XFS quotas; btrfs' quota groups need none. Where the host
+# cannot (no btrfs, no loop device), the volumes are a plain directory, as before, and the log says
+# so. Volumes already there (a create that failed half-way, an older kind.sh's) are never hidden.
+mount_volumes_filesystem() {
+  local dir=$1 volumes=$2 image=$1/volumes.btrfs size log=$1/volumes-filesystem.log
+  mountpoint -q "$volumes" && return 0
+  if [[ -n $(ls -A "$volumes") ]]; then
+    kind_log "the shared class's volumes stay a plain directory: $volumes holds volumes already"
+    return 0
+  fi
+  if ! command -v mkfs.btrfs >/dev/null 2>&1; then
+    bash "$REPO/tools/apt-install.sh" btrfs-progs >"$log" 2>&1 || true
+  fi
+  size=${SLURMKUBE_KIND_SHARED_SIZE:-$(($(df --output=avail -B1 "$dir" | tail -n1) / 2))}
+  # One copy of the metadata (not DUP: one file on one disk gains nothing by two), no access-time
+  # writes (each first read of a jail's file would be a copy-on-write of its metadata).
+  if truncate -s "$size" "$image" >>"$log" 2>&1 && mkfs.btrfs -q -f -m single "$image" >>"$log" 2>&1 &&
+    mount -o loop,noatime "$image" "$volumes" >>"$log" 2>&1 && btrfs quota enable "$volumes" >>"$log" 2>&1; then
+    kind_log "the shared class's volumes: btrfs with quotas, $(numfmt --to=iec "$(stat -c %s "$image")") at most"
+    return 0
+  fi
+  mountpoint -q "$volumes" && umount "$volumes"
+  rm -f "$image"
+  kind_log "the shared class's volumes are a plain directory: no claim's size is enforced (why: $log)"
+}
+
 # The StorageClass slurmkube-shared (manifests/shared-storage.yaml.in): the provisioner of the
 # default class, local-path (both node images run it, from the images they preload), run a
 # second time over the directory every node mounts. Its program, image and helper image are
@@ -282,7 +317,6 @@ add_shared_storage() {
     { previous = $0 }' <<<"$command")
   [[ -n $image && -n $program && -n $helper ]] ||
     kind_die "local-path-provisioner in $name names no image, program or --helper-image: $spec"
-  mkdir -p "$shared/volumes"
   sed -e "s#@SHARED@#$shared#g" -e "s#@IMAGE@#$image#g" -e "s#@PROGRAM@#$program#g" \
     -e "s#@HELPER_IMAGE@#$helper#g" "$KIND_HERE/manifests/shared-storage.yaml.in" |
     node_kubectl "$name" apply -f - >/dev/null || kind_die "cannot add the shared StorageClass to $name"
@@ -304,6 +338,8 @@ down() {
     [[ -z $(docker ps -aq --filter label=io.x-k8s.kind.cluster) ]]; then
     rmdir /lib/modules
   fi
+  # The nodes that mounted it are gone: the volumes' filesystem can go (mount -o loop's device with it).
+  if mountpoint -q "$dir/shared/volumes"; then umount "$dir/shared/volumes"; fi
   rm -rf "$dir"
   kind_log "cluster $name is gone"
 }

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict
 
+import pytest
 from collection_path import REPO
 
 KIND = REPO / "tools/kind/kind.sh"
@@ -143,3 +144,38 @@ def test_load_goes_to_the_workers_or_to_the_control_plane_of_a_one_node_cluster(
         f"load load docker-image --name {cluster} --nodes {cluster}-worker,{cluster}-worker2 slurmkube/worker:1",
         f"load load docker-image --name {cluster} --nodes {cluster}-control-plane slurmkube/worker:1",
     ]
+
+
+def volumes_filesystem(cluster_dir: Path, **env: str) -> subprocess.CompletedProcess:
+    """kind.sh's mount_volumes_filesystem on CLUSTER_DIR/shared/volumes, as `up` calls it."""
+    script = f'. "{KIND}"; mount_volumes_filesystem "$1" "$1/shared/volumes"'
+    return subprocess.run(["bash", "-c", script, "kind.sh", str(cluster_dir)], env=dict(os.environ, **env),
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None, reason="mounts: root and btrfs-progs")
+def test_the_shared_volumes_are_a_btrfs_image_with_quotas_of_the_size_asked_and_never_hide_volumes_there(
+        tmp_path: Path):
+    volumes = tmp_path / "made" / "shared" / "volumes"
+    volumes.mkdir(parents=True)
+    made = volumes_filesystem(tmp_path / "made", SLURMKUBE_KIND_SHARED_SIZE="300M")
+    try:
+        assert made.returncode == 0 and "btrfs with quotas, 300M at most" in made.stderr, made.stderr
+        assert subprocess.run(["stat", "-f", "-c", "%T", str(volumes)], capture_output=True, text=True,
+                              check=True).stdout.strip() == "btrfs"
+        # Sparse: the image takes what is written, not its size.
+        image = tmp_path / "made" / "volumes.btrfs"
+        assert image.stat().st_size == 300 * 2**20 and image.stat().st_blocks * 512 < 50 * 2**20
+        quotas = subprocess.run(["btrfs", "qgroup", "show", str(volumes)], capture_output=True, text=True, check=False)
+        assert quotas.returncode == 0, quotas.stderr
+        # Asked again (an `up` that failed half-way, run again): the same filesystem, not a second on top.
+        again = volumes_filesystem(tmp_path / "made")
+        assert again.returncode == 0 and Path("/proc/mounts").read_text().count(str(volumes)) == 1
+    finally:
+        subprocess.run(["umount", str(volumes)], capture_output=True, check=False)
+    kept = tmp_path / "kept" / "shared" / "volumes"
+    (kept / "pvc-1").mkdir(parents=True)
+    plain = volumes_filesystem(tmp_path / "kept", SLURMKUBE_KIND_SHARED_SIZE="300M")
+    assert plain.returncode == 0 and "holds volumes already" in plain.stderr, plain.stderr
+    assert str(kept) not in Path("/proc/mounts").read_text() and (kept / "pvc-1").is_dir()
+    assert not (tmp_path / "kept" / "volumes.btrfs").exists()
