@@ -188,7 +188,7 @@ def test_a_user_writing_past_the_jails_size_is_stopped_and_can_write_again_once_
     the host's disk; what the user removes they can write again."""
     kube = slurm_cluster
     module(kube, tmp_path, "jail_user", alice(ssh_key[1]))
-    script = ("dd if=/dev/zero of=fill bs=1M count=%d 2>&1 | tail -n 3; stat -c 'size %%s' fill; rm fill; "
+    script = ("dd if=/dev/zero of=fill bs=1M count=%d 2>&1; stat -c 'size %%s' fill; rm fill; "
               "echo again >small && cat small && rm small" % (JAIL_SIZE_MIB + 100))
     job = ssh_in_login_pod(kube, ssh_key[0], "alice", "srun -N1 -w %s sh -c %s" % (WORKER_POD, shlex.quote(script)))
     assert "Disk quota exceeded" in job.stdout, job.stdout + job.stderr
@@ -443,7 +443,7 @@ def test_a_directory_user_logs_in_with_their_password_gets_a_home_and_runs_jobs_
     """Their job's tasks run under their directory uid on both workers, and slurmdbd records the
     job as theirs."""
     kube = slurm_cluster
-    session = ssh_with_password(kube, DANA, PASSWORDS[DANA], "id -u; id -Gn; pwd; stat -c '%%U %%a' .; "
+    session = ssh_with_password(kube, DANA, PASSWORDS[DANA], "id -u; id -Gn; pwd; stat -c '%U %a' .; "
                                 "srun -N2 -l -J directory-two-nodes id -u")
     assert session.returncode == 0, session.stdout + session.stderr
     lines = session.stdout.strip().split("\n")
