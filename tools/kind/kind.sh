@@ -298,10 +298,10 @@ mount_volumes_filesystem() {
   kind_log "the shared class's volumes are a plain directory: no claim's size is enforced (why: $log)"
 }
 
-# Linux (6.8 on) skips the accounting of a deleted subvolume whose tree is deeper than the quota
-# groups' drop_subtree_threshold (3) and marks all of them inconsistent instead: from then on no
-# limit held (seen: a jail's claim deleted, the next jail's writes went past its size). 8, the
-# deepest a btrfs tree goes: every deletion is accounted, a few CPU-seconds for a jail's.
+# Linux (6.8 on) does not account the deletion of a subvolume whose tree is deeper than the quota
+# groups' drop_subtree_threshold (default 3): it marks every quota group inconsistent instead, and
+# no limit holds until a rescan. A jail of millions of files gets that deep; 8, the deepest a btrfs
+# tree goes, has every deletion accounted (a few CPU-seconds for a large one).
 account_every_drop() {
   local threshold
   threshold=/sys/fs/btrfs/$(blkid -s UUID -o value "$1")/qgroups/drop_subtree_threshold
