@@ -349,8 +349,11 @@ down() {
     [[ -z $(docker ps -aq --filter label=io.x-k8s.kind.cluster) ]]; then
     rmdir /lib/modules
   fi
-  # The nodes that mounted it are gone: the volumes' filesystem can go (mount -o loop's device with it).
-  if mountpoint -q "$dir/shared/volumes"; then umount "$dir/shared/volumes"; fi
+  # The nodes that mounted it are gone: the volumes' filesystem can go (mount -o loop's device with
+  # it). A process of the host's still in it (a shell) keeps it until it leaves, not the down.
+  if mountpoint -q "$dir/shared/volumes"; then
+    umount "$dir/shared/volumes" 2>/dev/null || umount --lazy "$dir/shared/volumes"
+  fi
   rm -rf "$dir"
   kind_log "cluster $name is gone"
 }
