@@ -288,24 +288,13 @@ mount_volumes_filesystem() {
   # One copy of the metadata (not DUP: one file on one disk gains nothing by two), no access-time
   # writes (each first read of a jail's file would be a copy-on-write of its metadata).
   if truncate -s "$size" "$image" >>"$log" 2>&1 && mkfs.btrfs -q -f -m single "$image" >>"$log" 2>&1 &&
-    mount -o loop,noatime "$image" "$volumes" >>"$log" 2>&1 && btrfs quota enable "$volumes" >>"$log" 2>&1 &&
-    account_every_drop "$image" >>"$log" 2>&1; then
+    mount -o loop,noatime "$image" "$volumes" >>"$log" 2>&1 && btrfs quota enable "$volumes" >>"$log" 2>&1; then
     kind_log "the shared class's volumes: btrfs with quotas, $(numfmt --to=iec "$(stat -c %s "$image")") at most"
     return 0
   fi
   mountpoint -q "$volumes" && umount "$volumes"
   rm -f "$image"
   kind_log "the shared class's volumes are a plain directory: no claim's size is enforced (why: $log)"
-}
-
-# Linux (6.8 on) does not account the deletion of a subvolume whose tree is deeper than the quota
-# groups' drop_subtree_threshold (default 3): it marks every quota group inconsistent instead, and
-# no limit holds until a rescan. A jail of millions of files gets that deep; 8, the deepest a btrfs
-# tree goes, has every deletion accounted (a few CPU-seconds for a large one).
-account_every_drop() {
-  local threshold
-  threshold=/sys/fs/btrfs/$(blkid -s UUID -o value "$1")/qgroups/drop_subtree_threshold
-  [[ ! -e $threshold ]] || echo 8 >"$threshold"
 }
 
 # The StorageClass slurmkube-shared (manifests/shared-storage.yaml.in): the provisioner of the
