@@ -241,9 +241,18 @@ def backup(cluster: str) -> str:
 
 
 def restore(cluster: str, request: str) -> str:
-    """A restore's Job (spec.backup.restore.name REQUEST): '<cluster>-restore-<request>', cut to a
-    Job name's 63 characters (a label value) with a digest of the whole when longer."""
-    whole = "%s-%s-%s" % (cluster, C.COMPONENT_RESTORE, request)
+    """A restore's Job (spec.backup.restore.name REQUEST): '<cluster>-restore-<request>'."""
+    return _job_name("%s-%s-%s" % (cluster, C.COMPONENT_RESTORE, request))
+
+
+def upgrade_backup(cluster: str, rollout: str) -> str:
+    """The backup Job run before an upgrade (ROLLOUT: a digest naming the rollout):
+    '<cluster>-backup-upgrade-<rollout>'."""
+    return _job_name("%s-%s-upgrade-%s" % (cluster, C.COMPONENT_BACKUP, rollout))
+
+
+def _job_name(whole: str) -> str:
+    """WHOLE cut to a Job name's 63 characters (a label value) with a digest of the whole when longer."""
     if len(whole) <= JOB_NAME_MAX:
         return whole
     return "%s-%s" % (whole[:JOB_NAME_MAX - 9].rstrip("-"), hashlib.sha256(whole.encode()).hexdigest()[:8])

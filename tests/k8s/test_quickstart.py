@@ -178,11 +178,13 @@ def site_fails_fast_naming_an_image_it_cannot_pull(settings: Path, converged_sec
     fails naming the image and its pod, at most two minutes after the time the converged run above
     took (the cluster step fails once the kubelet refuses the pod, not after its 900 s wait). A
     registry that refuses the pull fails the same wait (test_operator); the pull policy stays, so
-    nothing else of the cluster is replaced before the teardown."""
+    nothing else of the cluster is replaced before the teardown. A new jail image in the same run is
+    not filled into the running cluster's jail by the play (no populate Job of its own): that is the
+    operator's, after slurmctld and a first worker, in Slurm's upgrade order."""
     built = json.loads(subprocess.run(["bash", str(REPO / "images" / "build.sh"), "--print-tags"],
                                       capture_output=True, text=True, timeout=300, check=True).stdout)
     missing = "slurmkube/exporter:absent"
-    images = dict({name: built[name] for name in SITE_IMAGES}, exporter=missing)
+    images = dict({name: built[name] for name in SITE_IMAGES}, exporter=missing, jail="slurmkube/jail:next-release")
     # The node sets as scale.yml left them (big at 0): only the exporter's pod is new.
     node_sets = json.loads(settings.read_text())["slurmkube_node_sets"]
     for node_set in node_sets:
@@ -200,6 +202,8 @@ def site_fails_fast_naming_an_image_it_cannot_pull(settings: Path, converged_sec
     assert re.search(r"image %s \(pod demo-exporter-[-a-z0-9]+\): ErrImageNeverPull" % re.escape(missing), output), \
         output[-4000:]
     assert took <= converged_seconds + 120, (took, converged_seconds)
+    jail_task = r"TASK \[(slurmkube\.core\.jail : )?Ensure the jail volume, filled from the jail image\] \**\s+"
+    assert re.search(jail_task + "ok:", output), output[-4000:]
 
 
 def scale_with_a_token_alone(kube: Cluster, settings: Path) -> None:

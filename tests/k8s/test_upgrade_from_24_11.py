@@ -1,9 +1,10 @@
 """A cluster made with Slurm 24.11's images (SLURMKUBE_SLURM_VERSION=24.11, trixie's packages),
-with accounting history, a running job and a pending one, upgraded in place to the images built
-for this run (issue 34, item 2): the pre-flight passes, slurmdbd converts the database, slurmctld
+with accounting history, backups, a running job and a pending one, upgraded in place to the images
+built for this run (issue 34, item 2): the pre-flight passes, a backup of the jail, the state and
+the database completes before slurmdbd's new pod is made, slurmdbd converts the database, slurmctld
 takes over the state, the worker is replaced once its job ended; afterwards the running job
 finished, the pending one ran on the new slurmd, `sacct` lists the history from before, and
-slurmctld reports the new release. Real API server, slurmctld, slurmd, slurmdbd and MariaDB.
+slurmctld reports the new release. Real API server, slurmctld, slurmd, slurmdbd, MariaDB and restic.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from slurm_helpers import (
     Operator,
     SlurmView,
     built_cluster_images,
+    built_images,
     cluster_status,
     controller_log,
     handover_story,
@@ -34,6 +36,8 @@ from slurm_helpers import (
 sys.path.insert(0, str(REPO / "tests"))
 from slurm_release import images_slurm_series_text
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
 # On one Kubernetes node or several: in whichever of tests/run's two pytest processes reaches it
 # first (either_lane).
 pytestmark = [pytest.mark.k8s, pytest.mark.either_lane(seconds=250)]
@@ -43,6 +47,8 @@ OLD_SERIES = "24.11"
 # What a 24.11 cluster runs from its own images (the core jail, as every test cluster's: BUILT_AS);
 # MariaDB carries no Slurm.
 OLD_BUILT = ("controller", "worker", "slurmdbd", "jail")
+BACKUP_CLAIM = "%s-backups" % CLUSTER
+BACKUP_PASSWORD_SECRET = "%s-backup-password" % CLUSTER
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +65,7 @@ def images(kube_cluster: Cluster, slurm_images: dict) -> dict:
         warnings.warn("images loaded at the session's start were gone from the nodes: %s" % missing, stacklevel=2)
         load_images(*missing)
     old = dict(new, **built_cluster_images(*OLD_BUILT, series=OLD_SERIES))
-    return {"new": new, "old": old}
+    return {"new": new, "old": old, "backup": built_images("backup")["backup"]}
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +74,16 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator) -> SlurmView:
     spec = dict(tiny_cluster_spec(), accounting={
         "enabled": True, "resources": TINY,
         "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}})
-    spec["images"] = dict({n: old[n] for n in (*SLURM_IMAGES, "slurmdbd", "mariadb")}, pullPolicy="Never")
+    spec["images"] = dict({n: old[n] for n in (*SLURM_IMAGES, "slurmdbd", "mariadb")}, backup=images["backup"],
+                          pullPolicy="Never")
+    # Backups into a claim, run by hand only (the upgrade runs one first).
+    kube_cluster.apply(json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": BACKUP_CLAIM},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}) + "\n---\n" +
+        json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
+                    "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: "before-the-upgrade"}}))
+    spec["backup"] = {"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
+                      "schedule": "0 0 1 1 *", "resources": TINY}
     with running_cluster(kube_cluster, operator, CLUSTER, old, spec, [("cpu", 1, TINY_NODES)]) as view:
         yield view
 
@@ -125,3 +140,25 @@ def test_a_24_11_cluster_upgraded_in_place_keeps_its_jobs_and_history(slurm: Slu
     assert states[history] == "COMPLETED", states
     worker = kube.get_json("pod", "%s-cpu-0" % CLUSTER)["spec"]["containers"][0]["image"]
     assert worker == new["worker"]
+    # The backup before the upgrade: every part saved, and done before slurmdbd's new pod was made.
+    snapshot = upgrade_backup_job(kube)
+    job = kube.get_json("job", snapshot)
+    log = kube.kubectl("-n", kube.namespace, "logs", "job/" + snapshot).stdout
+    parts = (C.BACKUP_PART_JAIL, C.BACKUP_PART_CONTROLLER_STATE, C.BACKUP_PART_DATABASE)
+    assert "backup done: %s" % " ".join(parts) in log, log[-3000:]
+    slurmdbd = kube.get_json("pod", "%s-slurmdbd-0" % CLUSTER)
+    assert slurmdbd["spec"]["containers"][0]["image"] == new["slurmdbd"]
+    assert job["status"]["completionTime"] <= slurmdbd["metadata"]["creationTimestamp"], (job["status"], slurmdbd)
+    said = [e["reason"] for e in sorted(kube.get_json("events", "--field-selector", "involvedObject.name=" + CLUSTER)
+                                        ["items"], key=lambda e: e.get("lastTimestamp") or "")]
+    assert said.index("UpgradeSnapshot") < said.index("UpgradeStage"), said
+
+
+def upgrade_backup_job(kube) -> str:
+    """The backup Job the upgrade ran first: the only one of the cluster's backup Jobs (none is
+    run by its schedule, the first of January)."""
+    jobs = kube.get_json("jobs", "-l", "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER, C.LABEL_COMPONENT,
+                                                         C.COMPONENT_BACKUP))["items"]
+    names = [j["metadata"]["name"] for j in jobs]
+    assert len(names) == 1 and "-backup-upgrade-" in names[0], names
+    return names[0]

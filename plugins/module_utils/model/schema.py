@@ -166,16 +166,20 @@ def cluster_status_schema() -> Dict[str, Any]:
         mungeKey={"type": "string", "description": "Fingerprint (SHA-256) of the munge key every daemon runs "
                   "with; it differs from the Secret's while a new key is being rolled out."},
         slurm={"type": "object", "description": "The Slurm images in effect and the release slurmctld runs; during "
-               "an upgrade in Slurm's order, its stage, target images and release; while a new controller "
-               "image waits on its pre-flight Job or was refused, the Job and the refusal; a worker image "
+               "an upgrade in Slurm's order, its stage (a backup first, with spec.backup), target images and "
+               "release; while a new controller image waits on its pre-flight Job or was refused, the Job and "
+               "the refusal; a worker image "
                "that failed on the first worker to run it (the canary), while the spec names it.",
                "properties": {
                    "images": {"type": "object", "additionalProperties": {"type": "string"}},
                    "version": {"type": "string"},
                    "rollout": {"type": "object", "properties": {
-                       "stage": {"type": "string", "enum": ["slurmdbd", "controller", "canary"]},
+                       "stage": {"type": "string", "enum": ["snapshot", "slurmdbd", "controller", "canary"]},
                        "images": {"type": "object", "additionalProperties": {"type": "string"}},
-                       "version": {"type": "string"}}},
+                       "version": {"type": "string"},
+                       "snapshot": {"type": "string", "description": "With spec.backup: the backup Job run "
+                                    "before the upgrade."},
+                       "snapshotFailed": {"type": "boolean"}}},
                    "preflight": {"type": "string"}, "refusal": {"type": "string"},
                    "canaryFailure": {"type": "object", "properties": {
                        "images": {"type": "object", "additionalProperties": {"type": "string"}},

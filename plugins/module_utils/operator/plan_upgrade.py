@@ -8,7 +8,9 @@ Slurm's rules (https://slurm.schedmd.com/upgrades.html): a major release reads t
 accepts the messages of the major releases before it -- two of them, three since 24.11 (the
 six-month cycle) -- and never those of a newer one, so a major downgrade loses the state. Hence
 the order: slurmdbd first (it must be at least as new as the slurmctld that sends it records),
-then slurmctld, then slurmd and the clients (login, jail, exporter, health checks).
+then slurmctld, then slurmd and the clients (login, jail, exporter, health checks). Their upgrade
+guide also asks for a copy of StateSaveLocation and of the database before: with spec.backup, a
+backup run comes first (the snapshot stage), the way back once slurmctld runs the new major.
 
 A new worker image is tried on one worker first (the canary): the workers are replaced one at a
 time anyway (plan_nodes.plan_update), so the first one replaced runs it while login, jail and
@@ -32,14 +34,18 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.types import 
 
 # The images that carry Slurm (spec.images' keys); MariaDB's does not.
 SLURM_IMAGE_KEYS = ("slurmdbd", "controller", "worker", "login", "jail", "exporter")
+# With spec.backup, a backup run comes first (SchedMD: save StateSaveLocation and the database
+# before an upgrade); it holds every Slurm image at the one in effect.
+STAGE_SNAPSHOT = "snapshot"
 STAGE_SLURMDBD = "slurmdbd"
 STAGE_CONTROLLER = "controller"
 STAGE_CANARY = "canary"
 # What a stage holds at the images in effect: everything Slurm's order puts after it.
-HELD_DURING = {STAGE_SLURMDBD: ("controller", "worker", "login", "jail", "exporter"),
+HELD_DURING = {STAGE_SNAPSHOT: SLURM_IMAGE_KEYS,
+               STAGE_SLURMDBD: ("controller", "worker", "login", "jail", "exporter"),
                STAGE_CONTROLLER: ("worker", "login", "jail", "exporter"),
                STAGE_CANARY: ("login", "jail", "exporter")}
-# The image each stage tries.
+# The image each stage after the snapshot tries.
 STAGE_IMAGE_KEY = {STAGE_SLURMDBD: "slurmdbd", STAGE_CONTROLLER: "controller", STAGE_CANARY: "worker"}
 # What turns back when the new worker image fails on a worker: it and what its stage held.
 CANARY_KEYS = (STAGE_IMAGE_KEY[STAGE_CANARY], *HELD_DURING[STAGE_CANARY])

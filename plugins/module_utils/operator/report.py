@@ -29,7 +29,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state
     SlurmState,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_power import wants_pod
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import STAGE_IMAGE_KEY
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
+    STAGE_IMAGE_KEY,
+    STAGE_SNAPSHOT,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import (
     Event,
     condition,
@@ -305,8 +308,9 @@ def upgrade_condition(state: SlurmState, generation: int, previous: Sequence[Map
     elif state.rollout:
         reason = "Upgrading"
         stage = state.rollout["stage"]
-        message = "rolling out Slurm %s in Slurm's order: %s first (%s)" % (
-            state.rollout["version"], stage, state.rollout["images"][STAGE_IMAGE_KEY[stage]])
+        first = "a backup (Job %s)" % state.rollout["snapshot"] if stage == STAGE_SNAPSHOT \
+            else "%s (%s)" % (stage, state.rollout["images"][STAGE_IMAGE_KEY[stage]])
+        message = "rolling out Slurm %s in Slurm's order: %s first" % (state.rollout["version"], first)
     else:
         reason = "SlurmImage"
         message = "Slurm %s runs from %s" % (state.version, image) if state.version else "%s runs" % image

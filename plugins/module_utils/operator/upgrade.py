@@ -20,7 +20,8 @@ takes its images as they are, and the release it runs is read from slurmctld onc
 A new worker image, with the controller's or alone, is tried on one worker first, login, jail and
 exporter held (the canary, plan_upgrade.py): once a worker of it serves, the rest follow; when it
 fails, the workers go back to the image in effect and the status and a Warning say why. The other
-images that change alone roll out as any other change does."""
+images that change alone roll out as any other change does. With spec.backup, a backup run (a Job of
+the backup CronJob's template) comes before slurmdbd: nothing is upgraded until it completed."""
 
 from __future__ import annotations
 
@@ -28,16 +29,19 @@ from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.digest import content_hash
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import statefulset_ready
-from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import runs_slurmdbd
+from ansible_collections.slurmkube.core.plugins.module_utils.model.derived import backup_parts, runs_slurmdbd
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.backups import finished
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass, SlurmState
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
     CANARY_KEYS,
     STAGE_CANARY,
     STAGE_CONTROLLER,
     STAGE_SLURMDBD,
+    STAGE_SNAPSHOT,
     CanaryVerdict,
     canary_verdict,
     first_stage,
@@ -48,6 +52,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgra
     upgrade_refusal,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
+from ansible_collections.slurmkube.core.plugins.module_utils.render.backup import render_backup_run
 from ansible_collections.slurmkube.core.plugins.module_utils.render.preflight import preflight_name, render_preflight
 from ansible_collections.slurmkube.core.plugins.module_utils.render.slurm_config import render_slurm_config
 from ansible_collections.slurmkube.core.plugins.module_utils.slurm.control import SlurmError
@@ -76,8 +81,7 @@ def check_upgrade(p: Pass) -> None:
             # Nothing is reconfigured: the configuration in effect stays the recorded one.
             p.config_hash = p.previous_status.get("configHash", "")
             return
-        rollout = {"stage": first_stage(runs_slurmdbd(p.cluster), in_effect, wanted), "images": wanted,
-                   "version": state.version}
+        rollout = opening(p, in_effect, wanted, state.version)
     elif rollout is None:
         remove_preflight(p, recorded.get("preflight") or "")
         failed = recorded.get("canaryFailure")
@@ -95,9 +99,24 @@ def check_upgrade(p: Pass) -> None:
     p.slurm_state = advance(p, in_effect, version, rollout)
 
 
+def opening(p: Pass, in_effect: Mapping[str, str], wanted: Mapping[str, str], version: str) -> Dict[str, Any]:
+    """A rollout that passed its pre-flight: with spec.backup, a backup run first (its Job named
+    for this rollout), else slurmdbd's stage or slurmctld's."""
+    rollout: Dict[str, Any] = {"images": dict(wanted), "version": version}
+    if not p.cluster.spec.backup.enabled:
+        return dict(rollout, stage=first_stage(runs_slurmdbd(p.cluster), in_effect, wanted))
+    started = content_hash([wanted["controller"], p.clock().isoformat()])[:8]
+    return dict(rollout, stage=STAGE_SNAPSHOT, snapshot=names.upgrade_backup(p.cluster.name, started))
+
+
 def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str, Any]) -> SlurmState:
     """The rollout moved on as far as the live pods allow, and the images this pass renders."""
     target = rollout["images"]
+    if rollout["stage"] == STAGE_SNAPSHOT:
+        if not backed_up(p, in_effect, rollout):
+            return SlurmState(in_effect, version, rollout, render=staged_images(in_effect, target, STAGE_SNAPSHOT))
+        rollout["stage"] = first_stage(runs_slurmdbd(p.cluster), in_effect, target)
+        rollout.pop("snapshotFailed", None)
     # A cluster that stopped running slurmdbd meanwhile has no slurmdbd to wait for.
     if rollout["stage"] == STAGE_SLURMDBD and (not runs_slurmdbd(p.cluster)
                                                or serves(p, names.slurmdbd(p.cluster.name), target["slurmdbd"])):
@@ -120,6 +139,38 @@ def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str,
             return SlurmState(dict(target), rollout["version"])  # the spec went back: nothing to try
         return try_canary(p, in_effect, rollout)
     return SlurmState(in_effect, version, rollout, render=staged_images(in_effect, target, rollout["stage"]))
+
+
+def backed_up(p: Pass, in_effect: Mapping[str, str], rollout: Dict[str, Any]) -> bool:
+    """The snapshot stage's backup run: its Job made when missing (again once deleted); True once it
+    completed, or when spec.backup was turned off meanwhile. A failed run holds the rollout, with
+    one Warning."""
+    name, namespace = rollout["snapshot"], p.cluster.namespace
+    then = "slurmdbd" if first_stage(runs_slurmdbd(p.cluster), in_effect, rollout["images"]) \
+        == STAGE_SLURMDBD else "slurmctld"
+    if not p.cluster.spec.backup.enabled:
+        p.events.append(Event("Normal", "UpgradeStage", "spec.backup was turned off: no backup before the "
+                              "upgrade (Job %s); %s next" % (name, then)))
+        return True
+    job = p.kube.get("batch/v1", "Job", name, namespace)
+    if job is None:
+        apply_changed(p.kube, [owned_by(render_backup_run(p.cluster, name), p.cluster_obj)])
+        rollout.pop("snapshotFailed", None)
+        p.events.append(Event("Normal", "UpgradeSnapshot", "Job %s backs up %s before Slurm %s replaces the release "
+                              "in effect; nothing is upgraded until it completed"
+                              % (name, ", ".join(backup_parts(p.cluster)), rollout["version"])))
+        return False
+    end = finished(job)
+    if end is not None and end[0] == "Complete":
+        p.events.append(Event("Normal", "UpgradeStage", "the backup before the upgrade is done (Job %s); %s next"
+                              % (name, then)))
+        return True
+    if end is not None and not rollout.get("snapshotFailed"):
+        rollout["snapshotFailed"] = True
+        p.events.append(Event("Warning", "UpgradeSnapshotFailed", "the backup before the upgrade failed (kubectl "
+                              "logs job/%s): nothing is upgraded until one succeeds; delete the Job to run it "
+                              "again, or turn spec.backup off to upgrade without one" % name))
+    return False
 
 
 def try_canary(p: Pass, in_effect: Dict[str, str], rollout: Dict[str, Any]) -> SlurmState:

@@ -157,6 +157,18 @@ def render_backup_cronjob(cluster: SlurmCluster) -> Optional[common.Manifest]:
     }
 
 
+def render_backup_run(cluster: SlurmCluster, name: str) -> Optional[common.Manifest]:
+    """One run of the CronJob's Job now, as `kubectl create job --from=cronjob` makes one (the
+    operator's, before an upgrade); None when backups are off."""
+    cronjob = render_backup_cronjob(cluster)
+    if cronjob is None:
+        return None
+    template = cronjob["spec"]["jobTemplate"]
+    metadata = common.metadata(cluster, name, C.COMPONENT_BACKUP)
+    metadata["labels"].update(template["metadata"]["labels"])
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": template["spec"]}
+
+
 def restore_parts(restore: Restore) -> List[str]:
     """The parts a restore writes back, in the order its pod restores them."""
     parts = ((restore.jail, C.BACKUP_PART_JAIL), (restore.controller_state, C.BACKUP_PART_CONTROLLER_STATE),

@@ -242,6 +242,110 @@ def test_another_configuration_during_a_refusal_gets_a_preflight_of_its_own(upgr
     assert "MaxJobCount=5000" in kube.objects[("ConfigMap", "research", second)]["data"]["slurm.conf"]
 
 
+# ------------------------------------------------------------------ a backup first, with spec.backup
+
+BACKUP_ON = {"enabled": True, "claimName": "backups", "passwordSecret": "backup-password"}
+
+
+def upgrade_backups(kube: MemoryKube) -> list:
+    return [key[2] for key in kube.objects if key[0] == "Job" and "-backup-upgrade-" in key[2]]
+
+
+def end_job(kube: MemoryKube, name: str, kind: str) -> None:
+    kube.objects[("Job", "research", name)]["status"] = finished_job(kind)["status"]
+
+
+@pytest.fixture
+def backing_up(world) -> Upgrading:
+    """A running cluster with backups whose new controller image passed its pre-flight: the pass
+    that starts the backup before the upgrade."""
+    kube, cluster = world
+    cluster["spec"] = dict(cluster["spec"], backup=BACKUP_ON)
+    cluster = next_pass(kube, cluster)[1]
+    old_image = controller_image(kube)
+    cluster = next_pass(kube, cluster, controller=NEW_IMAGE)[1]
+    [name] = preflight_jobs(kube)
+    finish_preflight(kube, name, "Complete", "version=26.05.5")
+    outcome, cluster = next_pass(kube, cluster)
+    return Upgrading(kube, cluster, outcome, old_image)
+
+
+def test_with_backups_a_passed_preflight_runs_a_backup_before_anything_is_upgraded(backing_up):
+    kube, outcome = backing_up.kube, backing_up.outcome
+    [name] = upgrade_backups(kube)
+    job = kube.objects[("Job", "research", name)]
+    cronjob = kube.objects[("CronJob", "research", "cpu-backup")]
+    assert job["spec"] == cronjob["spec"]["jobTemplate"]["spec"]  # the scheduled run's pod, now
+    assert job["metadata"]["labels"] == dict(job["metadata"]["labels"], **names.selector_labels("cpu", "backup"))
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert controller_image(kube) == backing_up.old_image
+    assert [e.reason for e in outcome.events] == ["Upgrade", "UpgradeSnapshot"]
+    assert name in outcome.events[1].message and "26.05.5" in outcome.events[1].message
+    rollout = outcome.status["slurm"]["rollout"]
+    assert (rollout["stage"], rollout["snapshot"], rollout["version"]) == ("snapshot", name, "26.05.5")
+    held = condition_of(outcome.status, "SlurmImageInUse")
+    assert held["reason"] == "Upgrading" and "a backup (Job %s) first" % name in held["message"]
+    assert outcome.status["backup"]["running"] == name  # status.backup counts it as a run
+
+
+def test_a_backup_still_running_holds_every_slurm_image(backing_up):
+    kube = backing_up.kube
+    outcome = next_pass(kube, backing_up.cluster)[0]
+    assert outcome.events == [] and controller_image(kube) == backing_up.old_image
+    assert outcome.status["slurm"]["rollout"]["stage"] == "snapshot"
+
+
+def test_a_completed_backup_lets_the_rollout_go_on_in_slurms_order(backing_up):
+    kube = backing_up.kube
+    [name] = upgrade_backups(kube)
+    end_job(kube, name, "Complete")
+    outcome = next_pass(kube, backing_up.cluster)[0]
+    assert controller_image(kube) == NEW_IMAGE  # no slurmdbd in this cluster: slurmctld next
+    [stage] = outcome.events
+    assert stage.reason == "UpgradeStage" and "backup before the upgrade is done (Job %s); slurmctld next" % name \
+        in stage.message
+    assert outcome.status["slurm"]["rollout"]["stage"] == "controller"
+    assert "snapshot" in outcome.status["slurm"]["rollout"]  # which Job it was, for whoever reads it later
+
+
+def test_a_failed_backup_holds_the_upgrade_with_one_warning_and_runs_again_once_its_job_is_deleted(backing_up):
+    kube = backing_up.kube
+    [name] = upgrade_backups(kube)
+    end_job(kube, name, "Failed")
+    failed, cluster = next_pass(kube, backing_up.cluster)
+    warning = next(e for e in failed.events if e.reason == "UpgradeSnapshotFailed")
+    assert warning.kind == "Warning" and "kubectl logs job/%s" % name in warning.message
+    assert controller_image(kube) == backing_up.old_image
+    again, cluster = next_pass(kube, cluster)
+    assert not [e for e in again.events if e.reason == "UpgradeSnapshotFailed"]
+    kube.delete("batch/v1", "Job", name, "research")
+    rerun = next_pass(kube, cluster)[0]
+    assert upgrade_backups(kube) == [name] and [e.reason for e in rerun.events] == ["UpgradeSnapshot"]
+    assert "snapshotFailed" not in rerun.status["slurm"]["rollout"]
+
+
+def test_backups_turned_off_during_the_backup_let_the_upgrade_go_on_without_it(backing_up):
+    kube, cluster = backing_up.kube, backing_up.cluster
+    cluster = dict(cluster, spec=dict(cluster["spec"], backup=dict(BACKUP_ON, enabled=False)))
+    outcome = next_pass(kube, cluster)[0]
+    assert controller_image(kube) == NEW_IMAGE
+    assert any(e.reason == "UpgradeStage" and "spec.backup was turned off" in e.message for e in outcome.events)
+
+
+def test_without_backups_a_passed_preflight_goes_straight_to_slurms_order(upgrading):
+    kube = upgrading.kube
+    [name] = preflight_jobs(kube)
+    finish_preflight(kube, name, "Complete", "version=26.05.5")
+    next_pass(kube, upgrading.cluster)
+    assert upgrade_backups(kube) == [] and controller_image(kube) == NEW_IMAGE
+
+
+def test_the_backup_job_of_a_long_cluster_name_fits_a_job_name():
+    name = names.upgrade_backup("c" * 40, "0123abcd")
+    assert len(name) <= 63 and name.startswith("c" * 30)
+    assert names.upgrade_backup("demo", "0123abcd") == "demo-backup-upgrade-0123abcd"
+
+
 def pass_with_controller_pod(image: str) -> SimpleNamespace:
     """What release_of reads of a pass: slurmctld answering 26.05.5, its pod running IMAGE."""
     kube = MemoryKube()
