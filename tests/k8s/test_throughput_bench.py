@@ -29,9 +29,11 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 import yaml
+from cgroup_cpu import cpu_seconds, kube_pod_names, used_between
 from kube_helpers import REPO, Cluster
 from slurm_helpers import Operator, cluster_manifest, manifests, wait_ready
 
@@ -82,18 +84,22 @@ def quickstart_objects(namespace: str) -> tuple:
     return cluster, nodesets
 
 
-def run_workload(run, kind: str) -> dict:
-    """run(*argv) executes in the controller; jobs/s of one workload and slurmctld's counts of its jobs
-    (an array's tasks counted each)."""
+def run_workload(run, kind: str, pods: Mapping[str, str]) -> dict:
+    """run(*argv) executes in the controller; jobs/s of one workload, slurmctld's counts of its jobs
+    (an array's tasks counted each), and the CPU seconds each container, pod and Kubernetes node used
+    meanwhile (PODS: uid -> name of the pods to tell apart)."""
+    before = cpu_seconds(pods)
     out = run("bash", "-c", WORKLOAD, "workload", kind, str(JOBS)).splitlines()
+    used = used_between(before, cpu_seconds(pods))
     ms = int(out[0].split()[1])
     counts = {word: int(n) for n, word in (line.split() for line in out[1:])}
-    return {"jobs": JOBS, "seconds": round(ms / 1000, 2), "jobs_per_s": round(JOBS * 1000 / ms, 2), "sdiag": counts}
+    return {"jobs": JOBS, "seconds": round(ms / 1000, 2), "jobs_per_s": round(JOBS * 1000 / ms, 2), "sdiag": counts,
+            "cpu_seconds": used}
 
 
-def workloads(run) -> dict:
+def workloads(run, pods: Mapping[str, str]) -> dict:
     """Both workloads, one after the other."""
-    return {kind: run_workload(run, kind) for kind in ("sbatch", "array")}
+    return {kind: run_workload(run, kind, pods) for kind in ("sbatch", "array")}
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +133,8 @@ def test_job_throughput_against_bare_slurm(kube_cluster: Cluster, slurm_images, 
                 names.append("%s-%s-%d" % (CLUSTER, ns.name, i))
                 bare.start_worker(names[-1], nodeset=ns)
         docker_tier.wait_for("bare workers idle", lambda: bare.idle_nodes() >= set(names), timeout=180)
-        bare_results = workloads(lambda *argv: bare.exec(bare.controller_pod, *argv, timeout=1800).stdout)
+        bare_results = workloads(lambda *argv: bare.exec(bare.controller_pod, *argv, timeout=1800).stdout,
+                                 kube_pod_names(kube.kubectl))
     finally:
         bare.destroy()
 
@@ -136,7 +143,7 @@ def test_job_throughput_against_bare_slurm(kube_cluster: Cluster, slurm_images, 
         wait_ready(kube, CLUSTER, operator)
         pod = "%s-controller-0" % CLUSTER
         kube_results = workloads(lambda *argv: kube.kubectl("-n", kube.namespace, "exec", pod, "--", *argv,
-                                                            timeout=1800).stdout)
+                                                            timeout=1800).stdout, kube_pod_names(kube.kubectl))
     finally:
         kube.kubectl("-n", kube.namespace, "delete", "slurmcluster", CLUSTER, "--wait=true", check=False, timeout=300)
         kube.kubectl("-n", kube.namespace, "delete", "nodesets", "--all", "--wait=true", check=False, timeout=300)
