@@ -32,6 +32,13 @@ def service_domain(service: str, namespace: str) -> str:
     return "%s.%s.svc.cluster.local" % (service, namespace)
 
 
+def fully_qualified(domain: str) -> str:
+    """DOMAIN with the trailing dot that makes the resolver ask for it alone: a pod's ndots:5 would
+    first try a four-dot name under each search domain (A and AAAA each, NXDOMAIN), ten queries
+    where two answer. Slurm resolves SlurmctldAddr for every message to slurmctld."""
+    return domain if domain.endswith(".") else domain + "."
+
+
 # --------------------------------------------------------------------------- labels
 
 

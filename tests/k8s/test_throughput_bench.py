@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Mapping
 
@@ -88,13 +89,13 @@ def run_workload(run, kind: str, pods: Mapping[str, str]) -> dict:
     """run(*argv) executes in the controller; jobs/s of one workload, slurmctld's counts of its jobs
     (an array's tasks counted each), and the CPU seconds each container, pod and Kubernetes node used
     meanwhile (PODS: uid -> name of the pods to tell apart)."""
-    before = cpu_seconds(pods)
+    before, began = cpu_seconds(pods), time.time()
     out = run("bash", "-c", WORKLOAD, "workload", kind, str(JOBS)).splitlines()
-    used = used_between(before, cpu_seconds(pods))
+    ended, used = time.time(), used_between(before, cpu_seconds(pods))
     ms = int(out[0].split()[1])
     counts = {word: int(n) for n, word in (line.split() for line in out[1:])}
     return {"jobs": JOBS, "seconds": round(ms / 1000, 2), "jobs_per_s": round(JOBS * 1000 / ms, 2), "sdiag": counts,
-            "cpu_seconds": used}
+            "cpu_seconds": used, "window": [round(began, 1), round(ended, 1)]}
 
 
 def workloads(run, pods: Mapping[str, str]) -> dict:

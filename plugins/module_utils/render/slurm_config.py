@@ -170,7 +170,7 @@ def slurm_defaults(cluster: SlurmCluster, nodesets: Sequence[NodeSet]) -> Dict[s
         # Clients (commands, slurmd, slurmrestd) go only here: the Service, which reaches the Ready
         # controller, the one that serves. Without it they would try each SlurmctldHost in turn
         # and wait on a dead primary's address before every request.
-        "SlurmctldAddr": names.controller_address(cluster.name, cluster.namespace),
+        "SlurmctldAddr": names.fully_qualified(names.controller_address(cluster.name, cluster.namespace)),
         "SlurmctldPort": C.SLURMCTLD_PORT,
         "SlurmdPort": C.SLURMD_PORT,
         "AuthType": "auth/munge",
