@@ -33,8 +33,11 @@ def ensure_importable() -> Path:
     link = root / "ansible_collections" / "slurmkube" / "core"
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.is_symlink() or link.resolve() != REPO:
-        if link.is_symlink():
-            link.unlink()
-        link.symlink_to(REPO)
+        # Made beside and renamed over: tests/run's two pytest processes start at once, and a
+        # second symlink_to found the first's link and failed the whole process.
+        made = link.with_name("%s.%d" % (link.name, os.getpid()))
+        made.unlink(missing_ok=True)
+        made.symlink_to(REPO)
+        os.replace(made, link)
     sys.path.insert(0, str(root))
     return link
