@@ -157,8 +157,8 @@ def test_a_24_11_cluster_upgraded_in_place_keeps_its_jobs_and_history(slurm: Slu
 def upgrade_backup_job(kube) -> str:
     """The backup Job the upgrade ran first: the only one of the cluster's backup Jobs (none is
     run by its schedule, the first of January)."""
-    jobs = kube.get_json("jobs", "-l", "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER, C.LABEL_COMPONENT,
-                                                         C.COMPONENT_BACKUP))["items"]
+    selector = "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER, C.LABEL_COMPONENT, C.COMPONENT_BACKUP)
+    jobs = kube.get_json("jobs", "-l", selector)["items"]
     names = [j["metadata"]["name"] for j in jobs]
     assert len(names) == 1 and "-backup-upgrade-" in names[0], names
     return names[0]

@@ -22,7 +22,7 @@ def test_processes_started_at_once_all_find_the_checkout_linked(tmp_path):
         env = dict(os.environ, SLURMKUBE_CACHE=str(tmp_path / str(attempt)))
         at = str(time.time() + 1)
         procs = [subprocess.Popen([sys.executable, "-c", LINK, at], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(6)]
+                                  stderr=subprocess.PIPE, text=True) for _start in range(6)]
         for proc in procs:
             _out, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err[-2000:]
