@@ -163,8 +163,11 @@ def guest_root(built: dict, root: Path) -> None:
     write_slurm_config(vm / "slurm", MODEL, (WIDE_MODEL,))
     write_secret(vm / "munge", {C.MUNGE_KEY_SECRET_KEY: os.urandom(1024)})
     (vm / "address").write_text(POD_ADDRESS + "\n")
-    (vm / "hosts").write_text("127.0.0.1 localhost\n%s %s %s %s %s\n" % (
-        POD_ADDRESS, names.controller_address(MODEL.name, MODEL.namespace),
+    # What the cluster's DNS answers, the names as slurm.conf writes them (SlurmctldAddr fully
+    # qualified: glibc's hosts file matches a name with its trailing dot only as written).
+    service = names.controller_address(MODEL.name, MODEL.namespace)
+    (vm / "hosts").write_text("127.0.0.1 localhost\n%s %s %s %s %s %s\n" % (
+        POD_ADDRESS, service, names.fully_qualified(service),
         names.controller_host_address(MODEL.name, MODEL.namespace, 0), CONTROLLER_POD, NODE))
     controller_env = env_args(render_common.env(MODEL, C.ROLE_CONTROLLER), CONTROLLER_POD)[1::2]
     pod_dir(root, "controller", CONTROLLER_POD, image_env(built["controller"]) + controller_env, 1, 1024, [
