@@ -58,4 +58,5 @@ def run_playbook(playbook: Path, *flags: str, env: Optional[Dict[str, str]] = No
     return subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
          "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook), *flags],
-        capture_output=True, text=True, env=full_env, check=False)
+        # Ansible refuses a non-blocking stdin, which another program of the session may have left.
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=full_env, check=False)

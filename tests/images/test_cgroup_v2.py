@@ -206,7 +206,9 @@ def boot(kernel: str, initramfs: Path) -> str:
         ["qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "3072",
          "-nographic", "-no-reboot", "-kernel", kernel, "-initrd", str(initramfs),
          "-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3"],
-        capture_output=True, text=True, errors="replace", timeout=BOOT_TIMEOUT, check=False,
+        # A /dev/null of its own: -nographic makes stdin non-blocking, and a qemu killed on the
+        # timeout leaves it so; shared with pytest, every later ansible-playbook refused to start.
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", timeout=BOOT_TIMEOUT, check=False,
     )  # fmt: skip
     return out.stdout + out.stderr
 
