@@ -113,9 +113,10 @@ def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str,
     """The rollout moved on as far as the live pods allow, and the images this pass renders."""
     target = rollout["images"]
     if rollout["stage"] == STAGE_SNAPSHOT:
-        if not backed_up(p, in_effect, rollout):
+        after = first_stage(runs_slurmdbd(p.cluster), in_effect, target)
+        if not backed_up(p, rollout, after):
             return SlurmState(in_effect, version, rollout, render=staged_images(in_effect, target, STAGE_SNAPSHOT))
-        rollout["stage"] = first_stage(runs_slurmdbd(p.cluster), in_effect, target)
+        rollout["stage"] = after
         rollout.pop("snapshotFailed", None)
     # A cluster that stopped running slurmdbd meanwhile has no slurmdbd to wait for.
     if rollout["stage"] == STAGE_SLURMDBD and (not runs_slurmdbd(p.cluster)
@@ -141,13 +142,12 @@ def advance(p: Pass, in_effect: Dict[str, str], version: str, rollout: Dict[str,
     return SlurmState(in_effect, version, rollout, render=staged_images(in_effect, target, rollout["stage"]))
 
 
-def backed_up(p: Pass, in_effect: Mapping[str, str], rollout: Dict[str, Any]) -> bool:
+def backed_up(p: Pass, rollout: Dict[str, Any], after: str) -> bool:
     """The snapshot stage's backup run: its Job made when missing (again once deleted); True once it
-    completed, or when spec.backup was turned off meanwhile. A failed run holds the rollout, with
-    one Warning."""
+    completed, or when spec.backup was turned off meanwhile (AFTER: the stage that follows, for the
+    Events). A failed run holds the rollout, with one Warning."""
     name, namespace = rollout["snapshot"], p.cluster.namespace
-    then = "slurmdbd" if first_stage(runs_slurmdbd(p.cluster), in_effect, rollout["images"]) \
-        == STAGE_SLURMDBD else "slurmctld"
+    then = "slurmdbd" if after == STAGE_SLURMDBD else "slurmctld"
     if not p.cluster.spec.backup.enabled:
         p.events.append(Event("Normal", "UpgradeStage", "spec.backup was turned off: no backup before the "
                               "upgrade (Job %s); %s next" % (name, then)))

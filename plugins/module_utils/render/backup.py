@@ -163,10 +163,8 @@ def render_backup_run(cluster: SlurmCluster, name: str) -> Optional[common.Manif
     cronjob = render_backup_cronjob(cluster)
     if cronjob is None:
         return None
-    template = cronjob["spec"]["jobTemplate"]
-    metadata = common.metadata(cluster, name, C.COMPONENT_BACKUP)
-    metadata["labels"].update(template["metadata"]["labels"])
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": template["spec"]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": common.metadata(cluster, name, C.COMPONENT_BACKUP),
+            "spec": cronjob["spec"]["jobTemplate"]["spec"]}
 
 
 def restore_parts(restore: Restore) -> List[str]:
