@@ -1,15 +1,20 @@
-"""The worker entrypoint's cgroup v2 step on a real cgroup2 file system.
+"""The worker entrypoint's cgroup steps on real cgroup file systems.
 
 On cgroup v2 a cgroup may hand controllers to its children only while it holds no process, so
 the entrypoint moves the container's processes from its namespace's root cgroup into init.scope
 before slurmd starts (images/common/lib/cgroups.sh, leave_cgroup_root). This host is cgroup
 v1, but it mounts the unified (v2) hierarchy beside it: the function runs there, in a cgroup of
 its own that stands for the pod's, with processes it must move.
+
+On cgroup v1 each controller's writable mount is rooted at a child of the pod's cgroup named
+*.mount (root_jobs_cgroup), which the kubelet's cAdvisor does not track: a job placed below it
+must land there, and a cpuset child must have CPUs to take a process at all.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -20,6 +25,8 @@ from entrypoint_script import entrypoint_function
 pytestmark = pytest.mark.slurm
 
 UNIFIED = Path("/sys/fs/cgroup/unified")
+CPUSET = Path("/sys/fs/cgroup/cpuset")
+CGROUPS_SH = Path(__file__).resolve().parents[2] / "images" / "common" / "lib" / "cgroups.sh"
 
 
 def cgroup2_mounted(path: Path) -> bool:
@@ -53,4 +60,40 @@ def test_every_process_leaves_the_root_cgroup_for_init_scope(tmp_path):
             if cgroup.exists():
                 for pid in (cgroup / "cgroup.procs").read_text().split():
                     (UNIFIED / "cgroup.procs").write_text(pid)
+                cgroup.rmdir()
+
+
+def jobs_cgroup_name() -> str:
+    return re.search(r"^readonly JOBS_CGROUP=(\S+)$", CGROUPS_SH.read_text(), flags=re.M).group(1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not (CPUSET / "cpuset.cpus").exists(), reason="needs root and cgroup v1")
+def test_a_v1_controller_mount_is_rooted_at_a_mount_named_child_that_takes_jobs(tmp_path):
+    name = jobs_cgroup_name()
+    assert name.endswith(".mount")  # the suffix cAdvisor's watcher skips
+    pod = CPUSET / ("slurmkube-test-" + uuid.uuid4().hex[:8])
+    pod.mkdir()
+    (pod / "cpuset.cpus").write_text("0")
+    (pod / "cpuset.mems").write_text((CPUSET / "cpuset.mems").read_text())
+    mount = tmp_path / "cpuset"
+    mount.mkdir()
+    script = tmp_path / "probe.sh"
+    script.write_text("JOBS_CGROUP=%s\n" % name + entrypoint_function("root_jobs_cgroup") + (
+        'mount --bind "$1" "$2"\n'            # the pod's cpuset, as mount_cgroups_writable binds it
+        'root_jobs_cgroup "$2"; echo "rc=$?"\n'
+        'echo "cpus=$(cat "$2/cpuset.cpus")"\n'
+        # slurmd gives each cgroup it makes its parent's CPUs and memory nodes: the root's own must not be empty
+        'mkdir "$2/job_1" && for f in cpus mems; do cat "$2/cpuset.$f" > "$2/job_1/cpuset.$f"; done\n'
+        'echo $$ > "$2/job_1/tasks" && echo "joined=$(grep :cpuset: /proc/self/cgroup)"\n'
+        'echo $$ > %s/tasks\n' % CPUSET
+    ))
+    try:
+        out = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", str(script), str(pod),
+                              str(mount)], capture_output=True, text=True, timeout=60, check=False)
+        words = dict(w.split("=", 1) for w in out.stdout.split())
+        assert words.get("rc") == "0" and words.get("cpus") == "0", (out.stdout, out.stderr)
+        assert words.get("joined", "").endswith("/%s/%s/job_1" % (pod.name, name)), (out.stdout, out.stderr)
+    finally:
+        for cgroup in (pod / name / "job_1", pod / name, pod):
+            if cgroup.exists():
                 cgroup.rmdir()

@@ -56,7 +56,7 @@ class TestEnforcement:
 
     def test_one_cpu_job_sees_one_cpu_and_its_cpuset_is_one_core(self, cluster):
         probe = ("nproc; grep Cpus_allowed_list /proc/self/status;"
-                 " cat /sys/fs/cgroup/cpuset/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus")  # fmt: skip
+                 " cat /sys/fs/cgroup/cpuset/slurm-jobs.mount/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus")  # fmt: skip
         out = cluster.exec(CONTROLLER_POD, "srun", "-w", WIDE_NODE, "-n1", "-c1", "sh", "-c", probe, timeout=60)
         nproc, allowed, cpuset = out.stdout.splitlines()
         assert nproc == "1"
@@ -65,7 +65,7 @@ class TestEnforcement:
 
     def test_root_job_cannot_raise_its_own_memory_limit(self, cluster):
         """Jobs see the pod's cgroups through the jail's /sys, read-only; slurmd's writable tree is elsewhere."""
-        probe = ("f=$(echo /sys/fs/cgroup/memory/slurm_*/uid_0/job_$SLURM_JOB_ID/memory.limit_in_bytes);"
+        probe = ("f=$(echo /sys/fs/cgroup/memory/slurm-jobs.mount/slurm_*/uid_0/job_$SLURM_JOB_ID/memory.limit_in_bytes);"
                  " cat $f; echo -1 > $f && echo RAISED; cat $f; ls %s || echo HIDDEN" % C.CGROUP_MOUNT_DIR)
         out = cluster.exec(CONTROLLER_POD, "srun", "-w", WIDE_NODE, "--mem=64M", "sh", "-c", probe,
                            check=False, timeout=60)  # fmt: skip

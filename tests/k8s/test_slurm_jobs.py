@@ -125,7 +125,7 @@ def test_a_job_over_its_memory_ends_out_of_memory(slurm: SlurmView):
 def test_a_one_cpu_job_sees_one_cpu_and_its_cpuset_is_one_core(slurm: SlurmView):
     cpuset = ("if [ -e /sys/fs/cgroup/cgroup.controllers ]; then"
               " cat /sys/fs/cgroup/system.slice/*slurmstepd.scope/job_$SLURM_JOB_ID/cpuset.cpus.effective;"
-              " else cat /sys/fs/cgroup/cpuset/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus; fi")  # fmt: skip
+              " else cat /sys/fs/cgroup/cpuset/slurm-jobs.mount/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus; fi")  # fmt: skip
     out = slurm.run("srun", "-w", NODES[0], "-n1", "-c1", "sh", "-c",
                     "nproc; grep Cpus_allowed_list /proc/self/status; " + cpuset)  # fmt: skip
     nproc, allowed, cpus = out.splitlines()

@@ -4,8 +4,9 @@
 # slurmd holds each job in a cgroup of its own below this pod's (cgroup.conf's
 # CgroupMountpoint is CGROUP_MOUNT_DIR). The runtime mounts the pod's cgroups read-only at
 # /sys/fs/cgroup; they are mounted again here, writable (CAP_SYS_ADMIN, which the jail needs
-# anyway). The root of each mount is this pod's own cgroup, so slurmd can reach nothing of
-# the node's, and /sys/fs/cgroup stays read-only: it is what jobs see through the jail's /sys.
+# anyway). The root of each mount is this pod's own cgroup (on v1, a child of it: JOBS_CGROUP
+# below), so slurmd can reach nothing of the node's, and /sys/fs/cgroup stays read-only: it is
+# what jobs see through the jail's /sys.
 mount_cgroups_writable() {
   local dir="$CGROUP_MOUNT_DIR" sub root
   install -d "$dir"
@@ -18,14 +19,36 @@ mount_cgroups_writable() {
     log "cgroup v2: this pod's tree is writable at $root (controllers: $(cat "$root/cgroup.subtree_control"))"
     return 0
   fi
-  # v1: a tmpfs with one mount per controller (cpu,cpuacct may be one, with symlinks).
+  # v1: a tmpfs with one mount per controller (cpu,cpuacct may be one, with symlinks). Each
+  # controller's mount is rooted at this container's JOBS_CGROUP, where slurmd makes its tree.
   mount --rbind /sys/fs/cgroup "$dir" || return 1
   for sub in "$dir"/*; do
     if [[ -d "$sub" && ! -L "$sub" ]] && mountpoint -q "$sub"; then
       mount -o remount,bind,rw "$sub" || return 1
+      root_jobs_cgroup "$sub" || return 1
     fi
   done
-  log "cgroup v1: this pod's controllers are writable under $dir"
+  log "cgroup v1: this pod's controllers are writable under $dir, rooted at $JOBS_CGROUP"
+}
+
+# The kubelet's cAdvisor makes a container of every cgroup it finds below the pods' (an
+# inotify watch, a housekeeping loop each): with slurmd's job and step cgroups below the pod's
+# that was most of the kubelet's CPU under a stream of short jobs (tests/bench/throughput.md).
+# It neither watches nor descends into a cgroup named *.mount (systemd's mount units), so the
+# jobs' tree goes below one. Limits still hold: it is a child of the container's cgroup.
+readonly JOBS_CGROUP=slurm-jobs.mount
+
+# v1: make CONTROLLER_MOUNT/JOBS_CGROUP and mount it over CONTROLLER_MOUNT. A child cpuset
+# starts with no CPUs or memory nodes: it gets its parent's, as slurmd's own cgroups do.
+root_jobs_cgroup() {
+  local mount="$1" file
+  install -d "$mount/$JOBS_CGROUP"
+  for file in cpuset.cpus cpuset.mems; do
+    if [[ -e "$mount/$file" ]]; then
+      cat "$mount/$file" >"$mount/$JOBS_CGROUP/$file" || return 1
+    fi
+  done
+  mount --bind "$mount/$JOBS_CGROUP" "$mount"
 }
 
 # cgroup v2 lets a cgroup hand controllers to its children only while it holds no process
