@@ -4,6 +4,7 @@ tests take a function's text and run that."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -24,3 +25,12 @@ def entrypoint_function(name: str) -> str:
             end = lines.index("}", start)
             return "\n".join(lines[start:end + 1]) + "\n"
     raise KeyError("no function %s in %s" % (name, COMMON))
+
+
+def entrypoint_constant(name: str) -> str:
+    """The value of `readonly NAME=value` in the images' shell library, wherever it is."""
+    for path in entrypoint_files():
+        found = re.search(r"^readonly %s=(\S+)$" % re.escape(name), path.read_text(), flags=re.M)
+        if found:
+            return found.group(1)
+    raise KeyError("no readonly %s in %s" % (name, COMMON))

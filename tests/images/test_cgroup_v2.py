@@ -33,6 +33,7 @@ from docker_cluster import (
     write_secret,
     write_slurm_config,
 )
+from entrypoint_script import entrypoint_constant
 from slurm_output import key_values, size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -48,6 +49,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.render.worker impor
 
 # In tests/run's first pytest: its VM boots while that one waits for its cluster (first_lane).
 pytestmark = [pytest.mark.slurm, pytest.mark.first_lane]
+
+# The cgroup slurmd's tree is below, in the pod's (images/common/lib/cgroups.sh).
+JOBS_CGROUP = entrypoint_constant("JOBS_CGROUP")
 
 NODE = slurm_node_names(WIDE_MODEL)[0]
 # The guest's slurmctld mounts no REST key set.
@@ -245,9 +249,11 @@ def probe(guest: Guest, name: str) -> Probe:
 
 
 def test_the_guest_runs_cgroup_v2_alone_and_jobs_get_cgroups_of_their_own(guest):
+    """Below JOBS_CGROUP, which the kubelet's cAdvisor does not track."""
     lines = probe(guest, "cpuset").out.splitlines()
-    assert re.fullmatch(r"0::/system\.slice/([\w-]+_)?slurmstepd\.scope/%s/step_0/user/task_0" % JOB_CGROUP_NAME,
-                        lines[-1]), lines  # fmt: skip
+    job = r"0::/%s/system\.slice/([\w-]+_)?slurmstepd\.scope/%s/step_0/user/task_0" % (re.escape(JOBS_CGROUP),
+                                                                                       JOB_CGROUP_NAME)  # fmt: skip
+    assert re.fullmatch(job, lines[-1]), lines
 
 
 def test_the_node_offers_the_pods_cgroup_limits_less_the_daemons_share(guest):

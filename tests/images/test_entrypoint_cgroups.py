@@ -1,10 +1,10 @@
 """The worker entrypoint's cgroup steps on real cgroup file systems.
 
 On cgroup v2 a cgroup may hand controllers to its children only while it holds no process, so
-the entrypoint moves the container's processes from its namespace's root cgroup into init.scope
-before slurmd starts (images/common/lib/cgroups.sh, leave_cgroup_root). This host is cgroup
-v1, but it mounts the unified (v2) hierarchy beside it: the function runs there, in a cgroup of
-its own that stands for the pod's, with processes it must move.
+the entrypoint moves the container's processes from its namespace's root cgroup into
+slurm-jobs.mount/init.scope before slurmd starts (images/common/lib/cgroups.sh,
+leave_cgroup_root). This host is cgroup v1, but it mounts the unified (v2) hierarchy beside it: the
+function runs there, in a cgroup of its own that stands for the pod's, with processes it must move.
 
 On cgroup v1 each controller's writable mount is rooted at a child of the pod's cgroup named
 *.mount (root_jobs_cgroup), which the kubelet's cAdvisor does not track: a job placed below it
@@ -14,19 +14,18 @@ must land there, and a cpuset child must have CPUs to take a process at all.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
-from entrypoint_script import entrypoint_function
+from entrypoint_script import entrypoint_constant, entrypoint_function
 
 pytestmark = pytest.mark.slurm
 
 UNIFIED = Path("/sys/fs/cgroup/unified")
 CPUSET = Path("/sys/fs/cgroup/cpuset")
-CGROUPS_SH = Path(__file__).resolve().parents[2] / "images" / "common" / "lib" / "cgroups.sh"
+JOBS_CGROUP = entrypoint_constant("JOBS_CGROUP")
 
 
 def cgroup2_mounted(path: Path) -> bool:
@@ -35,15 +34,16 @@ def cgroup2_mounted(path: Path) -> bool:
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not cgroup2_mounted(UNIFIED), reason="needs root and a cgroup2 mount")
-def test_every_process_leaves_the_root_cgroup_for_init_scope(tmp_path):
+def test_every_process_leaves_the_root_cgroup_for_init_scope_below_the_jobs_cgroup(tmp_path):
+    name = JOBS_CGROUP
     pod = UNIFIED / ("slurmkube-test-" + uuid.uuid4().hex[:8])
     pod.mkdir()
     script = tmp_path / "probe.sh"
-    script.write_text(entrypoint_function("leave_cgroup_root") + (
+    script.write_text("JOBS_CGROUP=%s\n" % name + entrypoint_function("leave_cgroup_root") + (
         'echo $$ > "$1/cgroup.procs"\n'        # this shell: the "container", in the pod's cgroup
         "sleep 300 & sleep 301 & sleep 302 &\n"  # its daemons (tini, munged, ...)
         'leave_cgroup_root "$1"; echo "rc=$?"\n'
-        'echo "left=$(wc -l <"$1/cgroup.procs") moved=$(wc -l <"$1/init.scope/cgroup.procs")"\n'
+        'echo "left=$(wc -l <"$1/cgroup.procs") moved=$(wc -l <"$1/$JOBS_CGROUP/init.scope/cgroup.procs")"\n'
         # Reaped before the script ends: a killed process still counts in its cgroup until then,
         # and the cgroup cannot be removed (a cold CI run failed its cleanup on EBUSY).
         "kill %1 %2 %3; wait\n"
@@ -56,20 +56,16 @@ def test_every_process_leaves_the_root_cgroup_for_init_scope(tmp_path):
         assert words["rc"] == "0" and words["left"] == "0", out.stdout
         assert int(words["moved"]) >= 4, out.stdout  # the shell and its three sleeps, at least
     finally:
-        for cgroup in (pod / "init.scope", pod):
+        for cgroup in (pod / name / "init.scope", pod / name, pod):
             if cgroup.exists():
                 for pid in (cgroup / "cgroup.procs").read_text().split():
                     (UNIFIED / "cgroup.procs").write_text(pid)
                 cgroup.rmdir()
 
 
-def jobs_cgroup_name() -> str:
-    return re.search(r"^readonly JOBS_CGROUP=(\S+)$", CGROUPS_SH.read_text(), flags=re.M).group(1)
-
-
 @pytest.mark.skipif(os.geteuid() != 0 or not (CPUSET / "cpuset.cpus").exists(), reason="needs root and cgroup v1")
 def test_a_v1_controller_mount_is_rooted_at_a_mount_named_child_that_takes_jobs(tmp_path):
-    name = jobs_cgroup_name()
+    name = JOBS_CGROUP
     assert name.endswith(".mount")  # the suffix cAdvisor's watcher skips
     pod = CPUSET / ("slurmkube-test-" + uuid.uuid4().hex[:8])
     pod.mkdir()

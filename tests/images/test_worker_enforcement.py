@@ -14,6 +14,7 @@ from docker_cluster import (
     scontrol_job,
     wait_for,
 )
+from entrypoint_script import entrypoint_constant
 from slurm_output import size_kib
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
@@ -24,6 +25,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 )
 
 pytestmark = pytest.mark.slurm
+
+# The cgroup slurmd's tree is below, in the pod's (images/common/lib/cgroups.sh).
+JOBS_CGROUP = entrypoint_constant("JOBS_CGROUP")
 
 
 @pytest.mark.usefixtures("wide_node")
@@ -56,7 +60,7 @@ class TestEnforcement:
 
     def test_one_cpu_job_sees_one_cpu_and_its_cpuset_is_one_core(self, cluster):
         probe = ("nproc; grep Cpus_allowed_list /proc/self/status;"
-                 " cat /sys/fs/cgroup/cpuset/slurm-jobs.mount/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus")  # fmt: skip
+                 " cat /sys/fs/cgroup/cpuset/%s/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus" % JOBS_CGROUP)  # fmt: skip
         out = cluster.exec(CONTROLLER_POD, "srun", "-w", WIDE_NODE, "-n1", "-c1", "sh", "-c", probe, timeout=60)
         nproc, allowed, cpuset = out.stdout.splitlines()
         assert nproc == "1"
@@ -65,8 +69,9 @@ class TestEnforcement:
 
     def test_root_job_cannot_raise_its_own_memory_limit(self, cluster):
         """Jobs see the pod's cgroups through the jail's /sys, read-only; slurmd's writable tree is elsewhere."""
-        probe = ("f=$(echo /sys/fs/cgroup/memory/slurm-jobs.mount/slurm_*/uid_0/job_$SLURM_JOB_ID/memory.limit_in_bytes);"
-                 " cat $f; echo -1 > $f && echo RAISED; cat $f; ls %s || echo HIDDEN" % C.CGROUP_MOUNT_DIR)
+        limit = "/sys/fs/cgroup/memory/%s/slurm_*/uid_0/job_$SLURM_JOB_ID/memory.limit_in_bytes" % JOBS_CGROUP
+        probe = ("f=$(echo %s); cat $f; echo -1 > $f && echo RAISED; cat $f; ls %s || echo HIDDEN"
+                 % (limit, C.CGROUP_MOUNT_DIR))  # fmt: skip
         out = cluster.exec(CONTROLLER_POD, "srun", "-w", WIDE_NODE, "--mem=64M", "sh", "-c", probe,
                            check=False, timeout=60)  # fmt: skip
         words = out.stdout.split()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 import pytest
+from entrypoint_script import entrypoint_constant
 from kube_helpers import REPO, TOOLBOX_IMAGE, Cluster, wait_for
 from manual_blocks import run_commands
 from playbook_runner import run_module
@@ -48,6 +49,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import 
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_name
 
 pytestmark = pytest.mark.k8s
+
+# The cgroup slurmd's tree is below, in the pod's (images/common/lib/cgroups.sh).
+JOBS_CGROUP = entrypoint_constant("JOBS_CGROUP")
 
 CLUSTER = "jobs"
 NODESET = "wide"
@@ -124,8 +128,9 @@ def test_a_job_over_its_memory_ends_out_of_memory(slurm: SlurmView):
 
 def test_a_one_cpu_job_sees_one_cpu_and_its_cpuset_is_one_core(slurm: SlurmView):
     cpuset = ("if [ -e /sys/fs/cgroup/cgroup.controllers ]; then"
-              " cat /sys/fs/cgroup/system.slice/*slurmstepd.scope/job_$SLURM_JOB_ID/cpuset.cpus.effective;"
-              " else cat /sys/fs/cgroup/cpuset/slurm-jobs.mount/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus; fi")  # fmt: skip
+              " cat /sys/fs/cgroup/%s/system.slice/*slurmstepd.scope/job_$SLURM_JOB_ID/cpuset.cpus.effective;"
+              " else cat /sys/fs/cgroup/cpuset/%s/slurm_*/uid_0/job_$SLURM_JOB_ID/cpuset.cpus; fi")  # fmt: skip
+    cpuset %= (JOBS_CGROUP, JOBS_CGROUP)
     out = slurm.run("srun", "-w", NODES[0], "-n1", "-c1", "sh", "-c",
                     "nproc; grep Cpus_allowed_list /proc/self/status; " + cpuset)  # fmt: skip
     nproc, allowed, cpus = out.splitlines()

@@ -1,11 +1,20 @@
 # shellcheck shell=bash
 # A worker's cgroups made writable for slurmd (sourced after base.sh).
 
+# The kubelet's cAdvisor makes a container of every cgroup it finds below the pods' (an
+# inotify watch, a housekeeping loop each): with slurmd's job and step cgroups below the pod's
+# that was most of the kubelet's CPU under a stream of short jobs (tests/bench/throughput.md).
+# It neither watches nor descends into a cgroup named *.mount (systemd's mount units), so the
+# jobs' tree goes below one (v1: each controller's; v2: with the container's processes, since
+# slurmd roots its tree at the parent of init's cgroup). Limits still hold: it is a child of
+# the container's cgroup.
+readonly JOBS_CGROUP=slurm-jobs.mount
+
 # slurmd holds each job in a cgroup of its own below this pod's (cgroup.conf's
 # CgroupMountpoint is CGROUP_MOUNT_DIR). The runtime mounts the pod's cgroups read-only at
 # /sys/fs/cgroup; they are mounted again here, writable (CAP_SYS_ADMIN, which the jail needs
-# anyway). The root of each mount is this pod's own cgroup (on v1, a child of it: JOBS_CGROUP
-# below), so slurmd can reach nothing of the node's, and /sys/fs/cgroup stays read-only: it is
+# anyway). slurmd's tree is below this pod's own cgroup (JOBS_CGROUP, a child of it), so slurmd
+# can reach nothing of the node's, and /sys/fs/cgroup stays read-only: it is
 # what jobs see through the jail's /sys.
 mount_cgroups_writable() {
   local dir="$CGROUP_MOUNT_DIR" sub root
@@ -16,7 +25,7 @@ mount_cgroups_writable() {
     root="${root%/}"
     leave_cgroup_root "$root" || return 1
     delegate_cgroup_controllers "$root" || return 1
-    log "cgroup v2: this pod's tree is writable at $root (controllers: $(cat "$root/cgroup.subtree_control"))"
+    log "cgroup v2: this pod's tree is writable at $root, slurmd's below $JOBS_CGROUP (controllers: $(cat "$root/cgroup.subtree_control"))"
     return 0
   fi
   # v1: a tmpfs with one mount per controller (cpu,cpuacct may be one, with symlinks). Each
@@ -30,13 +39,6 @@ mount_cgroups_writable() {
   done
   log "cgroup v1: this pod's controllers are writable under $dir, rooted at $JOBS_CGROUP"
 }
-
-# The kubelet's cAdvisor makes a container of every cgroup it finds below the pods' (an
-# inotify watch, a housekeeping loop each): with slurmd's job and step cgroups below the pod's
-# that was most of the kubelet's CPU under a stream of short jobs (tests/bench/throughput.md).
-# It neither watches nor descends into a cgroup named *.mount (systemd's mount units), so the
-# jobs' tree goes below one. Limits still hold: it is a child of the container's cgroup.
-readonly JOBS_CGROUP=slurm-jobs.mount
 
 # v1: make CONTROLLER_MOUNT/JOBS_CGROUP and mount it over CONTROLLER_MOUNT. A child cpuset
 # starts with no CPUs or memory nodes: it gets its parent's, as slurmd's own cgroups do.
@@ -53,29 +55,31 @@ root_jobs_cgroup() {
 
 # cgroup v2 lets a cgroup hand controllers to its children only while it holds no process
 # itself. The container starts in its pod's cgroup (ROOT): move its processes (tini, this
-# script, munged) to ROOT/init.scope, as systemd would, and slurmd, started after, with them.
+# script, munged) to ROOT/JOBS_CGROUP/init.scope, as systemd would to init.scope, and slurmd,
+# started after, with them. slurmd makes its tree beside init's cgroup (cgroup/v2: the parent
+# of PID 1's), so below JOBS_CGROUP.
 leave_cgroup_root() {
-  local root="$1" pid pids
+  local root="$1" init="$1/$JOBS_CGROUP/init.scope" pid pids
   [[ -e "$root/cgroup.procs" ]] || return 0 # (cgroupfs files have size 0: -s would always fail)
-  install -d "$root/init.scope"
+  install -d "$init"
   # The list is read whole before moving anyone: it changes under a reader as processes leave.
   for _ in 1 2 3; do
     mapfile -t pids <"$root/cgroup.procs"
     ((${#pids[@]})) || return 0
     for pid in "${pids[@]}"; do
-      echo "$pid" >"$root/init.scope/cgroup.procs" 2>/dev/null || true
+      echo "$pid" >"$init/cgroup.procs" 2>/dev/null || true
     done
   done
   [[ -z "$(cat "$root/cgroup.procs")" ]] || return 1
 }
 
-# Then hand every controller the pod has to its children and on from ROOT/system.slice, as
+# Then hand every controller the pod has down to ROOT/JOBS_CGROUP/system.slice's children, as
 # systemd does for a unit with Delegate=yes: slurmd makes the scope for job cgroups there
 # (cgroup.conf: IgnoreSystemd). slurmd would do it itself (EnableControllers), but before
 # system.slice exists, and it logs errors for each controller (measured on a v2 node).
 delegate_cgroup_controllers() {
   local dir controller controllers
-  for dir in "$1" "$1/system.slice"; do
+  for dir in "$1" "$1/$JOBS_CGROUP" "$1/$JOBS_CGROUP/system.slice"; do
     install -d "$dir"
     read -ra controllers <"$dir/cgroup.controllers"
     for controller in "${controllers[@]}"; do
