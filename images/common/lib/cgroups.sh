@@ -14,8 +14,8 @@ readonly JOBS_CGROUP=slurm-jobs.mount
 # CgroupMountpoint is CGROUP_MOUNT_DIR). The runtime mounts the pod's cgroups read-only at
 # /sys/fs/cgroup; they are mounted again here, writable (CAP_SYS_ADMIN, which the jail needs
 # anyway). slurmd's tree is below this pod's own cgroup (JOBS_CGROUP, a child of it), so slurmd
-# can reach nothing of the node's, and /sys/fs/cgroup stays read-only: it is
-# what jobs see through the jail's /sys.
+# can reach nothing of the node's, and /sys/fs/cgroup stays read-only: it is what jobs see
+# through the jail's /sys.
 mount_cgroups_writable() {
   local dir="$CGROUP_MOUNT_DIR" sub root
   install -d "$dir"
