@@ -31,6 +31,7 @@ from slurm_helpers import (
     Operator,
     SlurmView,
     built_images,
+    cluster_manifest,
     in_service,
     manifests,
     nodeset_manifest,
@@ -45,7 +46,8 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
     slurm_job_memory_mib,
     slurm_real_memory_mib,
 )
-from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.model.parse import parse_cluster, parse_nodeset
+from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.seccomp import worker_seccomp_profile_name
 
 pytestmark = pytest.mark.k8s
@@ -725,3 +727,27 @@ def test_sbatch_from_login_while_the_controller_pod_is_replaced_loses_no_submiss
     print("%d submissions; longest wait between two while the controller was replaced: %.1f s"
           % (len(jobs), max(b - a for a, b in zip(times, times[1:]))))
     wait_for(lambda: all(job_states(slurm).get(job) == "COMPLETED" for job in jobs), 180, 2, explain=slurm.explain)
+
+
+def test_the_api_server_classes_the_slurm_pods_of_a_cluster_without_cpu_request_guaranteed(
+        kube_cluster: Cluster, slurm_images):
+    """Guaranteed needs limits equal to requests in every container, init containers included
+    (worker's wait-for-controller, the controller's wait-for-slurmdbd): status.qosClass as the API
+    server sets it on create, by a server-side dry run of the rendered pods (nothing runs)."""
+    kube = kube_cluster
+    raw = cluster_manifest(kube.namespace, "qos", slurm_images, {"accounting": {"enabled": True}})
+    nodeset = nodeset_manifest(kube.namespace, "qos", "whole", 1, {"resources": {"cpu": 1, "memory": "1Gi"}})
+    classes = {}
+    for obj in render_cluster(parse_cluster(raw), [parse_nodeset(nodeset)]).objects:
+        if obj["kind"] != "StatefulSet":
+            continue
+        template = obj["spec"]["template"]
+        # The namespace's default ServiceAccount: the cluster's own is not made by a dry run.
+        spec = {k: v for k, v in template["spec"].items() if k != "serviceAccountName"}
+        pod = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+               "metadata": {"name": obj["metadata"]["name"] + "-0", "namespace": kube.namespace}}
+        made = json.loads(kube.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                                       input=json.dumps(pod)).stdout)  # fmt: skip
+        classes[obj["metadata"]["name"]] = (bool(spec.get("initContainers")), made["status"]["qosClass"])
+    assert classes["qos-controller"][0] and classes["qos-whole"][0], classes  # init containers to count
+    assert {name: qos for name, (_, qos) in classes.items()} == {name: "Guaranteed" for name in classes}, classes

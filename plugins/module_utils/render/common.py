@@ -161,6 +161,14 @@ def resources(res: Resources, gpus: bool = False) -> Dict[str, Any]:
     return {"requests": requests, "limits": dict(amounts)}
 
 
+def init_resources(res: Resources) -> Dict[str, Any]:
+    """An init container's: its pod's main container's, GPUs aside. Kubernetes gives a pod the
+    Guaranteed QoS class (and the static CPU manager's whole cores) only when every container,
+    init containers included, has limits equal to requests; a pod's request is the larger of its
+    init containers' and the sum of the others', so this adds nothing to it."""
+    return resources(res)
+
+
 def tcp_probe(port: int, period: int = 10) -> Dict[str, Any]:
     """A TCP readiness probe; `scontrol ping` would go through the not-yet-ready Service."""
     return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": 3}

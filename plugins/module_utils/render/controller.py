@@ -164,7 +164,7 @@ def render_controller_statefulset(cluster: SlurmCluster, config_hash: str) -> co
     }
     waiting = wait_for_slurmdbd(cluster)
     if waiting is not None:
-        pod_spec["initContainers"] = [waiting]
+        pod_spec["initContainers"] = [dict(waiting, resources=common.init_resources(spec.resources))]
     pod_spec.update(common.login_hosts_dns(cluster))
     pod_spec.update(one_per_host(cluster))
     pod_spec = directory.with_directory(cluster, pod_spec)

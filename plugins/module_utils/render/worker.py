@@ -175,12 +175,12 @@ def _slurmd_container(cluster: SlurmCluster, nodeset: NodeSet) -> Dict[str, Any]
     }
 
 
-def _worker_init_containers(cluster: SlurmCluster) -> List[Dict[str, Any]]:
+def _worker_init_containers(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, Any]]:
     images = cluster.spec.images
     init = [common.wait_for_controller(cluster, images.worker, images.pull_policy)]
     if cluster.spec.worker_seccomp.profile == "Localhost":
         init.insert(0, seccomp_profile_writer(cluster))
-    return init
+    return [dict(container, resources=common.init_resources(nodeset.spec.resources)) for container in init]
 
 
 def topology_spread(cluster: SlurmCluster, nodeset: NodeSet) -> List[Dict[str, Any]]:
@@ -209,7 +209,7 @@ def render_worker_pod_template(cluster: SlurmCluster, nodeset: NodeSet, config_h
     pod_spec: Dict[str, Any] = {
         **common.pod_identity(cluster),
         "terminationGracePeriodSeconds": 60,
-        "initContainers": _worker_init_containers(cluster),
+        "initContainers": _worker_init_containers(cluster, nodeset),
         "containers": [container],
         "volumes": _worker_volumes(cluster),
     }
