@@ -744,8 +744,15 @@ def test_the_api_server_classes_the_slurm_pods_of_a_cluster_without_cpu_request_
         template = obj["spec"]["template"]
         # The namespace's default ServiceAccount: the cluster's own is not made by a dry run.
         spec = {k: v for k, v in template["spec"].items() if k != "serviceAccountName"}
+        pod_name = obj["metadata"]["name"] + "-0"
+        # The volumes the StatefulSet controller adds for its claim templates (claims a dry run does
+        # not look up), so the pod validates as the controller would create it.
+        spec["volumes"] = list(spec.get("volumes", [])) + [
+            {"name": claim["metadata"]["name"],
+             "persistentVolumeClaim": {"claimName": "%s-%s" % (claim["metadata"]["name"], pod_name)}}
+            for claim in obj["spec"].get("volumeClaimTemplates", [])]
         pod = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
-               "metadata": {"name": obj["metadata"]["name"] + "-0", "namespace": kube.namespace}}
+               "metadata": {"name": pod_name, "namespace": kube.namespace}}
         made = json.loads(kube.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
                                        input=json.dumps(pod)).stdout)  # fmt: skip
         classes[obj["metadata"]["name"]] = (bool(spec.get("initContainers")), made["status"]["qosClass"])
