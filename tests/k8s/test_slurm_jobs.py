@@ -757,4 +757,4 @@ def test_the_api_server_classes_the_slurm_pods_of_a_cluster_without_cpu_request_
                                        input=json.dumps(pod)).stdout)  # fmt: skip
         classes[obj["metadata"]["name"]] = (bool(spec.get("initContainers")), made["status"]["qosClass"])
     assert classes["qos-controller"][0] and classes["qos-whole"][0], classes  # init containers to count
-    assert {name: qos for name, (_, qos) in classes.items()} == {name: "Guaranteed" for name in classes}, classes
+    assert {name: pair[1] for name, pair in classes.items()} == {name: "Guaranteed" for name in classes}, classes
