@@ -50,9 +50,11 @@ def run_task(workdir: Path, task: Dict[str, Any], result: str, *flags: str,
     return proc, loaded
 
 
-def run_playbook(playbook: Path, *flags: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-    """ansible-playbook on localhost with this checkout as slurmkube.core."""
-    full_env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=str(ensure_importable().parents[2]),
+def run_playbook(playbook: Path, *flags: str, env: Optional[Dict[str, str]] = None,
+                 collections: Optional[Path] = None) -> subprocess.CompletedProcess:
+    """ansible-playbook on localhost with this checkout as slurmkube.core, or the one under
+    COLLECTIONS (a directory holding ansible_collections/)."""
+    full_env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections or ensure_importable().parents[2]),
                     ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default",
                     ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), ANSIBLE_CALLBACKS_ENABLED="registered_result")
     return subprocess.run(

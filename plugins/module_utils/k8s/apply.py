@@ -147,11 +147,19 @@ def apply_changed(kube: Kube, objects: Sequence[Mapping[str, Any]], dry_run: boo
 
 
 def needs_replacing(obj: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
-    """Whether obj changes a field the server keeps as it was made (STATEFULSET_IMMUTABLE)."""
+    """Whether obj changes a field the server keeps as it was made (STATEFULSET_IMMUTABLE), or
+    which claims its pods get made (the names of its volumeClaimTemplates: the server fills in
+    their other fields)."""
     if obj.get("kind") != "StatefulSet":
         return False
     want, have = obj.get("spec") or {}, live.get("spec") or {}
-    return any(key in want and want[key] != have.get(key) for key in STATEFULSET_IMMUTABLE)
+    return any(key in want and want[key] != have.get(key) for key in STATEFULSET_IMMUTABLE) \
+        or claim_template_names(want) != claim_template_names(have)
+
+
+def claim_template_names(spec: Mapping[str, Any]) -> List[str]:
+    """The names of a StatefulSet spec's claim templates."""
+    return [claim["metadata"]["name"] for claim in spec.get("volumeClaimTemplates") or []]
 
 
 def changed_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:

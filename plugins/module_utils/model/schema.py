@@ -169,7 +169,9 @@ def cluster_status_schema() -> Dict[str, Any]:
                "an upgrade in Slurm's order, its stage (a backup first, with spec.backup), target images and "
                "release; while a new controller image waits on its pre-flight Job or was refused, the Job and "
                "the refusal; a worker image "
-               "that failed on the first worker to run it (the canary), while the spec names it.",
+               "that failed on the first worker to run it (the canary), while the spec names it; for a cluster an "
+               "earlier slurmkube release made, that release's images still running, whose pods keep the "
+               "templates it made them with until a new image replaces theirs.",
                "properties": {
                    "images": {"type": "object", "additionalProperties": {"type": "string"}},
                    "version": {"type": "string"},
@@ -183,7 +185,8 @@ def cluster_status_schema() -> Dict[str, Any]:
                    "preflight": {"type": "string"}, "refusal": {"type": "string"},
                    "canaryFailure": {"type": "object", "properties": {
                        "images": {"type": "object", "additionalProperties": {"type": "string"}},
-                       "message": {"type": "string"}}}}},
+                       "message": {"type": "string"}}},
+                   "earlierRelease": {"type": "object", "additionalProperties": {"type": "string"}}}},
         restKeys={"type": "object", "description": "The REST API's keys by id: the one that signs tokens, the "
                   "next (published, signing after the next rotation), those retiring with when they leave; "
                   "the digest of the key set slurmctld checks tokens with.",

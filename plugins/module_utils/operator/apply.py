@@ -20,7 +20,10 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import (
     owned_by,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
-from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import with_images
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
+    with_earlier_templates,
+    with_images,
+)
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
 from ansible_collections.slurmkube.core.plugins.module_utils.render.jail import populate_job_name
@@ -97,11 +100,17 @@ def with_node_count(template: Mapping[str, Any], count: int) -> Dict[str, Any]:
 
 
 def apply_objects(p: Pass) -> None:
-    """Apply every object that differs (a new populate Job only once the old one is gone)."""
-    desired = without_made_state_claim(p, after_stale_populate_jobs(p, p.rendered.objects))
+    """Apply every object that differs (a new populate Job only once the old one is gone; the
+    workloads of an earlier release's images with the templates they run)."""
+    earlier = p.slurm_state.earlier or {}
+    rendered = p.rendered.objects if "jail" in earlier else after_stale_populate_jobs(p, p.rendered.objects)
+    desired = without_made_state_claim(p, rendered)
     owned = [obj if is_kept_on_delete(obj) else owned_by(obj, p.cluster_obj) for obj in desired]
     # Every rendered object carries the cluster's label: a list per kind finds them.
     listed = listed_live(p.kube, owned, {C.LABEL_CLUSTER: p.cluster.name})
+    if earlier:
+        by_name = {(key[0], key[2]): obj for key, obj in listed.items()}
+        owned = with_earlier_templates(p.cluster.name, owned, by_name, earlier)
     p.applied = ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
                  for a in apply_changed(p.kube, owned, seen=p.seen, listed=listed)]
     prune_switched_off(p, {live_key(obj) for obj in owned}, listed)

@@ -45,6 +45,9 @@ class SlurmState(NamedTuple):
     # The images whose worker failed its canary ("images") and what was seen ("message"), while
     # the spec still names that worker image: the workers, login, jail and exporter stay as they are.
     canary_failure: Optional[Mapping[str, Any]] = None
+    # A cluster an earlier release made: its images this pass still renders, by key, whose
+    # workloads keep the templates that release made them with (plan_upgrade.kept_earlier).
+    earlier: Optional[Mapping[str, str]] = None
 
     @property
     def pending(self) -> Optional[str]:

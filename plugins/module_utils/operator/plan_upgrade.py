@@ -27,8 +27,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import parse_time, pod_ready, pod_terminating
 from ansible_collections.slurmkube.core.plugins.module_utils.model.types import Images, SlurmCluster
 
@@ -57,6 +59,14 @@ CANARY_READY_TIMEOUT = datetime.timedelta(minutes=10)
 STUCK_REASONS = frozenset(("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
                            "CrashLoopBackOff", "CreateContainerError", "CreateContainerConfigError",
                            "RunContainerError"))
+
+# The workloads whose pods run each Slurm image, by their component label: where the images of a
+# cluster an earlier release made are read, and what keeps that release's pod templates. The
+# jail's image runs in its populate Job.
+WORKLOAD_IMAGE_KEYS = {C.COMPONENT_CONTROLLER: "controller", C.COMPONENT_WORKER: "worker",
+                       C.COMPONENT_LOGIN: "login", C.COMPONENT_SLURMDBD: "slurmdbd",
+                       C.COMPONENT_EXPORTER: "exporter", C.COMPONENT_JAIL: "jail"}
+WORKLOAD_KINDS = (("apps/v1", "StatefulSet"), ("apps/v1", "Deployment"), ("batch/v1", "Job"))
 
 _RELEASE = re.compile(r"\b(\d{2})\.(\d{2})\.(\d+)\b")
 # The first major release that reads the state of the three before it.
@@ -159,6 +169,65 @@ def with_images(cluster: SlurmCluster, images: Mapping[str, str]) -> SlurmCluste
     """The cluster as rendered with these images."""
     spec = dataclasses.replace(cluster.spec, images=dataclasses.replace(cluster.spec.images, **images))
     return dataclasses.replace(cluster, spec=spec)
+
+
+def workload_image_key(cluster: str, obj: Mapping[str, Any]) -> Optional[str]:
+    """The spec.images key of the Slurm image a workload of CLUSTER runs (its component's), or None
+    for any other object (a Job but the jail's populate Job among them)."""
+    if (obj.get("apiVersion"), obj.get("kind")) not in WORKLOAD_KINDS:
+        return None
+    if obj["kind"] == "Job" and not names.is_jail_populate_job(cluster, obj["metadata"]["name"]):
+        return None
+    return WORKLOAD_IMAGE_KEYS.get((obj["metadata"].get("labels") or {}).get(C.LABEL_COMPONENT) or "")
+
+
+def template_image(obj: Mapping[str, Any]) -> str:
+    """The image of a workload's first container ("" when it has none)."""
+    containers = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    return containers[0].get("image") or ""
+
+
+def images_in_workloads(cluster: str, workloads: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
+    """The Slurm images CLUSTER's live workloads run, by spec.images key."""
+    found: Dict[str, str] = {}
+    for obj in workloads:
+        key, image = workload_image_key(cluster, obj), template_image(obj)
+        if key and image and not obj["metadata"].get("deletionTimestamp"):
+            found.setdefault(key, image)
+    return found
+
+
+def kept_earlier(earlier: Mapping[str, str], rendered: Mapping[str, str]) -> Dict[str, str]:
+    """The images of an earlier release a pass still renders: their workloads keep that release's
+    templates (an image and the templates of its release go together: its pods' probes, programs
+    and mounts are that release's). One the pass renders another image for leaves the list."""
+    return {key: image for key, image in earlier.items() if rendered.get(key) == image}
+
+
+def with_earlier_templates(cluster: str, objects: Sequence[Dict[str, Any]], live: Mapping[Tuple[str, str], Any],
+                           earlier: Mapping[str, str]) -> List[Dict[str, Any]]:
+    """The rendered OBJECTS, where a workload runs an image of EARLIER: its live pod template (and
+    the claim templates that template mounts) instead of the rendered one, its other fields as
+    rendered (replicas follow the scale plan); the jail's populate Job left as it is (a Job's
+    template cannot change). LIVE: the live objects by (kind, name)."""
+    out = []
+    for obj in objects:
+        key = workload_image_key(cluster, obj)
+        if key is None or key not in earlier:
+            out.append(obj)
+            continue
+        if obj["kind"] == "Job":
+            continue
+        have = live.get((obj["kind"], obj["metadata"]["name"]))
+        if have is None or template_image(have) != earlier[key]:
+            out.append(obj)
+            continue
+        spec = {field: value for field, value in obj["spec"].items() if field != "volumeClaimTemplates"}
+        spec["template"] = have["spec"]["template"]
+        if have["spec"].get("volumeClaimTemplates"):
+            spec["volumeClaimTemplates"] = have["spec"]["volumeClaimTemplates"]
+        out.append(dict(obj, spec=spec))
+    return out
 
 
 def runs_image(pod: Mapping[str, Any], image: str) -> bool:

@@ -283,7 +283,8 @@ def deployment_condition(kind: str, deployment: Optional[Mapping[str, Any]], rep
 
 
 def slurm_status(state: SlurmState) -> Dict[str, Any]:
-    """status.slurm: the images and release in effect; the rollout, pre-flight and refusal, while any."""
+    """status.slurm: the images and release in effect; the rollout, pre-flight and refusal, while any;
+    the images of an earlier release whose workloads keep that release's templates, while any."""
     out: Dict[str, Any] = {"images": dict(state.images), "version": state.version}
     if state.rollout:
         out["rollout"] = dict(state.rollout)
@@ -293,6 +294,8 @@ def slurm_status(state: SlurmState) -> Dict[str, Any]:
         out["refusal"] = state.refusal
     if state.canary_failure:
         out["canaryFailure"] = dict(state.canary_failure)
+    if state.earlier:
+        out["earlierRelease"] = dict(state.earlier)
     return out
 
 

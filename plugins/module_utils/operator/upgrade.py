@@ -42,9 +42,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgra
     STAGE_CONTROLLER,
     STAGE_SLURMDBD,
     STAGE_SNAPSHOT,
+    WORKLOAD_KINDS,
     CanaryVerdict,
     canary_verdict,
     first_stage,
+    images_in_workloads,
+    kept_earlier,
     preflight_result,
     slurm_images,
     slurm_release,
@@ -63,14 +66,42 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 def check_upgrade(p: Pass) -> None:
     """p.slurm_state: the images and release in effect, the rollout under way and the images this
     pass renders; pending while a new controller image may not replace the one in effect yet
-    (the pass then renders and applies nothing)."""
-    recorded = p.previous_status.get("slurm") or {}
+    (the pass then renders and applies nothing); the images of an earlier release whose
+    workloads keep their templates."""
+    recorded = p.previous_status.get("slurm") or made_earlier(p)
+    earlier = recorded.get("earlierRelease") or {}
+    check_images(p, recorded)
+    state = p.slurm_state
+    p.slurm_state = state._replace(earlier=dict(earlier) if state.pending
+                                   else kept_earlier(earlier, state.render or slurm_images(p.cluster.spec.images)))
+
+
+def made_earlier(p: Pass) -> Dict[str, Any]:
+    """status.slurm for a cluster an earlier release made (its status written by an operator that
+    recorded no Slurm images; a new cluster has no status yet): the images its workloads run, in
+    effect, and the release slurmctld answers with. Empty for a new cluster."""
+    if not p.previous_status:
+        return {}
+    workloads = [obj for api_version, kind in WORKLOAD_KINDS
+                 for obj in p.kube.list(api_version, kind, p.cluster.namespace, {C.LABEL_CLUSTER: p.cluster.name})]
+    running = images_in_workloads(p.cluster.name, workloads)
+    if not running.get("controller"):
+        return {}
+    p.events.append(Event("Normal", "EarlierRelease", "made by an earlier slurmkube release: its pods keep the "
+                          "templates that release made them with until spec.images names new images, which "
+                          "replace them in Slurm's order (%s)" % ", ".join(sorted(running))))
+    return {"images": dict(slurm_images(p.cluster.spec.images), **running),
+            "version": release_of(p, running["controller"]), "earlierRelease": running}
+
+
+def check_images(p: Pass, recorded: Mapping[str, Any]) -> None:
+    """check_upgrade's p.slurm_state, from status.slurm as RECORDED."""
     wanted = slurm_images(p.cluster.spec.images)
     in_effect: Dict[str, str] = dict(recorded.get("images") or {})
     version = recorded.get("version") or ""
     rollout: Optional[Dict[str, Any]] = dict(recorded["rollout"]) if recorded.get("rollout") else None
     if not in_effect:
-        # A new cluster (or one an earlier operator made) runs what its spec says.
+        # A new cluster runs what its spec says.
         p.slurm_state = SlurmState(wanted, release_of(p, wanted["controller"]))
         return
     heading_for = (rollout or {}).get("images", in_effect)["controller"]

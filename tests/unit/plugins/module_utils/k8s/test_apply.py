@@ -179,6 +179,23 @@ def test_a_statefulset_whose_service_name_changes_is_made_again_with_its_pods_or
     assert apply_changed(kube, [statefulset("new")]) == []
 
 
+def with_claims(sts, *claims):
+    """The StatefulSet with claim templates of these names, as the server keeps them (its defaults filled in)."""
+    spec = dict(sts["spec"], volumeClaimTemplates=[
+        {"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"},
+         "status": {"phase": "Pending"}} for name in claims])
+    return dict(sts, spec=spec)
+
+
+def test_a_statefulset_whose_claim_templates_change_is_made_again_and_one_whose_do_not_is_not():
+    # 0.3's controllers made their state claim from a template; 0.4's mount the claim it made.
+    kube = OrphaningServer()
+    apply_changed(kube, [with_claims(statefulset("svc"), "state")])
+    assert apply_changed(kube, [with_claims(statefulset("svc"), "state")]) == [] and kube.deletes == []
+    apply_changed(kube, [statefulset("svc")])
+    assert kube.deletes == [("StatefulSet", "login", "Orphan")]
+
+
 def test_check_mode_reports_the_replacement_and_deletes_nothing():
     kube = OrphaningServer()
     apply_changed(kube, [statefulset("old")])

@@ -602,3 +602,72 @@ def test_a_pass_held_by_a_preflight_keeps_the_rest_keys_in_effect_as_they_were(w
     cluster = dict(cluster, status=dict(first.status, restKeys=dict(first.status["restKeys"], inEffect="sha256:seen")))
     held = next_pass(kube, cluster, controller=NEW_IMAGE)[0]
     assert held.status["slurm"]["preflight"] and held.status["restKeys"]["inEffect"] == "sha256:seen"
+
+
+# ------------------------------------------------------------------ a cluster an earlier release made
+
+EARLIER = "made-by-an-earlier-release"
+
+
+def earlier_templates(kube: MemoryKube) -> dict:
+    """The workloads whose pod templates carry EARLIER's mark (an earlier release's templates), by name."""
+    return {key[2]: obj["spec"]["template"]["spec"]["containers"][0]["image"] for key, obj in kube.objects.items()
+            if key[0] in ("StatefulSet", "Deployment", "Job")
+            and EARLIER in (obj["spec"]["template"]["metadata"].get("annotations") or {})}
+
+
+@pytest.fixture
+def earlier_release(world) -> Upgrading:
+    """A cluster an earlier release made: every object there, the workloads' pod templates that
+    release's (marked), and a status written by an operator that recorded no Slurm images."""
+    kube, cluster = world
+    cluster = next_pass(kube, cluster)[1]
+    for key, obj in kube.objects.items():
+        if key[0] in ("StatefulSet", "Deployment") or (key[0] == "Job" and "jail-populate" in key[2]):
+            template = obj["spec"]["template"]
+            template["metadata"]["annotations"] = dict(template["metadata"].get("annotations") or {}, **{EARLIER: "1"})
+    cluster["status"] = {key: value for key, value in cluster["status"].items() if key != "slurm"}
+    return Upgrading(kube, cluster, None, controller_image(kube))
+
+
+def test_a_cluster_an_earlier_release_made_keeps_its_pod_templates_and_says_why(earlier_release):
+    kube, cluster = earlier_release.kube, earlier_release.cluster
+    made = earlier_templates(kube)
+    assert {"cpu-controller", "cpu-compute", "cpu-login"} <= set(made)
+    assert any("jail-populate" in name for name in made)
+    outcome, cluster = next_pass(kube, cluster)
+    assert earlier_templates(kube) == made
+    [said] = [e for e in outcome.events if e.reason == "EarlierRelease"]
+    assert said.kind == "Normal" and "Slurm's order" in said.message
+    slurm = outcome.status["slurm"]
+    assert slurm["earlierRelease"] == {key: made_image for key, made_image in slurm["images"].items()
+                                       if key in ("controller", "worker", "login", "jail")}
+    again = next_pass(kube, cluster)[0]
+    assert [e for e in again.events if e.reason == "EarlierRelease"] == []
+    assert earlier_templates(kube) == made and again.status["slurm"]["earlierRelease"] == slurm["earlierRelease"]
+
+
+def test_an_earlier_releases_workers_still_follow_the_scale_plan(earlier_release):
+    kube, cluster = earlier_release.kube, earlier_release.cluster
+    cluster = next_pass(kube, cluster)[1]
+    nodeset = next(obj for key, obj in kube.objects.items() if key[0] == "NodeSet")
+    nodeset["spec"]["replicas"] += 1
+    next_pass(kube, cluster)
+    sts = kube.objects[("StatefulSet", "research", "cpu-compute")]
+    assert sts["spec"]["replicas"] == nodeset["spec"]["replicas"] and "cpu-compute" in earlier_templates(kube)
+
+
+def test_an_earlier_releases_images_go_in_slurms_order_each_with_this_releases_template(earlier_release):
+    kube, cluster = earlier_release.kube, earlier_release.cluster
+    cluster = next_pass(kube, cluster)[1]
+    made = earlier_templates(kube)
+    held = next_pass(kube, cluster, controller=NEW_IMAGE, worker=NEW_WORKER)
+    assert earlier_templates(kube) == made and held[0].status["slurm"]["earlierRelease"]["controller"]
+    [name] = preflight_jobs(kube)
+    finish_preflight(kube, name, "Complete", "version=26.05.5")
+    outcome = next_pass(kube, held[1])[0]
+    assert controller_image(kube) == NEW_IMAGE and "cpu-controller" not in earlier_templates(kube)
+    assert {n: i for n, i in earlier_templates(kube).items() if n != "cpu-controller"} == \
+        {n: i for n, i in made.items() if n != "cpu-controller"}  # the workers wait for their stage
+    assert "controller" not in outcome.status["slurm"]["earlierRelease"]
+    assert outcome.status["slurm"]["earlierRelease"]["worker"] == made["cpu-compute"]

@@ -1,0 +1,202 @@
+"""A cluster made by the collection's last release, 0.3.0, upgraded by this tree the way its users
+upgrade (issue 34, item 2): the same play -- the operator role, then the cluster role, with the
+same variables but this release's images -- run first with 0.3.0's collection and its images
+(built by its own images/build.sh: Slurm 24.11), then with this tree's. 0.3.0's operator made the
+cluster and knew nothing of upgrades: this tree's operator takes it over as it finds it, and Slurm
+still changes in Slurm's order (a pre-flight, a backup, slurmdbd, slurmctld, one worker first).
+Afterwards the running job finished, the pending one ran, `sacct` lists the history from before,
+and slurmctld reports the new release. Real API server, slurmctld, slurmd, slurmdbd, MariaDB and
+restic, on a kind cluster of its own (the two releases' CRDs and operators cannot share one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, Mapping, Sequence
+
+import pytest
+import yaml
+from kube_helpers import REPO, Cluster, exported_env, kind, wait_for
+from slurm_helpers import TINY, TINY_NODES, Operator, SlurmView, cluster_status, controller_log, log_followed
+
+sys.path.insert(0, str(REPO / "tests"))
+from playbook_runner import run_playbook
+from slurm_release import images_slurm_series_text
+
+from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+
+pytestmark = [pytest.mark.k8s, pytest.mark.kind]
+
+RELEASE = "0.3.0"
+# The commit galaxy.yml said 0.3.0 last (the next one began 0.4.0); read from this repository's history.
+RELEASE_COMMIT = "792386e5844086953884e2ee96488cb058e08cdb"
+KIND_NAME = "slurmkube-release"
+NAMESPACE = "hpc"
+OPERATOR_NAMESPACE = "upgrade-system"
+CLUSTER = "old"
+# The images both releases' clusters run (spec.images keys are their images/build.sh names).
+CLUSTER_IMAGES = ("controller", "worker", "login", "jail", "slurmdbd", "mariadb")
+BACKUP_CLAIM = "%s-backups" % CLUSTER
+BACKUP_PASSWORD_SECRET = "%s-backup-password" % CLUSTER
+
+
+def release_collection(root: Path) -> Path:
+    """ROOT holding ansible_collections/slurmkube/core as release 0.3.0 shipped it (its tree at
+    RELEASE_COMMIT), made once."""
+    tree = root / "ansible_collections" / "slurmkube" / "core"
+    if not (tree / "galaxy.yml").exists():
+        has = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", RELEASE_COMMIT + "^{commit}"],
+                             capture_output=True, check=False)
+        assert has.returncode == 0, ("release %s's tree is read from this repository's history (commit %s): a "
+                                     "clone without it (--depth) cannot run this test" % (RELEASE, RELEASE_COMMIT))
+        made = tree.with_name("core.partial")
+        shutil.rmtree(made, ignore_errors=True)
+        made.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", RELEASE_COMMIT], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(made)], input=archive, check=True)
+        made.rename(tree)
+    assert yaml.safe_load((tree / "galaxy.yml").read_text())["version"] == RELEASE
+    return root
+
+
+def built(tree: Path, names: Sequence[str]) -> Dict[str, str]:
+    """NAMES built by TREE's images/build.sh (or found up to date), by name."""
+    build = subprocess.run(["bash", str(tree / "images" / "build.sh"), *names], capture_output=True, text=True,
+                           timeout=3600, check=False, env=dict(os.environ, SLURMKUBE_SLURM_VERSION=""))
+    assert build.returncode == 0, build.stderr[-4000:]
+    refs = json.loads(build.stdout)
+    return {name: refs[name] for name in names}
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory) -> Dict[str, Dict[str, Any]]:
+    """Each release's collection root and images: 0.3.0's ("old") and this tree's ("new")."""
+    cache = Path(os.environ.get("SLURMKUBE_CACHE", "/var/cache/slurmkube"))
+    old_root = release_collection(cache / "releases" / RELEASE)
+    old_tree = old_root / "ansible_collections" / "slurmkube" / "core"
+    new = built(REPO, ("controller", "worker", "login", "jail-core", "operator", "slurmdbd", "mariadb", "backup"))
+    new["jail"] = new.pop("jail-core")
+    return {"old": {"collections": old_root, "images": built(old_tree, (*CLUSTER_IMAGES, "operator"))},
+            "new": {"collections": None, "images": new}}
+
+
+@pytest.fixture(scope="module")
+def kube(releases: Dict[str, Dict[str, Any]]) -> Iterator[Cluster]:
+    """A one-node kind cluster of this module's own, every image of both releases on it."""
+    was_running = KIND_NAME in kind("kind", "get", "clusters").stdout.split()
+    kind("up", KIND_NAME, env=dict(os.environ, SLURMKUBE_KIND_WORKERS="0"))
+    kind("load", KIND_NAME, *sorted({ref for release in releases.values() for ref in release["images"].values()}))
+    cluster = Cluster(env=exported_env(kind("env", KIND_NAME).stdout), namespace=NAMESPACE)
+    yield cluster
+    if not was_running and os.environ.get("SLURMKUBE_TEST_KEEP") != "1":
+        kind("down", KIND_NAME, check=False)
+
+
+def site_play(workdir: Path, kube: Cluster, release: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """The operator role and the cluster role of RELEASE's collection, as site.yml runs them, with
+    its images; the play's output (it must succeed)."""
+    images = release["images"]
+    cluster_spec = dict(spec, images=dict(spec.get("images") or {}, pullPolicy="Never",
+                                          **{key: images[key] for key in CLUSTER_IMAGES}))
+    play = [{"hosts": "localhost", "gather_facts": False, "roles": [
+        {"role": "slurmkube.core.operator", "vars": {
+            "operator_namespace": OPERATOR_NAMESPACE, "operator_image": images["operator"],
+            "operator_pull_policy": "Never", "operator_watch_namespaces": [NAMESPACE],
+            "operator_kubeconfig": kube.env["KUBECONFIG"]}},
+        {"role": "slurmkube.core.cluster", "vars": {
+            "cluster_name": CLUSTER, "cluster_namespace": NAMESPACE, "cluster_spec": cluster_spec,
+            "cluster_node_sets": [{"name": "cpu", "spec": dict(TINY_NODES, replicas=1)}],
+            "cluster_wait_timeout": 900, "cluster_kubeconfig": kube.env["KUBECONFIG"]}},
+    ]}]
+    workdir.mkdir(parents=True, exist_ok=True)
+    playbook = workdir / "site.yml"
+    playbook.write_text(yaml.safe_dump(play))
+    proc = run_playbook(playbook, env=dict(kube.env), collections=release["collections"])
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+# What both releases' clusters ask for: small pods, slurmdbd and its database, no login node.
+SPEC = {"controller": {"resources": TINY, "stateVolume": {"size": "1Gi"}},
+        "login": {"replicas": 0, "resources": TINY},
+        "accounting": {"enabled": True, "resources": TINY,
+                       "database": {"resources": dict(TINY, memory="512Mi"), "storage": {"size": "1Gi"}}},
+        "slurm": {"config": {"AuthInfo": "cred_expire=30"}}}
+
+
+def sacct_states(slurm: SlurmView, jobs: Sequence[str]) -> Dict[str, str]:
+    out = slurm.kube.exec("%s-controller-0" % CLUSTER, "sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j",
+                          ",".join(jobs), check=False).stdout
+    return dict(line.split("|") for line in out.splitlines() if line.count("|") == 1)
+
+
+def test_a_cluster_of_release_0_3_0_upgraded_by_this_release_keeps_its_jobs_and_history(
+        kube: Cluster, releases: Dict[str, Dict[str, Any]], tmp_path: Path) -> None:
+    site_play(tmp_path / "old", kube, releases["old"], SPEC)
+    slurm = SlurmView(kube, CLUSTER)
+    assert slurm.run("scontrol", "version").split()[-1].startswith("24.11."), "0.3.0 shipped Slurm 24.11"
+    wait_for(lambda: CLUSTER in slurm.run("sacctmgr", "-n", "-P", "list", "cluster", "format=Cluster").split(),
+             120, 2)
+    history = slurm.run("sbatch", "--parsable", "--wait", "-o", "/dev/null", "--wrap", "true").split()[0]
+    wait_for(lambda: sacct_states(slurm, [history]).get(history) == "COMPLETED", 120, 2)
+    running = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 120").split()[0]
+    slurm.wait_running(running)
+    pending = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--dependency=afterany:" + running,
+                        "--wrap", "true").split()[0]  # fmt: skip
+
+    # This release's play, as a user runs it after installing it: the same variables, and a backup
+    # (new in this release: the upgrade runs one before slurmdbd changes).
+    kube.apply(json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": BACKUP_CLAIM},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}) + "\n---\n" +
+        json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
+                    "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: "before-the-upgrade"}}))
+    new = releases["new"]["images"]
+    spec = dict(SPEC, backup={"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
+                              "schedule": "0 0 1 1 *", "resources": TINY})
+    spec["images"] = {"backup": new["backup"]}
+    operator = Operator(kube, OPERATOR_NAMESPACE, new["operator"])
+    controller = "%s-controller-0" % CLUSTER
+    with log_followed(kube, controller) as old_controller:
+        def explain() -> str:
+            logs = {"old controller": old_controller(), "controller": controller_log(kube, controller)}
+            pods = kube.kubectl("-n", NAMESPACE, "get", "pods", "-o", "wide", check=False).stdout
+            return "\n".join((json.dumps(cluster_status(kube, CLUSTER)), pods,
+                              "sacct: %s" % sacct_states(slurm, [history, running, pending]),
+                              operator.logs()[-4000:], "\n".join("--- %s\n%s" % (k, v[-3000:])
+                                                                for k, v in logs.items())))
+        try:
+            site_play(tmp_path / "new", kube, releases["new"], spec)
+        except AssertionError as failed:
+            raise AssertionError("%s\n%s" % (failed, explain())) from None
+        status = cluster_status(kube, CLUSTER).get("slurm") or {}
+        assert status.get("images", {}).get("controller") == new["controller"], explain()
+        assert status["version"].startswith(images_slurm_series_text() + "."), status
+        config = slurm.run("scontrol", "show", "config")
+        assert "SLURM_VERSION           = %s" % status["version"] in config, config[:2000]
+
+        def all_ended() -> Dict[str, str]:
+            states = sacct_states(slurm, [history, running, pending])
+            return states if states.get(running) == states.get(pending) == "COMPLETED" else {}
+
+        states = wait_for(all_ended, 600, 5, explain=explain)
+    assert states[history] == "COMPLETED", states
+    for pod, image in (("%s-cpu-0" % CLUSTER, new["worker"]), (controller, new["controller"]),
+                       ("%s-slurmdbd-0" % CLUSTER, new["slurmdbd"])):
+        assert kube.get_json("pod", pod)["spec"]["containers"][0]["image"] == image, pod
+    # Slurm's order, as the Events told it: the pre-flight, the backup, then slurmdbd before slurmctld.
+    said = [(e["reason"], e["message"]) for e in sorted(
+        kube.get_json("events", "--field-selector", "involvedObject.name=" + CLUSTER)["items"],
+        key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")]
+    reasons = [reason for reason, _ in said]
+    assert reasons.index("PreFlight") < reasons.index("UpgradeSnapshot") < reasons.index("UpgradeStage"), said
+    stages = [message for reason, message in said if reason == "UpgradeStage"]
+    slurmdbd_first = [i for i, m in enumerate(stages) if m.startswith("slurmdbd serves")]
+    controller_next = [i for i, m in enumerate(stages) if m.startswith("slurmctld runs")]
+    assert slurmdbd_first and controller_next and slurmdbd_first[0] < controller_next[0], stages
