@@ -26,7 +26,7 @@
 #   SLURMKUBE_DEBIAN_MIRROR  Debian mirror; default: the Debian entry of /etc/apt/sources.list*
 #   SLURMKUBE_DEBIAN_SECURITY_MIRROR  its security archive; default: the mirror's URL + "-security"
 #   SLURMKUBE_SPANK_SRC      SPANK plugin sources (default: spank/ of this checkout)
-#   SLURMKUBE_SLURM_VERSION  Slurm release series: 26.05 (default) or 24.11 (images/slurm-release.sh)
+#   SLURMKUBE_SLURM_VERSION  Slurm release series: 26.05, the default and only one (images/slurm-release.sh)
 set -euo pipefail
 
 readonly SUITE=trixie

@@ -10,8 +10,9 @@
 #          the jail loads them) level-zero 1.32 and libxml2-16. apt takes nothing else from forky.
 #          Debian 26.05.5 builds no mpi/pmix plugin (Debian bug #1149781): MPI jobs start with
 #          `srun --mpi=pmi2` (MPICH) or `mpirun` inside an allocation (Open MPI).
-#   24.11  trixie's own packages. Out of SchedMD's support since 26.05; kept as the Slurm a
-#          cluster is upgraded from.
+# 24.11 (trixie's own packages, out of SchedMD's support since 26.05) is no longer built: a cluster
+# that runs it was made by release 0.3.0, whose own images tests/k8s/test_upgrade_from_release.py
+# builds and upgrades from.
 
 SLURM_SERIES_DEFAULT=26.05
 SLURM_SERIES="${SLURMKUBE_SLURM_VERSION:-$SLURM_SERIES_DEFAULT}"
@@ -20,9 +21,8 @@ SLURM_SERIES="${SLURMKUBE_SLURM_VERSION:-$SLURM_SERIES_DEFAULT}"
 slurm_suite() {
   case "$SLURM_SERIES" in
     26.05) echo forky ;;
-    24.11) echo trixie ;;
     *)
-      echo "SLURMKUBE_SLURM_VERSION: unsupported Slurm series '$SLURM_SERIES' (supported: 26.05, 24.11)" >&2
+      echo "SLURMKUBE_SLURM_VERSION: unsupported Slurm series '$SLURM_SERIES' (supported: 26.05)" >&2
       return 1
       ;;
   esac

@@ -10,7 +10,6 @@ Modules marked `kind` make kind clusters of their own.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -21,15 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kube_helpers import (
-    KIND_TEST_CLUSTER,
-    KIND_TEST_WORKERS,
-    REPO,
-    Cluster,
-    exported_env,
-    kind,
-    toolbox_archive,
-)
+from kube_helpers import KIND_TEST_CLUSTER, REPO, Cluster, kind, up_kind
 from playbook_runner import run_module
 from slurm_helpers import SLURM_IMAGES, Operator, built_cluster_images
 
@@ -51,21 +42,6 @@ def pytest_collection_modifyitems(items: list) -> None:
         return (3, -int(either.kwargs.get("seconds", 0))) if either else (2, 0)
 
     items.sort(key=rank)
-
-
-def up_kind() -> Tuple[bool, dict]:
-    """The session's kind cluster up, with the toolbox image, and a ReadWriteMany default class (the
-    jails of tests that name none span pods on every node). Whether it was running before, and the
-    environment that reaches it."""
-    was_running = KIND_TEST_CLUSTER in kind("kind", "get", "clusters").stdout.split()
-    kind("up", KIND_TEST_CLUSTER, env=dict(os.environ, SLURMKUBE_KIND_WORKERS=KIND_TEST_WORKERS))
-    kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", KIND_TEST_CLUSTER)
-    env = exported_env(kind("env", KIND_TEST_CLUSTER).stdout)
-    default = "storageclass.kubernetes.io/is-default-class"
-    for storage_class, is_default in (("standard", "false"), ("slurmkube-shared", "true")):
-        subprocess.run(["kubectl", "annotate", "--overwrite", "storageclass", storage_class,
-                        f"{default}={is_default}"], env=env, check=True, capture_output=True, timeout=60)
-    return was_running, env
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 from waiting import wait_for
 
@@ -48,6 +48,21 @@ def toolbox_archive() -> Path:
     if built.returncode != 0:
         raise AssertionError(f"the toolbox image failed:\n{built.stderr[-4000:]}")
     return Path(built.stdout.strip())
+
+
+def up_kind(name: str = KIND_TEST_CLUSTER, workers: str = KIND_TEST_WORKERS) -> Tuple[bool, dict]:
+    """A kind cluster up (the session's by default), with the toolbox image, and a ReadWriteMany
+    default class (the jails of tests that name none span pods on every node). Whether it was
+    running before, and the environment that reaches it."""
+    was_running = name in kind("kind", "get", "clusters").stdout.split()
+    kind("up", name, env=dict(os.environ, SLURMKUBE_KIND_WORKERS=workers))
+    kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", name)
+    env = exported_env(kind("env", name).stdout)
+    default = "storageclass.kubernetes.io/is-default-class"
+    for storage_class, is_default in (("standard", "false"), ("slurmkube-shared", "true")):
+        subprocess.run(["kubectl", "annotate", "--overwrite", "storageclass", storage_class,
+                        f"{default}={is_default}"], env=env, check=True, capture_output=True, timeout=60)
+    return was_running, env
 
 
 def load_images(*refs: str) -> None:

@@ -259,21 +259,19 @@ def running_cluster(kube: Cluster, operator: Operator, name: str, images: Mappin
                          timeout=delete_timeout)
 
 
-def built_images(*names: str, series: str = "") -> Dict[str, str]:
-    """NAMES built by images/build.sh (or found up to date) for Slurm SERIES (default: the
-    images' own setting), imported into the cluster."""
-    env = dict(os.environ, **({"SLURMKUBE_SLURM_VERSION": series} if series else {}))
+def built_images(*names: str) -> Dict[str, str]:
+    """NAMES built by images/build.sh (or found up to date), imported into the cluster."""
     build = subprocess.run(["bash", str(REPO / "images" / "build.sh"), *names], capture_output=True,
-                           text=True, timeout=3600, check=False, env=env)
+                           text=True, timeout=3600, check=False)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
     load_images(*(refs[name] for name in names))
     return {name: refs[name] for name in names}
 
 
-def built_cluster_images(*names: str, series: str = "") -> Dict[str, str]:
+def built_cluster_images(*names: str) -> Dict[str, str]:
     """The images of spec.images keys NAMES, built as BUILT_AS says (by built_images), by those keys."""
-    built = built_images(*(BUILT_AS.get(name, name) for name in names), series=series)
+    built = built_images(*(BUILT_AS.get(name, name) for name in names))
     return {name: built[BUILT_AS.get(name, name)] for name in names}
 
 

@@ -9,8 +9,8 @@ canary) turns the workers back to the image in effect. Real API server, Job, slu
 and MariaDB.
 
 The images tried are the project's under second names: a change of images as the operator
-sees it, with the Slurm release of the images built here (an upgrade from 24.11's images is the
-next step of the issue).
+sees it, with the Slurm release of the images built here (an upgrade from release 0.3.0's images,
+Slurm 24.11: test_upgrade_from_release.py).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, Mapping, Sequence
 
 import pytest
 import yaml
-from kube_helpers import REPO, Cluster, exported_env, kind, wait_for
+from kube_helpers import REPO, Cluster, kind, up_kind, wait_for
 from slurm_helpers import TINY, TINY_NODES, Operator, SlurmView, cluster_status, controller_log, log_followed
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -89,10 +89,9 @@ def releases(tmp_path_factory) -> Dict[str, Dict[str, Any]]:
 @pytest.fixture(scope="module")
 def kube(releases: Dict[str, Dict[str, Any]]) -> Iterator[Cluster]:
     """A one-node kind cluster of this module's own, every image of both releases on it."""
-    was_running = KIND_NAME in kind("kind", "get", "clusters").stdout.split()
-    kind("up", KIND_NAME, env=dict(os.environ, SLURMKUBE_KIND_WORKERS="0"))
+    was_running, env = up_kind(KIND_NAME, "0")
     kind("load", KIND_NAME, *sorted({ref for release in releases.values() for ref in release["images"].values()}))
-    cluster = Cluster(env=exported_env(kind("env", KIND_NAME).stdout), namespace=NAMESPACE)
+    cluster = Cluster(env=env, namespace=NAMESPACE)
     yield cluster
     if not was_running and os.environ.get("SLURMKUBE_TEST_KEEP") != "1":
         kind("down", KIND_NAME, check=False)

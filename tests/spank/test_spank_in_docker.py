@@ -1,5 +1,5 @@
 """The plugin as the images build and run it: compiled in the trixie `spank-build` image (gcc 14,
-the distribution's Slurm 24.11 headers, default SLURM_INCLUDE), and entering a jail inside a
+the headers of the images' Slurm, default SLURM_INCLUDE), and entering a jail inside a
 docker container, where the runtime's default seccomp profile refuses pivot_root.
 
 Needs docker and a slurmkube/spank-build image (made by images/build.sh); skipped otherwise."""
@@ -34,7 +34,7 @@ IN_JAIL = "--expect-file /jail-only=jail --expect-absent /srv/t/host-only --expe
 
 def run_image(name: str) -> str | None:
     """NAME's image for this run's sources and Slurm series (images/build.sh --print-tags), when
-    docker holds it. Not the newest one: the upgrade test builds Slurm 24.11's images too."""
+    docker holds it. Not the newest one: the upgrade test builds release 0.3.0's images too."""
     if not shutil.which("docker"):
         return None
     tags = subprocess.run(["bash", str(SPANK.parent / "images" / "build.sh"), "--print-tags"],
@@ -138,7 +138,7 @@ timeout 20 srun -n1 true
 
 
 @pytest.mark.parametrize(("plugin", "loads"), [("/src/build/spank_jail.so", True), ("/src/build/none.so", False)])
-def test_real_srun_24_11_loads_the_plugin(spank_build, jail_image, plugin, loads):
+def test_real_srun_loads_the_plugin(spank_build, jail_image, plugin, loads):
     """srun in the jail loads plugstack.conf like slurmstepd does: a wrong plugin_version or a
     missing symbol would stop it with a spank error (the missing .so shows what one looks like)."""
     assert spank_build.returncode == 0, spank_build.output
