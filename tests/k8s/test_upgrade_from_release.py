@@ -1,7 +1,7 @@
 """A cluster made by the collection's last release, 0.3.0, upgraded by this tree the way its users
-upgrade (issue 34, item 2): the same play -- the operator role, then the cluster role, with the
-same variables but this release's images -- run first with 0.3.0's collection and its images
-(built by its own images/build.sh: Slurm 24.11), then with this tree's. 0.3.0's operator made the
+upgrade (issue 34, item 2): site.yml with the same settings, on a Kubernetes of one's own, run
+first from 0.3.0's collection with its images (built by its own images/build.sh: Slurm 24.11),
+then from this tree with its images, backups turned on. 0.3.0's operator made the
 cluster and knew nothing of upgrades: this tree's operator takes it over as it finds it, and Slurm
 still changes in Slurm's order (a pre-flight, a backup, slurmdbd, slurmctld, one worker first).
 Afterwards the running job finished, the pending one ran, `sacct` lists the history from before,
@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Sequence
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
 import pytest
 import yaml
@@ -25,6 +25,7 @@ from kube_helpers import REPO, Cluster, kind, up_kind, wait_for
 from slurm_helpers import TINY, TINY_NODES, Operator, SlurmView, cluster_status, controller_log, log_followed
 
 sys.path.insert(0, str(REPO / "tests"))
+from collection_path import ensure_importable
 from playbook_runner import run_playbook
 from slurm_release import images_slurm_series_text
 
@@ -65,10 +66,12 @@ def release_collection(root: Path) -> Path:
     return root
 
 
-def built(tree: Path, names: Sequence[str]) -> Dict[str, str]:
-    """NAMES built by TREE's images/build.sh (or found up to date), by name."""
+def built(tree: Path, names: Sequence[str], cache: Optional[Path] = None) -> Dict[str, str]:
+    """NAMES built by TREE's images/build.sh (or found up to date), by name; with a CACHE of their
+    own (SLURMKUBE_CACHE), whose build lock then holds no other build."""
+    env = dict(os.environ, **({"SLURMKUBE_CACHE": str(cache)} if cache else {}))
     build = subprocess.run(["bash", str(tree / "images" / "build.sh"), *names], capture_output=True, text=True,
-                           timeout=3600, check=False, env=dict(os.environ, SLURMKUBE_SLURM_VERSION=""))
+                           timeout=3600, check=False, env=env)
     assert build.returncode == 0, build.stderr[-4000:]
     refs = json.loads(build.stdout)
     return {name: refs[name] for name in names}
@@ -82,8 +85,11 @@ def releases(tmp_path_factory) -> Dict[str, Dict[str, Any]]:
     old_tree = old_root / "ansible_collections" / "slurmkube" / "core"
     new = built(REPO, ("controller", "worker", "login", "jail-core", "operator", "slurmdbd", "mariadb", "backup"))
     new["jail"] = new.pop("jail-core")
-    return {"old": {"collections": old_root, "images": built(old_tree, (*CLUSTER_IMAGES, "operator"))},
-            "new": {"collections": None, "images": new}}
+    # 0.3.0's build in a cache of its own: it holds its build lock for minutes (its full jail among
+    # them), and the other pytest process's modules build this tree's images meanwhile.
+    old = built(old_tree, (*CLUSTER_IMAGES, "operator"), old_root / "cache")
+    return {"old": {"collections": old_root, "images": old},
+            "new": {"collections": ensure_importable().parents[2], "images": new}}
 
 
 @pytest.fixture(scope="module")
@@ -98,25 +104,19 @@ def kube(releases: Dict[str, Dict[str, Any]]) -> Iterator[Cluster]:
 
 
 def site_play(workdir: Path, kube: Cluster, release: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
-    """The operator role and the cluster role of RELEASE's collection, as site.yml runs them, with
-    its images; the play's output (it must succeed)."""
-    images = release["images"]
-    cluster_spec = dict(spec, images=dict(spec.get("images") or {}, pullPolicy="Never",
-                                          **{key: images[key] for key in CLUSTER_IMAGES}))
-    play = [{"hosts": "localhost", "gather_facts": False, "roles": [
-        {"role": "slurmkube.core.operator", "vars": {
-            "operator_namespace": OPERATOR_NAMESPACE, "operator_image": images["operator"],
-            "operator_pull_policy": "Never", "operator_watch_namespaces": [NAMESPACE],
-            "operator_kubeconfig": kube.env["KUBECONFIG"]}},
-        {"role": "slurmkube.core.cluster", "vars": {
-            "cluster_name": CLUSTER, "cluster_namespace": NAMESPACE, "cluster_spec": cluster_spec,
-            "cluster_node_sets": [{"name": "cpu", "spec": dict(TINY_NODES, replicas=1)}],
-            "cluster_wait_timeout": 900, "cluster_kubeconfig": kube.env["KUBECONFIG"]}},
-    ]}]
+    """RELEASE's site.yml on KUBE (a Kubernetes of one's own: its kubeconfig given), with its images
+    and this cluster; the play's output (it must succeed)."""
+    settings = {
+        "slurmkube_kubeconfig": kube.env["KUBECONFIG"], "slurmkube_images": release["images"],
+        "slurmkube_pull_policy": "Never", "slurmkube_operator_namespace": OPERATOR_NAMESPACE,
+        "slurmkube_cluster": {"metadata": {"name": CLUSTER, "namespace": NAMESPACE}, "spec": spec},
+        "slurmkube_node_sets": [{"metadata": {"name": "cpu"}, "spec": dict(TINY_NODES, replicas=1)}],
+    }
     workdir.mkdir(parents=True, exist_ok=True)
-    playbook = workdir / "site.yml"
-    playbook.write_text(yaml.safe_dump(play))
-    proc = run_playbook(playbook, env=dict(kube.env), collections=release["collections"])
+    (workdir / "settings.json").write_text(json.dumps(settings))
+    collection = release["collections"] / "ansible_collections" / "slurmkube" / "core"
+    proc = run_playbook(collection / "playbooks" / "site.yml", "-e", "@%s" % (workdir / "settings.json"),
+                        env=dict(kube.env), collections=release["collections"])
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     return proc.stdout
 
@@ -159,7 +159,6 @@ def test_a_cluster_of_release_0_3_0_upgraded_by_this_release_keeps_its_jobs_and_
     new = releases["new"]["images"]
     spec = dict(SPEC, backup={"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
                               "schedule": "0 0 1 1 *", "resources": TINY})
-    spec["images"] = {"backup": new["backup"]}
     operator = Operator(kube, OPERATOR_NAMESPACE, new["operator"])
     controller = "%s-controller-0" % CLUSTER
     with log_followed(kube, controller) as old_controller:

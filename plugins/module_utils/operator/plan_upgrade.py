@@ -206,26 +206,24 @@ def kept_earlier(earlier: Mapping[str, str], rendered: Mapping[str, str]) -> Dic
 
 def with_earlier_templates(cluster: str, objects: Sequence[Dict[str, Any]], live: Mapping[Tuple[str, str], Any],
                            earlier: Mapping[str, str]) -> List[Dict[str, Any]]:
-    """The rendered OBJECTS, where a workload runs an image of EARLIER: its live pod template (and
-    the claim templates that template mounts) instead of the rendered one, its other fields as
-    rendered (replicas follow the scale plan); the jail's populate Job left as it is (a Job's
-    template cannot change). LIVE: the live objects by (kind, name)."""
+    """The rendered OBJECTS, where a workload runs an image of EARLIER: its live spec (its pod
+    template, and the service name and claim templates the server keeps as made: a change of those
+    would make it again, from whatever template is rendered then), but the replicas of the scale
+    plan. Such a workload not live (deleted, or a node set added meanwhile) is not made: this
+    release's template would run an image it was not made for. The jail's populate Job is left as
+    it is (a Job's template cannot change). LIVE: the live objects by (kind, name)."""
     out = []
     for obj in objects:
         key = workload_image_key(cluster, obj)
         if key is None or key not in earlier:
             out.append(obj)
             continue
-        if obj["kind"] == "Job":
-            continue
         have = live.get((obj["kind"], obj["metadata"]["name"]))
-        if have is None or template_image(have) != earlier[key]:
-            out.append(obj)
+        if obj["kind"] == "Job" or have is None:
             continue
-        spec = {field: value for field, value in obj["spec"].items() if field != "volumeClaimTemplates"}
-        spec["template"] = have["spec"]["template"]
-        if have["spec"].get("volumeClaimTemplates"):
-            spec["volumeClaimTemplates"] = have["spec"]["volumeClaimTemplates"]
+        spec = dict(have["spec"])
+        if "replicas" in obj["spec"]:
+            spec["replicas"] = obj["spec"]["replicas"]
         out.append(dict(obj, spec=spec))
     return out
 

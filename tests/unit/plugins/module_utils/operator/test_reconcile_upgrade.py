@@ -626,6 +626,10 @@ def earlier_release(world) -> Upgrading:
         if key[0] in ("StatefulSet", "Deployment") or (key[0] == "Job" and "jail-populate" in key[2]):
             template = obj["spec"]["template"]
             template["metadata"]["annotations"] = dict(template["metadata"].get("annotations") or {}, **{EARLIER: "1"})
+    # 0.3.0's controllers: their Service and their state claim made from a claim template, both
+    # fields the server keeps as made (a change makes the StatefulSet again).
+    controller = kube.objects[("StatefulSet", "research", "cpu-controller")]["spec"]
+    controller.update(serviceName="cpu-controller", volumeClaimTemplates=[{"metadata": {"name": "state"}}])
     cluster["status"] = {key: value for key, value in cluster["status"].items() if key != "slurm"}
     return Upgrading(kube, cluster, None, controller_image(kube))
 
@@ -645,6 +649,8 @@ def test_a_cluster_an_earlier_release_made_keeps_its_pod_templates_and_says_why(
     again = next_pass(kube, cluster)[0]
     assert [e for e in again.events if e.reason == "EarlierRelease"] == []
     assert earlier_templates(kube) == made and again.status["slurm"]["earlierRelease"] == slurm["earlierRelease"]
+    # Not made again meanwhile: made again now, it would take this release's template.
+    assert kube.objects[("StatefulSet", "research", "cpu-controller")]["spec"]["serviceName"] == "cpu-controller"
 
 
 def test_an_earlier_releases_workers_still_follow_the_scale_plan(earlier_release):
@@ -665,7 +671,11 @@ def test_an_earlier_releases_images_go_in_slurms_order_each_with_this_releases_t
     assert earlier_templates(kube) == made and held[0].status["slurm"]["earlierRelease"]["controller"]
     [name] = preflight_jobs(kube)
     finish_preflight(kube, name, "Complete", "version=26.05.5")
-    outcome = next_pass(kube, held[1])[0]
+    outcome, cluster = next_pass(kube, held[1])
+    if ("StatefulSet", "research", "cpu-controller") not in kube.objects:  # made again: its claim template goes
+        outcome = next_pass(kube, cluster)[0]
+    controller = kube.objects[("StatefulSet", "research", "cpu-controller")]["spec"]
+    assert (controller["serviceName"], controller.get("volumeClaimTemplates")) == ("cpu-controller-hosts", None)
     assert controller_image(kube) == NEW_IMAGE and "cpu-controller" not in earlier_templates(kube)
     assert {n: i for n, i in earlier_templates(kube).items() if n != "cpu-controller"} == \
         {n: i for n, i in made.items() if n != "cpu-controller"}  # the workers wait for their stage
