@@ -77,6 +77,18 @@ def built(tree: Path, names: Sequence[str], cache: Optional[Path] = None) -> Dic
     return {name: refs[name] for name in names}
 
 
+def with_debian_roots(cache: Path, release_cache: Path) -> Path:
+    """RELEASE_CACHE, with the debootstrap roots of CACHE linked in: both builds name a root by its
+    suite, mirror and the mirror's Release date, so 0.3.0's build finds this tree's (made by a
+    rename: a name is a whole root) instead of running debootstrap again."""
+    roots = release_cache / "rootfs"
+    roots.mkdir(parents=True, exist_ok=True)
+    for tarball in (cache / "rootfs").glob("trixie-*.tar"):
+        if not (roots / tarball.name).exists():
+            os.link(tarball, roots / tarball.name)
+    return release_cache
+
+
 @pytest.fixture(scope="module")
 def releases(tmp_path_factory) -> Dict[str, Dict[str, Any]]:
     """Each release's collection root and images: 0.3.0's ("old") and this tree's ("new")."""
@@ -87,7 +99,7 @@ def releases(tmp_path_factory) -> Dict[str, Dict[str, Any]]:
     new["jail"] = new.pop("jail-core")
     # 0.3.0's build in a cache of its own: it holds its build lock for minutes (its full jail among
     # them), and the other pytest process's modules build this tree's images meanwhile.
-    old = built(old_tree, (*CLUSTER_IMAGES, "operator"), old_root / "cache")
+    old = built(old_tree, (*CLUSTER_IMAGES, "operator"), with_debian_roots(cache, old_root / "cache"))
     return {"old": {"collections": old_root, "images": old},
             "new": {"collections": ensure_importable().parents[2], "images": new}}
 
@@ -157,8 +169,10 @@ def test_a_cluster_of_release_0_3_0_upgraded_by_this_release_keeps_its_jobs_and_
         json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
                     "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: "before-the-upgrade"}}))
     new = releases["new"]["images"]
+    # What SchedMD's upgrade guide asks a copy of, slurmctld's state and the database; not 0.3.0's
+    # jail (its full one, 1.3 GB: test_accounting backs a jail up).
     spec = dict(SPEC, backup={"enabled": True, "claimName": BACKUP_CLAIM, "passwordSecret": BACKUP_PASSWORD_SECRET,
-                              "schedule": "0 0 1 1 *", "resources": TINY})
+                              "schedule": "0 0 1 1 *", "resources": TINY, "jail": False})
     operator = Operator(kube, OPERATOR_NAMESPACE, new["operator"])
     controller = "%s-controller-0" % CLUSTER
     with log_followed(kube, controller) as old_controller:
@@ -188,6 +202,13 @@ def test_a_cluster_of_release_0_3_0_upgraded_by_this_release_keeps_its_jobs_and_
     for pod, image in (("%s-cpu-0" % CLUSTER, new["worker"]), (controller, new["controller"]),
                        ("%s-slurmdbd-0" % CLUSTER, new["slurmdbd"])):
         assert kube.get_json("pod", pod)["spec"]["containers"][0]["image"] == image, pod
+    # The backup before the upgrade: both parts saved, and done before slurmdbd's new pod was made.
+    snapshot = upgrade_backup_job(kube)
+    log = kube.kubectl("-n", NAMESPACE, "logs", "job/" + snapshot).stdout
+    assert "backup done: %s %s" % (C.BACKUP_PART_CONTROLLER_STATE, C.BACKUP_PART_DATABASE) in log, log[-3000:]
+    slurmdbd = kube.get_json("pod", "%s-slurmdbd-0" % CLUSTER)
+    done = kube.get_json("job", snapshot)["status"]["completionTime"]
+    assert done <= slurmdbd["metadata"]["creationTimestamp"], (done, slurmdbd["metadata"])
     # Slurm's order, as the Events told it: the pre-flight, the backup, then slurmdbd before slurmctld.
     said = [(e["reason"], e["message"]) for e in sorted(
         kube.get_json("events", "--field-selector", "involvedObject.name=" + CLUSTER)["items"],
@@ -198,3 +219,12 @@ def test_a_cluster_of_release_0_3_0_upgraded_by_this_release_keeps_its_jobs_and_
     slurmdbd_first = [i for i, m in enumerate(stages) if m.startswith("slurmdbd serves")]
     controller_next = [i for i, m in enumerate(stages) if m.startswith("slurmctld runs")]
     assert slurmdbd_first and controller_next and slurmdbd_first[0] < controller_next[0], stages
+
+
+def upgrade_backup_job(kube: Cluster) -> str:
+    """The backup Job the upgrade ran first: the only one of the cluster's backup Jobs (none is
+    run by its schedule, the first of January)."""
+    selector = "%s=%s,%s=%s" % (C.LABEL_CLUSTER, CLUSTER, C.LABEL_COMPONENT, C.COMPONENT_BACKUP)
+    names = [job["metadata"]["name"] for job in kube.get_json("jobs", "-l", selector)["items"]]
+    assert len(names) == 1 and "-backup-upgrade-" in names[0], names
+    return names[0]
