@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
 
@@ -79,6 +79,14 @@ def deployment_available(deployment: Optional[Mapping[str, Any]], replicas: int)
     current = status.get("observedGeneration") == (deployment.get("metadata") or {}).get("generation")
     return (current and int(status.get("updatedReplicas") or 0) >= replicas
             and int(status.get("availableReplicas") or 0) >= replicas and not status.get("unavailableReplicas"))
+
+
+def deployment_settled(deployment: Optional[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+                       replicas: int) -> bool:
+    """deployment_available, and no other pod of it left (PODS: those its selector finds): the
+    Deployment's counts leave out a pod of the template before that is still shutting down."""
+    return deployment_available(deployment, replicas) and len(pods) == replicas \
+        and not any((pod.get("metadata") or {}).get("deletionTimestamp") for pod in pods)
 
 
 def job_outcome(job: Optional[Mapping[str, Any]]) -> Optional[str]:

@@ -21,8 +21,9 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import (
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
-    with_earlier_templates,
+    held_live,
     with_images,
+    with_live_workloads,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 from ansible_collections.slurmkube.core.plugins.module_utils.render.cluster import render_cluster
@@ -101,16 +102,17 @@ def with_node_count(template: Mapping[str, Any], count: int) -> Dict[str, Any]:
 
 def apply_objects(p: Pass) -> None:
     """Apply every object that differs (a new populate Job only once the old one is gone; the
-    workloads of an earlier release's images with the templates they run)."""
-    earlier = p.slurm_state.earlier or {}
-    rendered = p.rendered.objects if "jail" in earlier else after_stale_populate_jobs(p, p.rendered.objects)
+    workloads of an earlier release's images, and during an upgrade's backup the database, as
+    they run)."""
+    held = held_live(p.slurm_state.earlier or {}, p.slurm_state.rollout)
+    rendered = p.rendered.objects if "jail" in held else after_stale_populate_jobs(p, p.rendered.objects)
     desired = without_made_state_claim(p, rendered)
     owned = [obj if is_kept_on_delete(obj) else owned_by(obj, p.cluster_obj) for obj in desired]
     # Every rendered object carries the cluster's label: a list per kind finds them.
     listed = listed_live(p.kube, owned, {C.LABEL_CLUSTER: p.cluster.name})
-    if earlier:
+    if held:
         by_name = {(key[0], key[2]): obj for key, obj in listed.items()}
-        owned = with_earlier_templates(p.cluster.name, owned, by_name, earlier)
+        owned = with_live_workloads(p.cluster.name, owned, by_name, held)
     p.applied = ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
                  for a in apply_changed(p.kube, owned, seen=p.seen, listed=listed)]
     prune_switched_off(p, {live_key(obj) for obj in owned}, listed)

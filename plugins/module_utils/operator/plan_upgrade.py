@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -60,12 +60,16 @@ STUCK_REASONS = frozenset(("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPul
                            "CrashLoopBackOff", "CreateContainerError", "CreateContainerConfigError",
                            "RunContainerError"))
 
-# The workloads whose pods run each Slurm image, by their component label: where the images of a
-# cluster an earlier release made are read, and what keeps that release's pod templates. The
-# jail's image runs in its populate Job.
+# The workloads whose pods run each image of spec.images, by their component label: where the
+# images of a cluster an earlier release made are read, and what keeps its live spec while its
+# image is held. The jail's image runs in its populate Job.
 WORKLOAD_IMAGE_KEYS = {C.COMPONENT_CONTROLLER: "controller", C.COMPONENT_WORKER: "worker",
                        C.COMPONENT_LOGIN: "login", C.COMPONENT_SLURMDBD: "slurmdbd",
-                       C.COMPONENT_EXPORTER: "exporter", C.COMPONENT_JAIL: "jail"}
+                       C.COMPONENT_EXPORTER: "exporter", C.COMPONENT_JAIL: "jail",
+                       C.COMPONENT_DATABASE: "mariadb"}
+# What the snapshot stage holds besides the Slurm images: the database it dumps (a MariaDB pod
+# replaced under the dump would fail the backup).
+HELD_LIVE_DURING_SNAPSHOT = ("mariadb",)
 WORKLOAD_KINDS = (("apps/v1", "StatefulSet"), ("apps/v1", "Deployment"), ("batch/v1", "Job"))
 
 _RELEASE = re.compile(r"\b(\d{2})\.(\d{2})\.(\d+)\b")
@@ -192,7 +196,7 @@ def images_in_workloads(cluster: str, workloads: Sequence[Mapping[str, Any]]) ->
     found: Dict[str, str] = {}
     for obj in workloads:
         key, image = workload_image_key(cluster, obj), template_image(obj)
-        if key and image and not obj["metadata"].get("deletionTimestamp"):
+        if key in SLURM_IMAGE_KEYS and image and not obj["metadata"].get("deletionTimestamp"):
             found.setdefault(key, image)
     return found
 
@@ -204,18 +208,25 @@ def kept_earlier(earlier: Mapping[str, str], rendered: Mapping[str, str]) -> Dic
     return {key: image for key, image in earlier.items() if rendered.get(key) == image}
 
 
-def with_earlier_templates(cluster: str, objects: Sequence[Dict[str, Any]], live: Mapping[Tuple[str, str], Any],
-                           earlier: Mapping[str, str]) -> List[Dict[str, Any]]:
-    """The rendered OBJECTS, where a workload runs an image of EARLIER: its live spec (its pod
-    template, and the service name and claim templates the server keeps as made: a change of those
-    would make it again, from whatever template is rendered then), but the replicas of the scale
-    plan. Such a workload not live (deleted, or a node set added meanwhile) is not made: this
-    release's template would run an image it was not made for. The jail's populate Job is left as
+def held_live(earlier: Mapping[str, str], rollout: Optional[Mapping[str, Any]]) -> FrozenSet[str]:
+    """The spec.images keys whose workloads keep their live spec this pass: an earlier release's
+    images still rendered, and during a rollout's snapshot the database's."""
+    during = HELD_LIVE_DURING_SNAPSHOT if (rollout or {}).get("stage") == STAGE_SNAPSHOT else ()
+    return frozenset((*earlier, *during))
+
+
+def with_live_workloads(cluster: str, objects: Sequence[Dict[str, Any]], live: Mapping[Tuple[str, str], Any],
+                        held: FrozenSet[str]) -> List[Dict[str, Any]]:
+    """The rendered OBJECTS, where a workload runs the image of a key in HELD: its live spec (its
+    pod template, and the service name and claim templates the server keeps as made: a change of
+    those would make it again, from whatever template is rendered then), but the replicas of the
+    scale plan. Such a workload not live (deleted, or a node set added meanwhile) is not made: an
+    earlier release's image would run a template of this one. The jail's populate Job is left as
     it is (a Job's template cannot change). LIVE: the live objects by (kind, name)."""
     out = []
     for obj in objects:
         key = workload_image_key(cluster, obj)
-        if key is None or key not in earlier:
+        if key is None or key not in held:
             out.append(obj)
             continue
         have = live.get((obj["kind"], obj["metadata"]["name"]))

@@ -17,7 +17,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
     REAL_TIME,
     Poll,
     Timer,
-    deployment_available,
+    deployment_settled,
     wait_until,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.model.fields import (
@@ -221,10 +221,13 @@ def remove_operator(kube: Kube, namespace: str, remove_crds: bool, check_mode: b
 
 
 def wait_operator(kube: Kube, namespace: str, replicas: int, timeout: int, timer: Timer = REAL_TIME) -> None:
-    """Until the operator Deployment's pods are available."""
+    """Until the operator Deployment's pods are available and no other is left: an operator of
+    the release before, still shutting down, handles the events it has, and would call a cluster
+    spec of this release invalid."""
     def probe() -> Poll:
         deployment = kube.get("apps/v1", "Deployment", OPERATOR_NAME, namespace)
-        return Poll(deployment_available(deployment, replicas), (deployment or {}).get("status") or {})
+        pods = kube.list("v1", "Pod", namespace, {C.LABEL_NAME: OPERATOR_NAME})
+        return Poll(deployment_settled(deployment, pods, replicas), (deployment or {}).get("status") or {})
 
     last = wait_until(probe, timeout, timer)
     if not last.done:

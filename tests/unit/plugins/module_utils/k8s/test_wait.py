@@ -1,5 +1,6 @@
-"""When a StatefulSet counts as ready: its latest spec seen, every pod Ready, a roll over; and the
-one wait loop: how it sleeps, and which API errors it waits through."""
+"""When a StatefulSet counts as ready: its latest spec seen, every pod Ready, a roll over; when a
+Deployment has settled: available, and no pod of its template before left; and the one wait
+loop: how it sleeps, and which API errors it waits through."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.client import KubeError
-from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import Poll, Timer, statefulset_ready, wait_until
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.wait import (
+    Poll,
+    Timer,
+    deployment_settled,
+    statefulset_ready,
+    wait_until,
+)
 
 
 def sts(generation: int = 2, observed: int = 2, ready: int = 1, current: str = "r2", update: str = "r2") -> dict:
@@ -27,6 +34,22 @@ def test_a_spec_not_seen_yet_is_not_ready():
 
 def test_the_old_pod_still_ready_during_a_rolling_update_is_not_ready():
     assert not statefulset_ready(sts(current="r1", update="r2"))
+
+
+ROLLED_OUT = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3, "updatedReplicas": 1,
+                                                         "availableReplicas": 1, "replicas": 1}}
+
+
+def pod(name: str, terminating: bool = False) -> dict:
+    return {"metadata": dict({"name": name}, **({"deletionTimestamp": "2026-12-04T03:31:50Z"} if terminating else {}))}
+
+
+def test_a_deployment_settles_once_the_pod_of_its_template_before_is_gone():
+    # Its counts already leave out the old pod shutting down (an operator still handling events).
+    assert not deployment_settled(ROLLED_OUT, [pod("new"), pod("old", terminating=True)], 1)
+    assert deployment_settled(ROLLED_OUT, [pod("new")], 1)
+    assert not deployment_settled(dict(ROLLED_OUT, status=dict(ROLLED_OUT["status"], observedGeneration=2)),
+                                  [pod("new")], 1)
 
 
 def test_no_pod_ready_is_not_ready():

@@ -17,10 +17,12 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
     canary_verdict,
     first_stage,
+    held_live,
     preflight_result,
     slurm_release,
     staged_images,
     upgrade_refusal,
+    with_live_workloads,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.upgrade import (
     JOB_NAME_LABEL,
@@ -681,3 +683,22 @@ def test_an_earlier_releases_images_go_in_slurms_order_each_with_this_releases_t
         {n: i for n, i in made.items() if n != "cpu-controller"}  # the workers wait for their stage
     assert "controller" not in outcome.status["slurm"]["earlierRelease"]
     assert outcome.status["slurm"]["earlierRelease"]["worker"] == made["cpu-compute"]
+
+
+def test_what_keeps_its_live_spec_an_earlier_releases_images_and_the_database_while_it_is_backed_up():
+    assert held_live({"controller": "ctl:1"}, None) == {"controller"}
+    assert held_live({}, {"stage": "snapshot"}) == {"mariadb"}
+    assert held_live({"worker": "wrk:1"}, {"stage": "slurmdbd"}) == {"worker"}
+
+
+def test_a_held_workload_keeps_its_live_spec_but_the_replicas_and_one_not_live_is_not_made():
+    database = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                "metadata": {"name": "cpu-mariadb", "labels": {C.LABEL_COMPONENT: C.COMPONENT_DATABASE}},
+                "spec": {"replicas": 1, "serviceName": "cpu-mariadb",
+                         "template": {"spec": {"containers": [{"image": "mariadb:2"}]}}}}
+    live = dict(database, spec=dict(database["spec"], replicas=0, serviceName="old",
+                                    template={"spec": {"containers": [{"image": "mariadb:1"}]}}))
+    [kept] = with_live_workloads("cpu", [database], {("StatefulSet", "cpu-mariadb"): live}, frozenset({"mariadb"}))
+    assert kept["spec"] == dict(live["spec"], replicas=1) and kept["metadata"] == database["metadata"]
+    assert with_live_workloads("cpu", [database], {}, frozenset({"mariadb"})) == []
+    assert with_live_workloads("cpu", [database], {}, frozenset({"controller"})) == [database]
