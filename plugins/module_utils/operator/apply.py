@@ -106,6 +106,8 @@ def apply_objects(p: Pass) -> None:
     they run)."""
     held = held_live(p.slurm_state.earlier or {}, p.slurm_state.rollout)
     rendered = p.rendered.objects if "jail" in held else after_stale_populate_jobs(p, p.rendered.objects)
+    if "controller" in held:
+        rendered = without_slurm_config(p, rendered)
     desired = without_made_state_claim(p, rendered)
     owned = [obj if is_kept_on_delete(obj) else owned_by(obj, p.cluster_obj) for obj in desired]
     # Every rendered object carries the cluster's label: a list per kind finds them.
@@ -116,6 +118,15 @@ def apply_objects(p: Pass) -> None:
     p.applied = ["%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
                  for a in apply_changed(p.kube, owned, seen=p.seen, listed=listed)]
     prune_switched_off(p, {live_key(obj) for obj in owned}, listed)
+
+
+def without_slurm_config(p: Pass, objects: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The objects but the Slurm configuration: an earlier release's slurmctld keeps the files that
+    release rendered until its new image replaces it (this release's name the controllers by a
+    Service whose DNS names the earlier release's pods do not have: every command then waits for
+    its time-out)."""
+    config = names.slurm_config(p.cluster.name)
+    return [obj for obj in objects if not (obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == config)]
 
 
 def prune_switched_off(p: Pass, rendered: Set[LiveKey], listed: Mapping[LiveKey, Dict[str, Any]]) -> None:

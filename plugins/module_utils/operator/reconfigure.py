@@ -61,8 +61,8 @@ def put_config_in_effect(p: Pass) -> None:
     """The reconfigure itself; p.config_hash: what is in effect after it."""
     p.config_hash = p.previous_status.get("configHash", "")
     slurm, slurm_nodes = p.slurm, p.slurm_nodes
-    if slurm is None or slurm_nodes is None:
-        return
+    if slurm is None or slurm_nodes is None or "controller" in (p.slurm_state.earlier or {}):
+        return  # (an earlier release's slurmctld keeps its files: apply.without_slurm_config)
     files = effective_files(p)
     wanted = config_digest(p.cluster, files, slurm_nodes)
     if p.config_hash != wanted:

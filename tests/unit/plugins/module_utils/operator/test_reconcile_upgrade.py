@@ -632,6 +632,7 @@ def earlier_release(world) -> Upgrading:
     # fields the server keeps as made (a change makes the StatefulSet again).
     controller = kube.objects[("StatefulSet", "research", "cpu-controller")]["spec"]
     controller.update(serviceName="cpu-controller", volumeClaimTemplates=[{"metadata": {"name": "state"}}])
+    kube.objects[("ConfigMap", "research", "cpu-slurm-config")]["data"]["slurm.conf"] = EARLIER
     cluster["status"] = {key: value for key, value in cluster["status"].items() if key != "slurm"}
     return Upgrading(kube, cluster, None, controller_image(kube))
 
@@ -653,6 +654,8 @@ def test_a_cluster_an_earlier_release_made_keeps_its_pod_templates_and_says_why(
     assert earlier_templates(kube) == made and again.status["slurm"]["earlierRelease"] == slurm["earlierRelease"]
     # Not made again meanwhile: made again now, it would take this release's template.
     assert kube.objects[("StatefulSet", "research", "cpu-controller")]["spec"]["serviceName"] == "cpu-controller"
+    # Its slurmctld keeps that release's files (this release's name hosts its pods have no DNS name under).
+    assert kube.objects[("ConfigMap", "research", "cpu-slurm-config")]["data"]["slurm.conf"] == EARLIER
 
 
 def test_an_earlier_releases_workers_still_follow_the_scale_plan(earlier_release):
@@ -678,6 +681,7 @@ def test_an_earlier_releases_images_go_in_slurms_order_each_with_this_releases_t
         outcome = next_pass(kube, cluster)[0]
     controller = kube.objects[("StatefulSet", "research", "cpu-controller")]["spec"]
     assert (controller["serviceName"], controller.get("volumeClaimTemplates")) == ("cpu-controller-hosts", None)
+    assert kube.objects[("ConfigMap", "research", "cpu-slurm-config")]["data"]["slurm.conf"] != EARLIER
     assert controller_image(kube) == NEW_IMAGE and "cpu-controller" not in earlier_templates(kube)
     assert {n: i for n, i in earlier_templates(kube).items() if n != "cpu-controller"} == \
         {n: i for n, i in made.items() if n != "cpu-controller"}  # the workers wait for their stage
