@@ -179,10 +179,10 @@ def test_a_cluster_of_release_0_3_0_upgraded_by_this_release_keeps_its_jobs_and_
         def explain() -> str:
             logs = {"old controller": old_controller(), "controller": controller_log(kube, controller)}
             pods = kube.kubectl("-n", NAMESPACE, "get", "pods", "-o", "wide", check=False).stdout
+            told = "\n".join("--- %s\n%s" % (name, log[-3000:]) for name, log in logs.items())
             return "\n".join((json.dumps(cluster_status(kube, CLUSTER)), pods,
                               "sacct: %s" % sacct_states(slurm, [history, running, pending]),
-                              operator.logs()[-4000:], "\n".join("--- %s\n%s" % (k, v[-3000:])
-                                                                for k, v in logs.items())))
+                              operator.logs()[-4000:], told))
         try:
             site_play(tmp_path / "new", kube, releases["new"], spec)
         except AssertionError as failed:
@@ -213,7 +213,7 @@ def test_a_cluster_of_release_0_3_0_upgraded_by_this_release_keeps_its_jobs_and_
     said = [(e["reason"], e["message"]) for e in sorted(
         kube.get_json("events", "--field-selector", "involvedObject.name=" + CLUSTER)["items"],
         key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")]
-    reasons = [reason for reason, _ in said]
+    reasons = [event[0] for event in said]
     assert reasons.index("PreFlight") < reasons.index("UpgradeSnapshot") < reasons.index("UpgradeStage"), said
     stages = [message for reason, message in said if reason == "UpgradeStage"]
     slurmdbd_first = [i for i, m in enumerate(stages) if m.startswith("slurmdbd serves")]

@@ -36,8 +36,8 @@ def test_the_old_pod_still_ready_during_a_rolling_update_is_not_ready():
     assert not statefulset_ready(sts(current="r1", update="r2"))
 
 
-ROLLED_OUT = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3, "updatedReplicas": 1,
-                                                         "availableReplicas": 1, "replicas": 1}}
+ROLLED_OUT = {"metadata": {"generation": 3},
+              "status": {"observedGeneration": 3, "updatedReplicas": 1, "availableReplicas": 1, "replicas": 1}}
 
 
 def pod(name: str, terminating: bool = False) -> dict:
