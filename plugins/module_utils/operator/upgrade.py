@@ -52,6 +52,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgra
     slurm_images,
     slurm_release,
     staged_images,
+    template_image,
     upgrade_refusal,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
@@ -239,17 +240,15 @@ def turned_back(in_effect: Mapping[str, str], version: str, wanted: Mapping[str,
 def serves(p: Pass, statefulset: str, image: str) -> bool:
     """The StatefulSet's pods run IMAGE, its rollout over and every pod Ready."""
     sts = p.kube.get("apps/v1", "StatefulSet", statefulset, p.cluster.namespace)
-    containers = ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-    return statefulset_ready(sts) and bool(containers) and containers[0].get("image") == image
+    return statefulset_ready(sts) and template_image(sts or {}) == image
 
 
 def controllers_serve(p: Pass, image: str) -> bool:
     """The controllers' template runs IMAGE, every controller pod was made from it and is up, and
     one serves (a standby is never Ready: the StatefulSet's own counts cannot say this)."""
     sts = p.kube.get("apps/v1", "StatefulSet", names.controller(p.cluster.name), p.cluster.namespace)
-    containers = ((((sts or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
     c = p.controllers
-    return bool(containers) and containers[0].get("image") == image and c is not None and bool(c.serving) \
+    return template_image(sts or {}) == image and c is not None and bool(c.serving) \
         and not c.down and c.outdated == ()
 
 
