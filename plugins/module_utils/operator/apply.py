@@ -22,6 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import (
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
     held_live,
+    rendered_images,
     with_images,
     with_live_workloads,
 )
@@ -104,9 +105,10 @@ def apply_objects(p: Pass) -> None:
     """Apply every object that differs (a new populate Job only once the old one is gone; the
     workloads of an earlier release's images, and during an upgrade's backup the database, as
     they run)."""
-    held = held_live(p.slurm_state.earlier or {}, p.slurm_state.rollout)
+    earlier = p.slurm_state.earlier or {}
+    held = held_live(earlier, rendered_images(p.slurm_state.render, p.cluster.spec.images), p.slurm_state.rollout)
     rendered = p.rendered.objects if "jail" in held else after_stale_populate_jobs(p, p.rendered.objects)
-    if "controller" in held:
+    if "controller" in earlier:
         rendered = without_slurm_config(p, rendered)
     desired = without_made_state_claim(p, rendered)
     owned = [obj if is_kept_on_delete(obj) else owned_by(obj, p.cluster_obj) for obj in desired]
@@ -122,9 +124,9 @@ def apply_objects(p: Pass) -> None:
 
 def without_slurm_config(p: Pass, objects: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The objects but the Slurm configuration: an earlier release's slurmctld keeps the files that
-    release rendered until its new image replaces it (this release's name the controllers by a
-    Service whose DNS names the earlier release's pods do not have: every command then waits for
-    its time-out)."""
+    release rendered until its pod is replaced (this release's name the controllers by a Service
+    whose DNS names the earlier release's pods do not have: every command then waits for its
+    time-out); controller.replace_outdated_controller writes them just before."""
     config = names.slurm_config(p.cluster.name)
     return [obj for obj in objects if not (obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == config)]
 

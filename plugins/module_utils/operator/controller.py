@@ -15,6 +15,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
+from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import apply_changed, owned_by
 from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     last_ready_pod,
     pod_ready,
@@ -57,6 +58,9 @@ def controllers_of(sts: Optional[Mapping[str, Any]], pods: Sequence[Mapping[str,
         down=tuple(name for name in wanted if name not in running),
         outdated=outdated_pods(sts, pods),
         leaving=tuple(pod["metadata"]["name"] for pod in pods if pod["metadata"]["name"] not in wanted),
+        images=tuple(sorted({container["image"] for pod in pods
+                             for container in (pod.get("spec") or {}).get("containers") or ()
+                             if container["name"] == C.CONTAINER_CONTROLLER})),
     )
 
 
@@ -71,6 +75,17 @@ def next_replacement(c: Optional[Controllers]) -> Optional[str]:
     if standing:
         return standing[0]
     return c.serving if c.serving in c.outdated else None
+
+
+def put_held_slurm_config(p: Pass) -> None:
+    """The Slurm configuration files this release renders, held while an earlier release's
+    slurmctld ran (apply.without_slurm_config), written before its pod goes: the new one reads
+    them as it starts. Not reconfigured: the earlier slurmctld stops with the files it read."""
+    config = names.slurm_config(p.cluster.name)
+    objects = [owned_by(obj, p.cluster_obj) for obj in p.rendered.objects
+               if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == config]
+    p.applied.extend("%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
+                     for a in apply_changed(p.kube, objects, seen=p.seen))
 
 
 def failover_events(previous: Mapping[str, Any], c: Controllers) -> List[Event]:
@@ -112,6 +127,8 @@ def replace_outdated_controller(p: Pass) -> None:
     if pod == c.serving and c.standing_by and not sees_a_backup(p, pod):
         p.controllers = c._replace(hand_over_unseen=True)
         return
+    if "controller" in (p.slurm_state.earlier or {}):
+        put_held_slurm_config(p)
     p.kube.delete("v1", "Pod", pod, p.cluster.namespace)
     role = "the serving controller" if pod == c.serving else "a standby controller"
     p.events.append(Event("Normal", "ControllerReplaced", "replacing %s, %s, for its new template" % (pod, role)))

@@ -61,7 +61,8 @@ class Controllers(NamedTuple):
     (absent, pending, being deleted); `outdated`: running a template older than the
     StatefulSet's (None while the StatefulSet has not yet taken in its latest spec); `leaving`:
     pods of ordinals beyond `desired`, which the StatefulSet is removing; `hand_over_unseen`: the
-    serving one, outdated, does not see a backup to hand control to yet (operator/controller.py)."""
+    serving one, outdated, does not see a backup to hand control to yet (operator/controller.py);
+    `images`: what the pods run."""
 
     desired: int
     serving: str
@@ -70,6 +71,7 @@ class Controllers(NamedTuple):
     outdated: Optional[Tuple[str, ...]]
     leaving: Tuple[str, ...] = ()
     hand_over_unseen: bool = False
+    images: Tuple[str, ...] = ()
 
     def summary(self) -> Dict[str, Any]:
         """status.controller: controllers up (serving or standing by) of those wanted, which serves."""

@@ -155,6 +155,12 @@ def slurm_images(images: Images) -> Dict[str, str]:
     return {key: getattr(images, key) for key in SLURM_IMAGE_KEYS}
 
 
+def rendered_images(render: Optional[Mapping[str, str]], images: Images) -> Dict[str, str]:
+    """The Slurm images a pass renders: RENDER (SlurmState.render) while a rollout's stage holds
+    some back, else spec.images'."""
+    return dict(render or slurm_images(images))
+
+
 def first_stage(runs_slurmdbd: bool, in_effect: Mapping[str, str], target: Mapping[str, str]) -> str:
     """Where a rollout that passed its pre-flight starts: slurmdbd when the cluster runs one and
     its image changes, else slurmctld."""
@@ -201,18 +207,23 @@ def images_in_workloads(cluster: str, workloads: Sequence[Mapping[str, Any]]) ->
     return found
 
 
-def kept_earlier(earlier: Mapping[str, str], rendered: Mapping[str, str]) -> Dict[str, str]:
+def kept_earlier(earlier: Mapping[str, str], rendered: Mapping[str, str],
+                 controller_pods: Sequence[str] = ()) -> Dict[str, str]:
     """The images of an earlier release a pass still renders: their workloads keep that release's
     templates (an image and the templates of its release go together: its pods' probes, programs
-    and mounts are that release's). One the pass renders another image for leaves the list."""
-    return {key: image for key, image in earlier.items() if rendered.get(key) == image}
+    and mounts are that release's). One the pass renders another image for leaves the list, but
+    the controller's stays while a controller pod still runs it (CONTROLLER_PODS: their images):
+    the Slurm configuration files are that release's until its slurmctld is replaced."""
+    return {key: image for key, image in earlier.items()
+            if rendered.get(key) == image or (key == "controller" and image in controller_pods)}
 
 
-def held_live(earlier: Mapping[str, str], rollout: Optional[Mapping[str, Any]]) -> FrozenSet[str]:
+def held_live(earlier: Mapping[str, str], rendered: Mapping[str, str],
+              rollout: Optional[Mapping[str, Any]]) -> FrozenSet[str]:
     """The spec.images keys whose workloads keep their live spec this pass: an earlier release's
-    images still rendered, and during a rollout's snapshot the database's."""
+    images still RENDERED, and during a rollout's snapshot the database's."""
     during = HELD_LIVE_DURING_SNAPSHOT if (rollout or {}).get("stage") == STAGE_SNAPSHOT else ()
-    return frozenset((*earlier, *during))
+    return frozenset((*(key for key, image in earlier.items() if rendered.get(key) == image), *during))
 
 
 def with_live_workloads(cluster: str, objects: Sequence[Dict[str, Any]], live: Mapping[Tuple[str, str], Any],

@@ -49,6 +49,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgra
     images_in_workloads,
     kept_earlier,
     preflight_result,
+    rendered_images,
     slurm_images,
     slurm_release,
     staged_images,
@@ -74,7 +75,8 @@ def check_upgrade(p: Pass) -> None:
     check_images(p, recorded)
     state = p.slurm_state
     p.slurm_state = state._replace(earlier=dict(earlier) if state.pending
-                                   else kept_earlier(earlier, state.render or slurm_images(p.cluster.spec.images)))
+                                   else kept_earlier(earlier, rendered_images(state.render, p.cluster.spec.images),
+                                                     p.controllers.images if p.controllers else ()))
 
 
 def made_earlier(p: Pass) -> Dict[str, Any]:

@@ -13,11 +13,13 @@ from memory_kube import MemoryKube
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
 from ansible_collections.slurmkube.core.plugins.module_utils.operator import reconcile as R
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.controller import replace_outdated_controller
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Controllers
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
     canary_verdict,
     first_stage,
     held_live,
+    kept_earlier,
     preflight_result,
     slurm_release,
     staged_images,
@@ -690,9 +692,66 @@ def test_an_earlier_releases_images_go_in_slurms_order_each_with_this_releases_t
 
 
 def test_what_keeps_its_live_spec_an_earlier_releases_images_and_the_database_while_it_is_backed_up():
-    assert held_live({"controller": "ctl:1"}, None) == {"controller"}
-    assert held_live({}, {"stage": "snapshot"}) == {"mariadb"}
-    assert held_live({"worker": "wrk:1"}, {"stage": "slurmdbd"}) == {"worker"}
+    assert held_live({"controller": "ctl:1"}, {"controller": "ctl:1"}, None) == {"controller"}
+    assert held_live({}, {}, {"stage": "snapshot"}) == {"mariadb"}
+    assert held_live({"worker": "wrk:1"}, {"worker": "wrk:1"}, {"stage": "slurmdbd"}) == {"worker"}
+    # Its new image rendered, the controller takes this release's template.
+    assert held_live({"controller": "ctl:1"}, {"controller": "ctl:2"}, None) == set()
+
+
+def test_an_earlier_releases_controller_image_is_kept_while_a_controller_pod_runs_it():
+    earlier = {"controller": "ctl:1", "worker": "wrk:1"}
+    new = {"controller": "ctl:2", "worker": "wrk:2"}
+    assert kept_earlier(earlier, new, ("ctl:1",)) == {"controller": "ctl:1"}
+    assert kept_earlier(earlier, new, ("ctl:2",)) == {}
+    assert kept_earlier(earlier, dict(new, worker="wrk:1"), ()) == {"worker": "wrk:1"}
+
+
+def replacing_pass(earlier: dict) -> SimpleNamespace:
+    """What replace_outdated_controller reads of a pass: one controller pod, serving and outdated,
+    running ctl:1, and the rendered Slurm configuration, whose live one is the earlier release's."""
+    kube = MemoryKube()
+    kube.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu-controller-0", "namespace": "research"},
+                "spec": {"containers": [{"name": C.CONTAINER_CONTROLLER, "image": "ctl:1"}]}})
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": names.slurm_config("cpu"),
+                                                                    "namespace": "research"}}
+    kube.apply(dict(config, data={"slurm.conf": EARLIER}))
+    rendered = dict(config, data={"slurm.conf": "this release's"})
+    return SimpleNamespace(kube=kube, cluster=SimpleNamespace(name="cpu", namespace="research"),
+                           cluster_obj={"metadata": {"name": "cpu", "uid": "u1"}}, seen=None, applied=[], events=[],
+                           rendered=SimpleNamespace(objects=[rendered]), slurm_state=SimpleNamespace(earlier=earlier),
+                           controllers=Controllers(1, "cpu-controller-0", (), (), ("cpu-controller-0",),
+                                                   images=("ctl:1",)))
+
+
+def slurm_conf_at_each_delete(kube: MemoryKube) -> list:
+    """The pods KUBE deletes from now on, each with the slurm.conf live as it was deleted."""
+    deletes, delete = [], kube.delete
+
+    def recording(api_version, kind, name, namespace=None, **options):
+        live = kube.get("v1", "ConfigMap", names.slurm_config("cpu"), namespace)
+        deletes.append((name, live["data"]["slurm.conf"]))
+        return delete(api_version, kind, name, namespace, **options)
+
+    kube.delete = recording
+    return deletes
+
+
+def test_an_earlier_releases_slurmctld_pod_goes_once_this_releases_configuration_is_written():
+    """Held while it ran (its pods have no DNS name under this release's hosts), the configuration
+    is written just before its pod is deleted: the new pod reads this release's files as it starts."""
+    p = replacing_pass({"controller": "ctl:1"})
+    deletes = slurm_conf_at_each_delete(p.kube)
+    replace_outdated_controller(p)
+    assert deletes == [("cpu-controller-0", "this release's")]
+    assert p.applied == ["ConfigMap/%s" % names.slurm_config("cpu")]
+
+
+def test_a_controller_of_this_release_is_replaced_with_the_configuration_left_to_the_reconfigure():
+    p = replacing_pass({})
+    deletes = slurm_conf_at_each_delete(p.kube)
+    replace_outdated_controller(p)
+    assert deletes == [("cpu-controller-0", EARLIER)] and p.applied == []
 
 
 def test_a_held_workload_keeps_its_live_spec_but_the_replicas_and_one_not_live_is_not_made():
