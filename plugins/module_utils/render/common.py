@@ -175,12 +175,13 @@ def tcp_probe(port: int, period: int = 10) -> Dict[str, Any]:
 
 
 def slurm_ready_probe(port: int, period: int = 10) -> Dict[str, Any]:
-    """slurmctld's or slurmd's readiness: Slurm's own GET /readyz on the daemon's port, through
-    the image's READY_PROGRAM (which knows whether its Slurm serves HTTP; 24.11 does not, and a
-    cluster on it is what an upgrade starts from). Not a liveness probe: restarting a worker's
+    """slurmctld's or slurmd's readiness: Slurm's own GET /readyz on the daemon's port (2xx once
+    it serves RPCs; slurmctld only as the primary, not while it reconfigures). The kubelet asks
+    itself: an exec probe cost each node a process in the container every period (runc, the shim,
+    bash: ~70 CPU-ms each, measured on kind). Not a liveness probe: restarting a worker's
     container ends its jobs, and slurmctld's /livez answers without the locks a stuck slurmctld
     would hold."""
-    return {"exec": {"command": [C.READY_PROGRAM, str(port)]}, "periodSeconds": period, "timeoutSeconds": 5,
+    return {"httpGet": {"path": "/readyz", "port": port}, "periodSeconds": period, "timeoutSeconds": 5,
             "failureThreshold": 3}
 
 

@@ -353,7 +353,7 @@ def test_a_stopping_controller_leaves_its_service_before_slurmctld_is_signalled(
     min_s, quiet, max_s = map(int, wait)
     assert program == C.CONTROLLER_STOP_PROGRAM
     # Where it asks whether this slurmctld serves (a serving one hands control to a backup).
-    assert port == str(C.SLURMCTLD_PORT) == container["readinessProbe"]["exec"]["command"][1]
+    assert port == str(C.SLURMCTLD_PORT) == str(container["readinessProbe"]["httpGet"]["port"])
     # The Service selects the pod by a label the operator turns off when the pod is deleted; the
     # StatefulSet does not select by it (a pod out of the Service is still the set's pod).
     pod_labels = sts["spec"]["template"]["metadata"]["labels"]
