@@ -208,14 +208,14 @@ def images_in_workloads(cluster: str, workloads: Sequence[Mapping[str, Any]]) ->
 
 
 def kept_earlier(earlier: Mapping[str, str], rendered: Mapping[str, str],
-                 controller_pods: Sequence[str] = ()) -> Dict[str, str]:
+                 controller_images: Sequence[str] = ()) -> Dict[str, str]:
     """The images of an earlier release a pass still renders: their workloads keep that release's
     templates (an image and the templates of its release go together: its pods' probes, programs
     and mounts are that release's). One the pass renders another image for leaves the list, but
-    the controller's stays while a controller pod still runs it (CONTROLLER_PODS: their images):
+    the controller's stays while a controller pod still runs it (CONTROLLER_IMAGES: what they run):
     the Slurm configuration files are that release's until its slurmctld is replaced."""
     return {key: image for key, image in earlier.items()
-            if rendered.get(key) == image or (key == "controller" and image in controller_pods)}
+            if rendered.get(key) == image or (key == "controller" and image in controller_images)}
 
 
 def held_live(earlier: Mapping[str, str], rendered: Mapping[str, str],
