@@ -233,11 +233,14 @@ def test_unreadable_jail_drains_every_node_with_its_reason_and_repair_resumes(hc
         wait_idle(slurm, worker, 6 * INTERVAL)
 
 
-SCRATCH_MARGIN_MIB = 4096
+# The filler, and how far below the threshold it leaves what is free: once it is gone, what is free
+# is SCRATCH_FILLER_MIB - SCRATCH_SHORT_MIB over the threshold.
+SCRATCH_FILLER_MIB = 6144
+SCRATCH_SHORT_MIB = 2048
 
 
 def test_full_scratch_drains_with_its_reason_and_emptying_it_resumes(hc: Cluster, slurm: SlurmView):
-    """Scratch is the pod's emptyDir on the node's disk: fill it past a threshold set just below
+    """Scratch is the pod's emptyDir on the node's disk: fill it, then set the threshold just above
     what is free now (the disk is shared, so every node on it notices). Scratch is a hardware
     reason: with replaceDrainedNodes the operator may also give the node a new pod (and a new,
     empty scratch) before the filler is removed; either way the node comes back."""
@@ -246,17 +249,16 @@ def test_full_scratch_drains_with_its_reason_and_emptying_it_resumes(hc: Cluster
     def free_mib() -> int:
         return int(hc.exec(worker, "df", "-Pm", C.NODE_TMP_DIR).stdout.splitlines()[-1].split()[3])
 
-    # Others write on this disk too (a CI-like run, 2026-12-04: its free space fell 4.3 GB in the
-    # four minutes after the filler went, the other pytest running the quickstart, and with a
-    # threshold 1 GiB below it the nodes stayed drained): the threshold leaves them SCRATCH_MARGIN_MIB.
-    threshold = free_mib() - SCRATCH_MARGIN_MIB
     filler = "%s/slurmkube-test-fill" % C.NODE_TMP_DIR
     try:
-        patch_health_checks(hc, {"scratchMinFreeMib": threshold, "scratchMinFreePercent": 0},
-                            seen="SLURMKUBE_HC_SCRATCH_MIN_FREE_MIB=%d" % threshold)
+        # Others write on this disk too and delete (a CI-like run, 2026-12-04: its free space fell
+        # 4.3 GB in the four minutes after the filler went, the other pytest running the quickstart):
+        # margins of GiBs both ways, or the node is never drained, or stays drained.
         try:
-            # Filled to 1 GiB below the threshold from now.
-            hc.exec(worker, "fallocate", "-l", "%dM" % max(1024, free_mib() - threshold + 1024), filler)
+            hc.exec(worker, "fallocate", "-l", "%dM" % SCRATCH_FILLER_MIB, filler)
+            threshold = free_mib() + SCRATCH_SHORT_MIB
+            patch_health_checks(hc, {"scratchMinFreeMib": threshold, "scratchMinFreePercent": 0},
+                                seen="SLURMKUBE_HC_SCRATCH_MIN_FREE_MIB=%d" % threshold)
             reason = wait_drained(slurm, worker, 6 * INTERVAL)
         finally:
             hc.exec(worker, "rm", "-f", filler, check=False)
