@@ -1,6 +1,7 @@
 """A cluster made by the collection's last release, 0.3.0, upgraded by this tree the way its users
 upgrade (issue 34, item 2): site.yml with the same settings, on a Kubernetes of one's own, run
-first from 0.3.0's collection with its images (built by its own images/build.sh: Slurm 24.11),
+first from 0.3.0's collection with its images (built by its own images/build.sh: Slurm 24.11; its
+jail without the user software, RELEASE_JAIL_PACKAGES),
 then from this tree with its images, backups turned on. 0.3.0's operator made the
 cluster and knew nothing of upgrades: this tree's operator takes it over as it finds it, and Slurm
 still changes in Slurm's order (a pre-flight, a backup, slurmdbd, slurmctld, one worker first).
