@@ -47,9 +47,10 @@ BACKUP_CLAIM = "%s-backups" % CLUSTER
 BACKUP_PASSWORD_SECRET = "%s-backup-password" % CLUSTER
 
 
-# 0.3.0's jail Dockerfile installs the user software (compilers, MPI, editors: 1.1 GB of its 1.4 GB
-# image) in one list; the upgrade never reads it, and this tree's tests run jail-core for the same
-# reason (images/build.sh). The list is left out, as jail-core leaves it out, but for python3.
+# 0.3.0's jail Dockerfile installs the user software (compilers, MPI, editors: about 1 GB of its
+# 1.26 GB image; 298 MB without) in one list; the upgrade never reads it, and this tree's tests run
+# jail-core for the same reason (images/build.sh). The list is left out, as jail-core leaves it
+# out, but for python3.
 RELEASE_JAIL_PACKAGES = ("      bash-completion bzip2 cmake curl file g++ gcc gfortran git htop iproute2 \\\n"
                          "      iputils-ping less libopenmpi-dev locales make man-db nano openmpi-bin \\\n"
                          "      openssh-client psmisc python3 python3-dev python3-pip python3-venv rsync \\\n"

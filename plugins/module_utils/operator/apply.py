@@ -22,6 +22,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.apply import (
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Pass
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import (
     held_live,
+    is_slurm_config,
     rendered_images,
     with_images,
     with_live_workloads,
@@ -127,8 +128,7 @@ def without_slurm_config(p: Pass, objects: Sequence[Dict[str, Any]]) -> List[Dic
     release rendered until its pod is replaced (this release's name the controllers by a Service
     whose DNS names the earlier release's pods do not have: every command then waits for its
     time-out); controller.replace_outdated_controller writes them just before."""
-    config = names.slurm_config(p.cluster.name)
-    return [obj for obj in objects if not (obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == config)]
+    return [obj for obj in objects if not is_slurm_config(p.cluster.name, obj)]
 
 
 def prune_switched_off(p: Pass, rendered: Set[LiveKey], listed: Mapping[LiveKey, Dict[str, Any]]) -> None:

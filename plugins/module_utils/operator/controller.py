@@ -23,6 +23,7 @@ from ansible_collections.slurmkube.core.plugins.module_utils.k8s.pods import (
     pods_by_name,
 )
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.pass_state import Controllers, Pass
+from ansible_collections.slurmkube.core.plugins.module_utils.operator.plan_upgrade import is_slurm_config
 from ansible_collections.slurmkube.core.plugins.module_utils.operator.status import Event
 
 
@@ -81,9 +82,7 @@ def put_held_slurm_config(p: Pass) -> None:
     """The Slurm configuration files this release renders, held while an earlier release's
     slurmctld ran (apply.without_slurm_config), written before its pod goes: the new one reads
     them as it starts. Not reconfigured: the earlier slurmctld stops with the files it read."""
-    config = names.slurm_config(p.cluster.name)
-    objects = [owned_by(obj, p.cluster_obj) for obj in p.rendered.objects
-               if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == config]
+    objects = [owned_by(obj, p.cluster_obj) for obj in p.rendered.objects if is_slurm_config(p.cluster.name, obj)]
     p.applied.extend("%s/%s" % (a.obj["kind"], a.obj["metadata"]["name"])
                      for a in apply_changed(p.kube, objects, seen=p.seen))
 

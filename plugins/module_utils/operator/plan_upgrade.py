@@ -155,6 +155,12 @@ def slurm_images(images: Images) -> Dict[str, str]:
     return {key: getattr(images, key) for key in SLURM_IMAGE_KEYS}
 
 
+def is_slurm_config(cluster: str, obj: Mapping[str, Any]) -> bool:
+    """Whether OBJ is CLUSTER's Slurm configuration (the ConfigMap an earlier release's slurmctld
+    keeps until its pod is replaced)."""
+    return obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == names.slurm_config(cluster)
+
+
 def rendered_images(render: Optional[Mapping[str, str]], images: Images) -> Dict[str, str]:
     """The Slurm images a pass renders: RENDER (SlurmState.render) while a rollout's stage holds
     some back, else spec.images'."""
