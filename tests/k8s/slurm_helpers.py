@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -309,6 +310,49 @@ def log_followed(kube: Cluster, pod: str) -> Iterator[Callable[[], str]]:
         finally:
             proc.kill()
             proc.wait(timeout=30)
+
+
+def container_id(kube: Cluster, pod: str) -> str:
+    """The ID of POD's slurmctld container now ("" while there is no pod or it has none yet)."""
+    path = '{.status.containerStatuses[?(@.name=="%s")].containerID}' % C.CONTAINER_CONTROLLER
+    return kube.kubectl("-n", kube.namespace, "get", "pod", pod, "-o", "jsonpath=" + path, check=False).stdout.strip()
+
+
+def follow_containers(kube: Cluster, pod: str, out, stop: threading.Event) -> None:
+    """Streams each slurmctld container POD runs to OUT, one after the other, until STOP."""
+    followed = set()
+    while not stop.is_set():
+        found = container_id(kube, pod)
+        if not found or found in followed:
+            stop.wait(1)
+            continue
+        followed.add(found)
+        proc = subprocess.Popen(["kubectl", "-n", kube.namespace, "logs", "-f", pod, "-c", C.CONTAINER_CONTROLLER],
+                                env=kube.env, stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        while proc.poll() is None and not stop.wait(0.5):
+            pass
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def logs_followed(kube: Cluster, pod: str) -> Iterator[Callable[[], str]]:
+    """The log of every slurmctld container POD runs from now on (there may be no such pod yet),
+    each streamed as it grows: a restarted container's log is kept only until the next restart,
+    and a CI run found a backup's, stopped by the new primary, gone minutes later. Yields what
+    reads it so far."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "log"
+        stop = threading.Event()
+        with path.open("w") as out:
+            follower = threading.Thread(target=follow_containers, args=(kube, pod, out, stop), daemon=True)
+            follower.start()
+            try:
+                yield path.read_text
+            finally:
+                stop.set()
+                follower.join(timeout=60)
 
 
 def handover_story(logs: Dict[str, str], jobs: Tuple[str, ...], most: int = 150) -> str:

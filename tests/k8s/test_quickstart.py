@@ -3,8 +3,14 @@ kubeconfig it makes a kind cluster (1 control plane + 2 workers, tools/kind), th
 changes nothing and its --diff prints nothing; the demo user's jobs on the two Kubernetes
 workers share one jail; the Prometheus it prints has every target up and the rules loaded, and a
 headless Chromium shows the nodes by state on its graph page; site.yml given an image no node can
-pull fails within two minutes naming it; teardown.yml with slurmkube_purge deletes the kind cluster
-and leaves nothing of it on the host.
+pull fails within two minutes naming it; Molecule's scenario converges its own cluster beside the
+demo's on the same kind cluster; teardown.yml with slurmkube_purge deletes the kind cluster and
+leaves nothing of it on the host.
+
+Molecule runs here, on the quickstart's kind cluster, rather than on one of its own: making a
+1+2 cluster and loading every image into its three nodes was a third of its CI time, on a
+two-core machine where every lane is CPU-bound. Its create finds the cluster by name
+(SLURMKUBE_MOLECULE_KIND_NAME), as it finds the one it made itself when it exists.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -403,14 +410,73 @@ def graph_page_shows_the_node_states(url: str) -> Path:
     return screenshot
 
 
+# ------------------------------------------------------------------ Molecule's scenario, beside the demo
+
+def snapshot(root: Path) -> Path:
+    """The files git would commit, copied to ROOT/ansible_collections/slurmkube/core: Molecule runs
+    on a snapshot, laid out as an installed collection (an edit landing between converge and
+    idempotence would otherwise count as a change)."""
+    tree = root / "ansible_collections" / "slurmkube" / "core"
+    tree.mkdir(parents=True)
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout
+    packed = subprocess.run(["tar", "--null", "-T", "-", "-cf", "-"], cwd=REPO, input=files, capture_output=True,
+                            check=True).stdout
+    subprocess.run(["tar", "-C", str(tree), "-xf", "-"], input=packed, check=True)
+    return tree
+
+
+def molecule_runner(workdir: Path) -> Callable[[str], str]:
+    """What runs one step of Molecule's scenario `default` on a snapshot of the checkout, on this
+    kind cluster, and returns its output once it passed. Step by step rather than `molecule test`,
+    whose first step is a destroy: that would delete the quickstart's cluster."""
+    tree = snapshot(workdir / "collections")
+    venv_bin = os.path.dirname(sys.executable)
+    env = dict(os.environ, PATH=venv_bin + os.pathsep + os.environ["PATH"], ANSIBLE_NOCOLOR="1", NO_COLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(workdir / "collections"), ANSIBLE_FORCE_COLOR="0",
+               SLURMKUBE_MOLECULE_KIND_NAME=KIND_NAME, MOLECULE_EPHEMERAL_DIRECTORY=str(workdir / "molecule-state"))
+
+    def step(name: str) -> str:
+        proc = subprocess.run([os.path.join(venv_bin, "molecule"), name, "-s", "default"], cwd=tree, env=env,
+                              capture_output=True, text=True, timeout=1500, check=False)
+        output = proc.stdout + proc.stderr
+        (workdir / ("molecule-%s.log" % name)).write_text(output)
+        assert proc.returncode == 0, "molecule %s:\n%s" % (name, output[-8000:])
+        return output
+
+    return step
+
+
+def molecule_converges_beside_the_demo(kube: Cluster, molecule: Callable[[str], str]) -> None:
+    """create (finds this kind cluster and loads the images its nodes lack), converge (site.yml:
+    the scenario's own cluster, operator and namespace), idempotence (a second converge that fails
+    on any changed task), verify (ssh through the login Service, a job on one node writes into the
+    jail and one on another reads it back, then a check-mode converge changes nothing)."""
+    molecule("syntax")
+    nodes = kind_containers()
+    molecule("create")
+    assert sorted(kind_containers()) == sorted(nodes), "Molecule's create made another cluster"
+    molecule("converge")
+    idempotence = molecule("idempotence")
+    assert "Idempotence test failed" not in idempotence, idempotence[-6000:]
+    verified = molecule("verify")
+    assert "The check-mode converge reports no changes" in verified, verified[-6000:]
+    assert "The node set spreads over the Kubernetes nodes pods may use" in verified, verified[-6000:]
+    # Beside the demo's operator, on the same Kubernetes nodes.
+    pods = kube.kubectl("-n", "slurmkube-molecule", "get", "pods", "-o", "name").stdout.split()
+    assert any("mol-controller" in pod for pod in pods), pods
+
+
 def kind_containers() -> list:
     return subprocess.run(["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + KIND_NAME],
                           capture_output=True, text=True, check=True).stdout.split()
 
 
-def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_leaves_nothing(tmp_path):
+def test_quickstart_twice_on_kind_changes_nothing_then_molecule_converges_beside_it_and_teardown_leaves_nothing(
+        tmp_path):
     if os.geteuid() != 0:
         pytest.skip("kind here needs root (docker)")
+    molecule = molecule_runner(tmp_path)
     try:
         first = play("bash", "quickstart.sh")
         (tmp_path / "first.log").write_text(first.stdout + first.stderr)
@@ -445,6 +511,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
         scale_with_a_token_alone(kube, tmp_path / OWN_CLUSTER)
         site_fails_fast_naming_an_image_it_cannot_pull(tmp_path / OWN_CLUSTER, converged)
         teardown_with_a_token_alone(kube, tmp_path / OWN_CLUSTER)
+        molecule_converges_beside_the_demo(kube, molecule)
     finally:
         shared = Path(kind("shared", KIND_NAME).strip()) if kind_containers() else None
         teardown = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")
@@ -453,3 +520,7 @@ def test_quickstart_twice_on_kind_changes_nothing_the_second_time_and_teardown_l
     assert shared is not None and not shared.exists()
     again = run_playbook(REPO / "playbooks" / "teardown.yml", "-e", "slurmkube_purge=true")
     assert again.returncode == 0 and recap(again.stdout).get("changed") == 0, again.stdout[-4000:]
+    # Molecule's destroy deletes the kind cluster with the same role as teardown.yml's purge
+    # (kubernetes, state absent); here, as at the start of `molecule test`, it finds none.
+    molecule("destroy")
+    assert kind_containers() == []

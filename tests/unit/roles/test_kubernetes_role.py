@@ -1,7 +1,7 @@
 """Role kubernetes, run by a real ansible-playbook: which Kubernetes a play may ask to make here.
 
 Only the refusals run here (they come before anything is made); making a kind cluster is the
-k8s tier's (tests/k8s/test_quickstart.py, test_molecule.py)."""
+k8s tier's (tests/k8s/test_quickstart.py, which runs Molecule's scenario too)."""
 
 from __future__ import annotations
 
