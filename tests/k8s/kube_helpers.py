@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from waiting import wait_for
 
@@ -50,12 +50,18 @@ def toolbox_archive() -> Path:
     return Path(built.stdout.strip())
 
 
+# What `kind.sh up` said on stderr as up_kind made each cluster, by name (test_kind reads why the
+# node image is the one built here).
+UP_LOGS: Dict[str, str] = {}
+
+
 def up_kind(name: str = KIND_TEST_CLUSTER, workers: str = KIND_TEST_WORKERS) -> Tuple[bool, dict]:
     """A kind cluster up (the session's by default), with the toolbox image, and a ReadWriteMany
     default class (the jails of tests that name none span pods on every node). Whether it was
     running before, and the environment that reaches it."""
     was_running = name in kind("kind", "get", "clusters").stdout.split()
-    kind("up", name, env=dict(os.environ, SLURMKUBE_KIND_WORKERS=workers))
+    up = kind("up", name, env=dict(os.environ, SLURMKUBE_KIND_WORKERS=workers))
+    UP_LOGS[name] = "" if was_running else up.stderr
     kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", name)
     env = exported_env(kind("env", name).stdout)
     default = "storageclass.kubernetes.io/is-default-class"

@@ -7,6 +7,11 @@ What a single-node cluster cannot show is shown here: pods on two nodes talk (ea
 other's own address), NetworkPolicy is enforced between nodes, one host directory is shared
 by every node, a shared claim holds no more than its size, and the teardown leaves nothing on the
 host (the volumes' filesystem unmounted and removed too).
+
+The 3-node cluster is the session's (kube_cluster; tests/run's second pytest makes it with two
+workers, SLURMKUBE_TEST_KIND_WORKERS=2), in a namespace of this module's: a cluster made and
+deleted here for these checks alone was two minutes of CI's second lane. What `kind.sh down`
+leaves is checked on the one-node cluster the pinned-image test makes and deletes.
 """
 
 from __future__ import annotations
@@ -20,10 +25,20 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from kube_helpers import REPO, TOOLBOX_IMAGE, Cluster, exported_env, kind, toolbox_archive, wait_for
+from kube_helpers import (
+    KIND_TEST_CLUSTER,
+    REPO,
+    TOOLBOX_IMAGE,
+    UP_LOGS,
+    Cluster,
+    exported_env,
+    kind,
+    toolbox_archive,
+    wait_for,
+)
 from registry_helpers import free_port, registry_program
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kind]
+pytestmark = [pytest.mark.k8s, pytest.mark.second_lane]
 
 NAMESPACE = "kt"
 
@@ -34,7 +49,7 @@ def docker(*args: str, timeout: float = 120) -> str:
 
 @pytest.fixture(scope="module")
 def cluster_name() -> str:
-    return "sk-test-" + uuid.uuid4().hex[:6]
+    return KIND_TEST_CLUSTER
 
 
 @pytest.fixture(scope="module")
@@ -50,22 +65,20 @@ def cluster_volumes(cluster_name: str) -> set:
 
 
 @pytest.fixture(scope="module")
-def up_log(cluster_name: str, lib_modules_existed: bool) -> Iterator[str]:
-    """The module's kind cluster, made and finally deleted: what `kind.sh up` wrote on stderr."""
-    if os.geteuid() != 0:
-        pytest.skip("kind here needs root (docker)")
-    try:
-        yield kind("up", cluster_name).stderr
-    finally:
-        kind("down", cluster_name, check=False)
+def up_log(kube_cluster: Cluster) -> str:
+    """What `kind.sh up` wrote on stderr as the session made its cluster ("" when it was there)."""
+    return UP_LOGS.get(KIND_TEST_CLUSTER, "")
 
 
 @pytest.fixture(scope="module")
-def kind_cluster(up_log: str, cluster_name: str) -> Cluster:
-    kind("kind", "load", "image-archive", str(toolbox_archive()), "--name", cluster_name)
-    cluster = Cluster(env=exported_env(kind("env", cluster_name).stdout), namespace=NAMESPACE)
+def kind_cluster(kube_cluster: Cluster, lib_modules_existed: bool) -> Iterator[Cluster]:
+    """The session's cluster, in this module's namespace (gone with the module)."""
+    cluster = Cluster(env=kube_cluster.env, namespace=NAMESPACE)
+    if len(workers(cluster)) != 2:
+        pytest.skip("needs a kind cluster with two workers (SLURMKUBE_TEST_KIND_WORKERS=2)")
     cluster.kubectl("create", "namespace", NAMESPACE)
-    return cluster
+    yield cluster
+    cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
 
 
 def node_names(kube: Cluster) -> dict:
@@ -140,10 +153,11 @@ def test_the_nodes_run_the_pinned_upstream_image_or_when_it_cannot_be_pulled_the
                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     assert pinned.startswith("kindest/node:v1.35.") and "@sha256:" in pinned, pinned
     image = docker("inspect", "-f", "{{.Config.Image}}", f"{cluster_name}-control-plane").strip()
-    if f"cannot pull {pinned}: the node image is built here" in up_log:
+    if image != pinned:
         assert image.startswith("slurmkube/kind-node:"), image
-    else:
-        assert image == pinned, up_log
+        assert subprocess.run(["docker", "image", "inspect", pinned], capture_output=True, check=False).returncode
+        # Said as the cluster was made (when this session made it).
+        assert not up_log or f"cannot pull {pinned}: the node image is built here" in up_log, up_log
 
 
 def test_kind_sh_env_gives_the_kubectl_of_the_nodes_own_kubernetes(kind_cluster: Cluster, cluster_name: str):
@@ -331,11 +345,13 @@ def registry(tmp_path_factory) -> Iterator[str]:
         server.wait(timeout=30)
 
 
-def test_a_pinned_image_docker_can_pull_is_pulled_and_run_as_it_is(registry: str, cluster_name: str):
+def test_a_pinned_image_docker_can_pull_is_pulled_and_run_as_it_is_and_down_leaves_nothing(
+        registry: str, cluster_name: str, lib_modules_existed: bool):
     """The upstream image is used when it can be pulled. The pinned kindest/node is out of reach here,
     so the pin names our node image pushed to a registry on this machine, by digest, as a mirror would
     serve it (a copy pulled on another machine is known by its label, not its name). One node: it must
-    come up from that image unchanged, with the kubectl and the shared class of its own nodes."""
+    come up from that image unchanged, with the kubectl and the shared class of its own nodes. Then
+    `kind.sh down` leaves nothing of it behind."""
     built = subprocess.run(["bash", str(REPO / "tools/kind/node-image.sh")], capture_output=True, text=True,
                            check=True, timeout=3600).stdout.strip()  # fmt: skip
     repository = f"{registry}/kindest/node"
@@ -359,6 +375,7 @@ def test_a_pinned_image_docker_can_pull_is_pulled_and_run_as_it_is(registry: str
             "storageclass.storage.k8s.io/slurmkube-shared"
         versions = json.loads(kube.kubectl("version", "-o", "json").stdout)
         assert versions["clientVersion"]["gitVersion"] == versions["serverVersion"]["gitVersion"], versions
+        down_leaves_nothing_behind(name, lib_modules_existed, env)
     finally:
         kind("down", name, env=env, check=False)
         subprocess.run(["docker", "rmi", pinned], capture_output=True, check=False)
@@ -372,14 +389,14 @@ def test_up_again_reuses_the_cluster(kind_cluster: Cluster, cluster_name: str):
     assert sorted(after) == sorted(before) and len(after) == 3
 
 
-def test_down_leaves_nothing_behind(kind_cluster: Cluster, cluster_name: str, lib_modules_existed: bool):
-    """Last: the module's cluster is gone afterwards, its nodes' volumes too (compared by name:
-    another lane's cluster may make volumes meanwhile)."""
-    shared = Path(kind("shared", cluster_name).stdout.strip())
-    volumes = cluster_volumes(cluster_name)
+def down_leaves_nothing_behind(name: str, lib_modules_existed: bool, env: dict) -> None:
+    """`kind.sh down NAME`: its nodes and their volumes are gone (compared by name: another lane's
+    cluster may make volumes meanwhile), its shared directory and the volumes' filesystem too."""
+    shared = Path(kind("shared", name, env=env).stdout.strip())
+    volumes = cluster_volumes(name)
     assert volumes, "kind gives each node a /var volume"
-    kind("down", cluster_name)
-    assert docker("ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + cluster_name).split() == []
+    kind("down", name, env=env)
+    assert docker("ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=" + name).split() == []
     assert not volumes & set(docker("volume", "ls", "-q").split())
     if not docker("ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster").split():
         assert "kind" not in docker("network", "ls", "--format", "{{.Name}}").split()
@@ -389,4 +406,4 @@ def test_down_leaves_nothing_behind(kind_cluster: Cluster, cluster_name: str, li
     assert str(shared) not in Path("/proc/mounts").read_text()
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True, check=False).stdout
     assert str(shared.parent) not in loops, loops
-    assert cluster_name not in kind("kind", "get", "clusters").stdout.split()
+    assert name not in kind("kind", "get", "clusters").stdout.split()
