@@ -3,14 +3,15 @@ kubeconfig it makes a kind cluster (1 control plane + 2 workers, tools/kind), th
 changes nothing and its --diff prints nothing; the demo user's jobs on the two Kubernetes
 workers share one jail; the Prometheus it prints has every target up and the rules loaded, and a
 headless Chromium shows the nodes by state on its graph page; site.yml given an image no node can
-pull fails within two minutes naming it; Molecule's scenario converges its own cluster beside the
-demo's on the same kind cluster; teardown.yml with slurmkube_purge deletes the kind cluster and
-leaves nothing of it on the host.
+pull fails within two minutes naming it; Molecule's scenario converges its own cluster on the same
+kind cluster, beside the demo's operator and Prometheus; teardown.yml with slurmkube_purge deletes
+the kind cluster and leaves nothing of it on the host.
 
 Molecule runs here, on the quickstart's kind cluster, rather than on one of its own: making a
-1+2 cluster and loading every image into its three nodes was a third of its CI time, on a
-two-core machine where every lane is CPU-bound. Its create finds the cluster by name
-(SLURMKUBE_MOLECULE_KIND_NAME), as it finds the one it made itself when it exists.
+1+2 cluster and loading every image into its three nodes was about half of its CI time (the
+module took 490-594 s, its steps here about 240 s), on a two-core machine where every lane is
+CPU-bound. Its create finds the cluster by name (SLURMKUBE_MOLECULE_KIND_NAME), as it finds the
+one it made itself when it exists.
 """
 
 from __future__ import annotations
