@@ -106,11 +106,14 @@ def drained(slurm: SlurmView, name: str) -> str:
     return current.get("reason") or "?" if "DRAIN" in current["state"] else ""
 
 
-def checked_at(hc: Cluster, worker: str) -> int:
-    """When the health check last ran on WORKER: the time its results in the jail carry (0: none yet)."""
+def checked_at(hc: Cluster, worker: str) -> float:
+    """When the health check last ran on WORKER, as the exporter reads it from the results the
+    check leaves in the jail (0: none yet)."""
     results = hc.exec(worker, "cat", "%s%s/%s" % (C.JAIL_MOUNT_PATH, C.HEALTH_RESULTS_DIR, worker), check=False)
-    first = (results.stdout.splitlines() or [""])[0].split()
-    return int(first[1]) if results.returncode == 0 and first[:1] == ["time"] and len(first) == 2 else 0
+    if results.returncode != 0:
+        return 0
+    (_verdicts, times) = M.health_families({worker: results.stdout}, {worker})
+    return max((value for _labels, value in times.samples), default=0)
 
 
 def wait_drained(slurm: SlurmView, name: str, timeout: float) -> str:
