@@ -403,10 +403,22 @@ def jail_home(cluster: Cluster) -> Path:
 
 def root_sbatch(cluster: Cluster, *args: str) -> str:
     """Submit a job as root from the controller, wait for it; its id (it may fail)."""
-    out = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "--wait", "-w", WORKERS[0], *args,
-                       check=False, timeout=90)  # fmt: skip
+    out = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-w", WORKERS[0], *args, check=False, timeout=90)
     assert out.stdout.strip(), out.stderr
-    return out.stdout.split()[0]
+    job = out.stdout.split()[0]
+    wait_job_ended(cluster, job)
+    return job
+
+
+# A job's base states before it ends (a job still COMPLETING has its end state).
+UNENDED_JOB_STATES = ("PENDING", "RUNNING", "SUSPENDED")
+
+
+def wait_job_ended(cluster: Cluster, job: str, timeout: float = 90) -> None:
+    """What sbatch --wait waits for, looked at every half second: sbatch looks 2 s after the
+    submission, then 8 s later, then 32 s later, so a job of 3 s took it 10 s."""
+    wait_for("job %s to end" % job, lambda: job_state(cluster, job) not in UNENDED_JOB_STATES, timeout=timeout,
+             interval=0.5)  # fmt: skip
 
 
 SECRET_KEY = C.MUNGE_KEY_MOUNT_DIR + "/" + C.MUNGE_KEY_SECRET_KEY

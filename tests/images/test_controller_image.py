@@ -127,8 +127,11 @@ def test_munge_key_switches_in_place_under_a_running_job(cluster):
     assert {munge_key_status(cluster, h) for h in hosts} == {"running=%s mounted=%s" % (old_fp, old_fp)}
     daemons = {h: cluster.exec(h, "pgrep", "-x", "slurmctld|slurmd|sshd", check=False).stdout.split()[:1]
                for h in hosts}  # fmt: skip
+    # The job runs until the switches are done (a file the test makes in the jail's /root), not for
+    # a time that a slow machine's switches could outlast.
     job = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-w", WORKERS[0], "-o", "/dev/null", "--wrap",
-                       "sleep 25").stdout.strip()  # fmt: skip
+                       "timeout 120 sh -c 'until [ -e /root/release-$SLURM_JOB_ID ]; do sleep 0.5; done'"
+                       ).stdout.strip()  # fmt: skip
     assert wait_for("job %s started" % job, lambda: job_state(cluster, job) != "PENDING", timeout=60)
     assert job_state(cluster, job) == "RUNNING", cluster.exec(CONTROLLER_POD, "scontrol", "show", "job", job).stdout
 
@@ -145,6 +148,8 @@ def test_munge_key_switches_in_place_under_a_running_job(cluster):
     again = cluster.exec(WORKERS[1], C.MUNGE_KEY_PROGRAM, "switch", new_fp)
     assert "already" in again.stdout
 
+    assert job_state(cluster, job) == "RUNNING"
+    (cluster.root / "jail" / "root" / ("release-%s" % job)).touch()
     wait_for("job %s completed" % job, lambda: job_state(cluster, job) == "COMPLETED", timeout=90)
     wait_for("every worker idle", lambda: cluster.idle_nodes() >= set(WORKERS), timeout=90)
     out = cluster.exec(CONTROLLER_POD, "srun", "-N%d" % len(WORKERS), "hostname", timeout=60).stdout

@@ -19,6 +19,7 @@ from docker_cluster import (
     scontrol_job,
     ssh_to_login,
     wait_for,
+    wait_job_ended,
 )
 from slurm_output import seconds, size_kib
 
@@ -66,8 +67,9 @@ def test_sstat_shows_a_users_running_job_its_memory_and_cpu(cluster):
 
 @needs_plugin
 def test_sbatch_from_login_writes_default_output_into_the_jail_home(cluster):
-    job = ssh_to_login(cluster, "cd ~ && sbatch --parsable --wait --wrap 'id -un; cat /%s'" % C.JAIL_MARKER_FILE)
+    job = ssh_to_login(cluster, "cd ~ && sbatch --parsable --wrap 'id -un; cat /%s'" % C.JAIL_MARKER_FILE)
     job_id = job.stdout.split()[0]
+    wait_job_ended(cluster, job_id)
     out = jail_home(cluster) / ("slurm-%s.out" % job_id)
     assert out.read_text().split() == [JAIL_USER, "test"]
     for worker in WORKERS:  # written into the jail, not into a worker's own /home

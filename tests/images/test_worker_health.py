@@ -59,14 +59,7 @@ def test_healthcheck_program_drains_on_failure_and_resumes_only_its_own_drain(cl
         lambda: not any(drained(cluster.node(w)) for w in WORKERS),
         timeout=6 * HEALTHCHECK_INTERVAL,
     )
-
-    cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=drain", "reason=admin: bad disk")
-    try:
-        time.sleep(2 * HEALTHCHECK_INTERVAL + 1)
-        node = cluster.node(worker)
-        assert drained(node) and node["reason"] == "admin: bad disk"
-    finally:
-        cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume")
+    # That it leaves the drains that are not its own: test_failed_long_check_drains_and_the_fast_check_leaves_it.
 
 
 def write_health_settings(cluster: Cluster, health_checks: dict) -> None:
@@ -114,18 +107,6 @@ def health_results(cluster: Cluster, worker: str) -> dict:
     return dict(line.split(" ", 1) for line in path.read_text().splitlines()) if path.exists() else {}
 
 
-def test_fast_check_leaves_the_operators_planned_drains(cluster):
-    worker = WORKERS[2]
-    reason = drain_reason(PURPOSE_SCALE_DOWN, datetime.datetime.now(datetime.timezone.utc))
-    cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=drain", "reason=" + reason)
-    try:
-        time.sleep(2 * HEALTHCHECK_INTERVAL + 1)
-        node = cluster.node(worker)
-        assert "DRAIN" in node["state"] and node["reason"] == reason
-    finally:
-        cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume")
-
-
 def run_long_checks(cluster: Cluster, *env: str) -> tuple:
     """Run the long-checks CronJob's container once: (node-check job ids, all job ids, its log).
 
@@ -168,6 +149,8 @@ def test_long_checks_pass_on_healthy_nodes_and_report_per_node(cluster):
 
 
 def test_failed_long_check_drains_and_the_fast_check_leaves_it(cluster):
+    """The long check's drain, an admin's and the operator's planned one (each on a worker) all
+    outlive two runs of the fast check, which passes: it resumes only the drains it made."""
     # The job inherits the submitter's environment: no CPU hashes 256 MiB in 10 ms.
     node_jobs, jobs, log = run_long_checks(cluster, "SLURMKUBE_LONG_CHECK_CPU_SECONDS=0.01",
                                            "SLURMKUBE_LONG_CHECKS_WAIT_SECONDS=120")
@@ -181,8 +164,15 @@ def test_failed_long_check_drains_and_the_fast_check_leaves_it(cluster):
             assert re.search(r"slurmkube-result node=%s FAIL: 1 CPUs did not hash" % worker, log), log
         # A pair's latency check waits for both node checks: cancelled when they fail.
         assert all(job_state(cluster, j) == "CANCELLED" for j in jobs if j not in node_jobs), log
+        planned = drain_reason(PURPOSE_SCALE_DOWN, datetime.datetime.now(datetime.timezone.utc))
+        reasons = {WORKERS[0]: "admin: bad disk", WORKERS[1]: cluster.node(WORKERS[1])["reason"], WORKERS[2]: planned}
+        for worker in (WORKERS[0], WORKERS[2]):
+            cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=drain",
+                         "reason=" + reasons[worker])  # fmt: skip
         time.sleep(2 * HEALTHCHECK_INTERVAL + 1)  # the fast check passes, and must not resume
-        assert all("DRAIN" in cluster.node(w)["state"] for w in WORKERS)
+        nodes = {w: cluster.node(w) for w in WORKERS}
+        assert all("DRAIN" in node["state"] for node in nodes.values()), nodes
+        assert {w: node["reason"] for w, node in nodes.items()} == reasons
     finally:
         for worker in WORKERS:
             cluster.exec(CONTROLLER_POD, "scontrol", "update", "nodename=" + worker, "state=resume", check=False)

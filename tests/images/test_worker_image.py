@@ -1,5 +1,7 @@
-"""The worker containers: jobs across them in the jail, MPI, their size in Slurm, nodes joining
-and leaving at run time, a clean stop."""
+"""The worker containers: jobs in the jail, job arrays, the node's own /tmp, their size in Slurm,
+a clean stop. Jobs across the workers, MPI and nodes joining at run time are proven on Kubernetes
+(tests/k8s: test_slurm_jobs, test_quickstart, test_operator) and srun over every worker here in
+test_controller_image."""
 
 from __future__ import annotations
 
@@ -12,17 +14,14 @@ from docker_cluster import (
     CONTROLLER_POD,
     NODESET,
     NODESET_MODEL,
-    REPO,
     WORKER_MEMORY_MB,
     WORKERS,
     docker,
     jail_home,
-    remove_worker,
     spank_plugin_expected,
     ssh_to_login,
     wait_for,
 )
-from slurm_output import mpi_ranks
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 from ansible_collections.slurmkube.core.plugins.module_utils import names
@@ -31,11 +30,6 @@ from ansible_collections.slurmkube.core.plugins.module_utils.model.derived impor
 )
 
 pytestmark = pytest.mark.slurm
-
-
-def test_srun_runs_on_all_three_workers(cluster):
-    out = cluster.exec(CONTROLLER_POD, "srun", "-N%d" % len(WORKERS), "hostname", timeout=60).stdout
-    assert sorted(out.split()) == sorted(WORKERS)
 
 
 needs_plugin = pytest.mark.skipif(not spank_plugin_expected(), reason="spank/Makefile does not exist yet")
@@ -56,23 +50,6 @@ def test_jobs_run_in_the_jail_and_share_its_files(cluster):
 
 
 @needs_plugin
-def test_mpi_ranks_find_each_other_with_srun_pmi2_and_with_mpirun_in_sbatch(cluster):
-    """srun's ranks (MPICH) reach slurmstepd's PMI-2 server on their node from inside the jail;
-    Open MPI's mpirun starts its daemons with srun and its ranks itself."""
-    (jail_home(cluster) / "mpi_hello.c").write_text((REPO / "tests/data/mpi_hello.c").read_text())
-    srun = ssh_to_login(cluster, "cd ~ && mpicc.mpich -o mpi_hello_mpich mpi_hello.c && srun -N2 -n2 ./mpi_hello_mpich")
-    ranks = mpi_ranks(srun.stdout)
-    assert sorted(ranks) == [0, 1], srun.stdout + srun.stderr
-    assert {r["size"] for r in ranks.values()} == {2} and {r["sum"] for r in ranks.values()} == {1}
-    assert len({r["host"] for r in ranks.values()}) == 2  # one rank per node
-    batch = ssh_to_login(cluster, "cd ~ && mpicc -o mpi_hello mpi_hello.c && sbatch --wait -N2 -n2 -o mpirun.out"
-                                  " --wrap 'mpirun ./mpi_hello' >/dev/null; cat mpirun.out")  # fmt: skip
-    ranks = mpi_ranks(batch.stdout)
-    assert sorted(ranks) == [0, 1], batch.stdout + batch.stderr
-    assert {r["sum"] for r in ranks.values()} == {1}
-
-
-@needs_plugin
 def test_job_array_writes_every_output(cluster):
     tasks = 6
     job = ssh_to_login(
@@ -84,16 +61,6 @@ def test_job_array_writes_every_output(cluster):
     for task in range(tasks):
         out = jail_home(cluster) / ("array-%s_%d.out" % (job_id, task))
         assert out.read_text() == "task %d\n" % task
-
-
-@needs_plugin
-def test_file_written_by_a_users_job_on_one_node_is_read_by_a_job_on_another(cluster):
-    session = (
-        "cd ~ && sbatch --wait -w {w0} -o /dev/null --wrap 'echo from-{w0} > ~/handoff.txt' >/dev/null"
-        " && sbatch --wait -w {w1} -o handoff-read.out --wrap 'hostname; cat ~/handoff.txt' >/dev/null"
-        " && cat handoff-read.out"
-    ).format(w0=WORKERS[0], w1=WORKERS[2])
-    assert ssh_to_login(cluster, session).stdout.split() == [WORKERS[2], "from-" + WORKERS[0]]
 
 
 @needs_plugin
@@ -116,15 +83,6 @@ def test_workers_register_with_their_size_and_nodeset(cluster):
     derived = cluster.node(WORKERS[1])
     assert (derived["cpus"], derived["real_memory"]) == (1, WORKER_MEMORY_MB)
     assert NODESET in told["features"]
-
-
-def test_node_added_at_run_time_joins_and_leaves_no_ghost_when_removed(cluster):
-    extra = names.pod(nodeset_object_name(NODESET_MODEL), len(WORKERS))
-    cluster.start_worker(extra)
-    wait_for(extra + " idle", lambda: extra in cluster.idle_nodes(), timeout=60)
-    remove_worker(cluster, extra)
-    out = cluster.exec(CONTROLLER_POD, "sinfo", "-h", "-N", "-o", "%N").stdout
-    assert extra not in out.split()
 
 
 def test_worker_stops_cleanly_on_sigterm(cluster):

@@ -18,11 +18,16 @@ from docker_cluster import (
     scontrol_job,
     ssh_to_login,
     wait_for,
+    wait_job_ended,
 )
+from entrypoint_script import entrypoint_constant
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
 
 pytestmark = pytest.mark.slurm
+
+# The cgroup slurmd's tree is below, in the pod's (images/common/lib/cgroups.sh).
+JOBS_CGROUP = entrypoint_constant("JOBS_CGROUP")
 
 
 @needs_plugin
@@ -50,18 +55,23 @@ def batch_stepd_capabilities(cluster: Cluster, job: str) -> int:
     return int(re.search(r"^CapEff:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
 
 
+def stepd_capabilities_then_cancel(cluster: Cluster, job: str) -> int:
+    try:
+        return batch_stepd_capabilities(cluster, job)
+    finally:
+        cluster.exec(CONTROLLER_POD, "scancel", job)
+
+
 @needs_plugin
 def test_only_a_plain_users_slurmstepd_holds_sys_ptrace(cluster):
     """The worker has sys_ptrace for job accounting (a user's tasks' /proc files); a root job's
     slurmstepd sheds it with the rest, so root in a job never acts through one that holds it."""
+    # One after the other: the node has one CPU, so a second job would wait for the first to end.
     user_job = ssh_to_login(cluster, "sbatch --parsable -w %s -o /dev/null --wrap 'sleep 60'" % WORKERS[0])
+    user_caps = stepd_capabilities_then_cancel(cluster, user_job.stdout.split()[0])
     root_job = cluster.exec(CONTROLLER_POD, "sbatch", "--parsable", "-w", WORKERS[0], "-o", "/dev/null",
                             "--wrap", "sleep 60").stdout  # fmt: skip
-    jobs = [user_job.stdout.split()[0], root_job.split()[0]]
-    try:
-        user_caps, root_caps = (batch_stepd_capabilities(cluster, job) for job in jobs)
-    finally:
-        cluster.exec(CONTROLLER_POD, "scancel", *jobs)
+    root_caps = stepd_capabilities_then_cancel(cluster, root_job.split()[0])
     assert user_caps >> CAP_SYS_PTRACE & 1, hex(user_caps)
     assert not root_caps >> CAP_SYS_PTRACE & 1, hex(root_caps)
 
@@ -75,8 +85,9 @@ def test_a_users_job_cannot_take_a_daemons_files_as_its_stdin(cluster, source):
     capabilities cleared): not the key, not a daemon's environment, by any path."""
     secret = (cluster.root / "munge" / C.MUNGE_KEY_SECRET_KEY).read_bytes()
     path = source.format(**daemon_ids(cluster, WORKERS[0]))
-    job = ssh_to_login(cluster, "sbatch --parsable --wait -w %s -i %s -o stolen-%%j.out --wrap cat"
+    job = ssh_to_login(cluster, "sbatch --parsable -w %s -i %s -o stolen-%%j.out --wrap cat"
                        % (WORKERS[0], path), check=False).stdout.split()[0]  # fmt: skip
+    wait_job_ended(cluster, job)
     out = jail_home(cluster) / ("stolen-%s.out" % job)
     got = out.read_bytes() if out.exists() else b""
     assert secret[:16] not in got and secret[-16:] not in got, got[:200]
@@ -204,3 +215,15 @@ def test_the_workers_root_is_read_only_even_for_its_own_root(cluster):
     """What slurmd runs as root outside the jail (the health check) stays the image's."""
     out = cluster.exec(WORKERS[0], "sh", "-c", "echo x >>%s" % C.HEALTHCHECK_PROGRAM, check=False)
     assert out.returncode != 0 and "Read-only file system" in out.stderr, out.stderr
+
+
+def test_root_job_cannot_raise_its_own_memory_limit(cluster):
+    """Jobs see the pod's cgroups through the jail's /sys, read-only; slurmd's writable tree is elsewhere."""
+    limit = "/sys/fs/cgroup/memory/%s/slurm_*/uid_0/job_$SLURM_JOB_ID/memory.limit_in_bytes" % JOBS_CGROUP
+    probe = ("f=$(echo %s); cat $f; echo -1 > $f && echo RAISED; cat $f; ls %s || echo HIDDEN"
+             % (limit, C.CGROUP_MOUNT_DIR))  # fmt: skip
+    out = cluster.exec(CONTROLLER_POD, "srun", "-w", WORKERS[0], "--mem=64M", "sh", "-c", probe,
+                       check=False, timeout=60)  # fmt: skip
+    words = out.stdout.split()
+    assert words == [str(64 << 20), str(64 << 20), "HIDDEN"], (out.stdout, out.stderr)
+    assert "Read-only file system" in out.stderr
