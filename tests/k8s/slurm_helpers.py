@@ -18,6 +18,7 @@ from kube_helpers import REPO, Cluster, load_images, wait_for
 from playbook_runner import run_module
 
 from ansible_collections.slurmkube.core.plugins.module_utils import constants as C
+from ansible_collections.slurmkube.core.plugins.module_utils.operator import telemetry
 from ansible_collections.slurmkube.core.plugins.module_utils.ops.slurm_cluster import is_ready
 
 SLURM_IMAGES = ("controller", "worker", "login", "jail")
@@ -35,6 +36,7 @@ SMALL = {"cpu": "100m", "memory": "256Mi"}
 TINY = {"cpu": "100m", "cpuRequest": "10m", "memory": "256Mi"}
 TINY_NODES = {"resources": {"cpu": 1, "cpuRequest": "10m", "memory": "1Gi"}}
 OPERATOR_LABEL = "%s=%s" % (C.LABEL_NAME, C.OPERATOR_NAME)
+PASSES_METRIC = telemetry.PASSES.name + "_total"  # prometheus-client's name for a counter's samples
 
 
 # Slurm holds a requeued job until its old step credential has expired (AuthInfo cred_expire,
@@ -104,6 +106,27 @@ class Operator:
     def leader(self) -> str:
         lease = self.kube.get_json("lease", C.OPERATOR_NAME)
         return lease["spec"].get("holderIdentity") or ""
+
+    def passes(self, namespace: str, cluster: str) -> Tuple[str, float]:
+        """The leader, and how many reconcile passes of the cluster it has counted (its metric,
+        served per process: a new leader counts from 0). A pass is counted once its applies and
+        node steps are done, before its Events and status are written."""
+        leader = self.leader()
+        metrics = self.kube.kubectl("get", "--raw", "/api/v1/namespaces/%s/pods/%s:%d/proxy/metrics"
+                                    % (self.namespace, leader, C.OPERATOR_METRICS_PORT), check=False).stdout
+        having = ('slurmkube_namespace="%s"' % namespace, 'slurmkube_cluster="%s"' % cluster)
+        return leader, sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                           if line.startswith(PASSES_METRIC + "{") and all(label in line for label in having))
+
+    def wait_passes(self, namespace: str, cluster: str, since: Tuple[str, float], count: int,
+                    timeout: float = 180) -> None:
+        """Until the leader has counted COUNT passes of the cluster after SINCE (what passes()
+        said then); a new leader's passes all count."""
+        def counted() -> bool:
+            leader, now = self.passes(namespace, cluster)
+            return bool(leader) and now - (since[1] if leader == since[0] else 0) >= count
+
+        wait_for(counted, timeout, 2, what="%d reconcile passes of %s/%s" % (count, namespace, cluster))
 
     def scale(self, replicas: int) -> None:
         """Run this many replicas; with any, return once one of them leads."""

@@ -381,8 +381,10 @@ def test_drain_timeout_requeues_the_job_of_a_removed_node_and_it_finishes_elsewh
     assert said in operator.logs(tail=5000), said
     reported = [{"jobId": int(stuck), "node": "demo-cpu-2"}]
     wait_for(lambda: cluster_status(kube, CLUSTER).get("jobsNotRequeued") == reported, 60, 3)
+    reported_at = operator.passes(kube.namespace, CLUSTER)  # the pass that posted the Event is counted
     wait_for(lambda: set(slurm.nodes()) == staying | {"demo-cpu-2"}, 180, 3, explain=slurm.explain)
-    time.sleep(25)  # a few more passes: still one Event, and the job still runs
+    operator.wait_passes(kube.namespace, CLUSTER, reported_at, 3)  # two whole passes more, at least
+    # still one Event, and the job still runs
     said = [m for m in events_of(kube, "JobNotRequeued") if "job %s on demo-cpu-2" % stuck in m]
     assert len(said) == 1, said
     assert slurm.job_state(stuck) == "RUNNING" and "demo-cpu-2" in slurm.nodes()
@@ -425,6 +427,8 @@ def test_an_image_the_pods_cannot_pull_fails_the_modules_wait_in_under_two_minut
     missing = "localhost:1/slurmkube/controller:absent"
     spec = cluster_manifest(kube.namespace, NO_PULL, slurm_images, {"login": {"replicas": 0}})["spec"]
     spec["images"] = dict(spec["images"], controller=missing, pullPolicy="IfNotPresent")
+    # The demo cluster's jail, filled already: what is tested is the pull, not a second copy of the jail.
+    spec["jail"] = {"existingClaim": "%s-jail" % CLUSTER}
     args = {"name": NO_PULL, "namespace": kube.namespace, "spec": spec, "wait": True, "wait_timeout": 600,
             "kubeconfig": kube.env["KUBECONFIG"]}
     started = time.monotonic()

@@ -672,7 +672,7 @@ def test_kubectl_wait_for_ready_holds_when_healthy_and_times_out_while_a_node_se
 
         wait_for(lambda: ready_is("False"), 60, 2, explain=slurm.explain)
         for obj in ("slurmcluster/" + CLUSTER, "nodeset/nowhere"):
-            below = kubectl_wait_ready(slurm, obj, 5)
+            below = kubectl_wait_ready(slurm, obj, 2)  # Ready is False for good: any wait times out
             assert below.returncode != 0 and "timed out" in below.stderr, (obj, below.stderr)
         assert kubectl_wait_ready(slurm, "nodeset/" + NODESET, 30).returncode == 0
     finally:
@@ -705,10 +705,12 @@ def test_sbatch_from_login_while_the_controller_pod_is_replaced_loses_no_submiss
     submission made while the controller's Service has no endpoint waits for the new pod. A pod
     being stopped leaves the Service before slurmctld is signalled (its preStop hook), so no
     connection is reset under a client. Submissions go on every 0.2 s from before the delete
-    until after the new pod is Ready (CI once saw one reset in 20 submissions a second apart)."""
-    loop = ("end=$(( $(date +%s) + 50 )); while [ \"$(date +%s)\" -lt \"$end\" ]; do"
+    until after the new pod is Ready (CI once saw one reset in 20 submissions a second apart): the
+    test ends them (a file in the user's home) 3 s after that, and not before there were 50."""
+    loop = ("rm -f ~/.stop-submitting; n=0; end=$(( $(date +%s) + 240 ));"
+            " while [ \"$(date +%s)\" -lt \"$end\" ] && { [ $n -le 50 ] || [ ! -e ~/.stop-submitting ]; }; do"
             " r=$(sbatch --parsable -o /dev/null --wrap true 2>&1) || r=\"FAILED $r\";"
-            " echo \"$(date +%s.%N) $r\"; sleep 0.2; done")  # fmt: skip
+            " echo \"$(date +%s.%N) $r\"; n=$((n + 1)); sleep 0.2; done")  # fmt: skip
     ssh = ["kubectl", "-n", slurm.kube.namespace, "exec", LOGIN, "--", "ssh", "-i", KEY_IN_POD, "-o", "BatchMode=yes",
            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
            "%s@127.0.0.1" % USER, loop]  # fmt: skip
@@ -717,11 +719,14 @@ def test_sbatch_from_login_while_the_controller_pod_is_replaced_loses_no_submiss
     submitting = subprocess.Popen(ssh, env=slurm.kube.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)  # a few submissions in
     slurm.kube.kubectl("-n", slurm.kube.namespace, "delete", "pod", CONTROLLER, "--wait=false")
+    new_pod = wait_for(lambda: ready_replacement(slurm, CONTROLLER, old_uid), 120, 1)
+    wait_for(lambda: time.time() > ready_since(new_pod) + 3, 10, 0.5)
+    stopped = session(slurm, "touch ~/.stop-submitting")
+    assert stopped.returncode == 0, stopped.stderr
     out, err = submitting.communicate(timeout=600)
     stamped = [line.split(None, 1) for line in out.splitlines()]  # [time, job id or FAILED ...]
     jobs = [parts[-1] for parts in stamped]
     assert len(jobs) > 50 and not [j for j in jobs if j.startswith("FAILED")], out + err
-    new_pod = wait_for(lambda: ready_replacement(slurm, CONTROLLER, old_uid), 120, 2)
     times = [float(parts[0]) for parts in stamped]
     assert times[-1] > ready_since(new_pod), "the submissions ended before the new controller pod was Ready"
     print("%d submissions; longest wait between two while the controller was replaced: %.1f s"
