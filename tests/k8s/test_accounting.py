@@ -54,11 +54,14 @@ SHARES = {"light": 1, "heavy": 9}
 # Short, so a key a rotation retires leaves the key set while the test waits (the model's least is
 # 60; 90 leaves the checks made while the old key still signs valid tokens a minute and more).
 TOKEN_MAX_LIFETIME = 90
-# restic packs the jail and the state with what it may burst to: a tenth of a CPU made the backup
-# and restore Jobs minutes long; the request, what scheduling sees, stays TINY's.
-BACKUP_RESOURCES = dict(TINY, cpu="1")
+# What the pods on the module's critical path may burst to: restic packing the jail and the state
+# (a tenth of a CPU made the backup and restore Jobs minutes long), and MariaDB, slurmdbd and
+# slurmctld, whose first start (the database made, the schema, the registration) every test waits
+# for, as for their restarts. The request, what scheduling sees, stays TINY's.
+BURST = dict(TINY, cpu="1")
+BACKUP_RESOURCES = BURST
 # MariaDB with a 256 MiB buffer pool (half its memory).
-DATABASE_RESOURCES = dict(TINY, memory="512Mi")
+DATABASE_RESOURCES = dict(BURST, memory="512Mi")
 # What a site adds to every pod of the cluster (spec.pods): a label, a node selector every kind
 # node matches, a toleration of a taint no node has, a pull secret.
 SITE_PODS = {"labels": {"example.org/team": "hpc"}, "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -111,7 +114,7 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database
     kube = kube_cluster
     from_portal = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": portal}}}
     spec = dict(tiny_cluster_spec(), accounting={
-        "enabled": True, "resources": TINY, "config": {"PurgeJobAfter": "12month"},
+        "enabled": True, "resources": BURST, "config": {"PurgeJobAfter": "12month"},
         "peers": [{"podSelector": {"matchLabels": {C.LABEL_CLUSTER: SHARING}}}],
         "database": {"resources": DATABASE_RESOURCES, "storage": {"size": "1Gi"}}},
         rest={"enabled": True, "replicas": 1, "resources": TINY, "allowFrom": [from_portal],
@@ -120,6 +123,7 @@ def slurm(kube_cluster: Cluster, images: dict, operator: Operator, site_database
     # default 5 would make the fair-share proof wait).
     spec["slurm"] = {"config": dict(spec["slurm"]["config"], AccountingStorageEnforce="associations,limits,qos",
                                     PriorityCalcPeriod=1)}
+    spec["controller"] = dict(spec["controller"], resources=BURST)
     spec["images"] = dict({n: images[n] for n in (*SLURM_IMAGES, *ACCOUNTING_IMAGES)}, pullPolicy="Never")
     spec["pods"] = SITE_PODS
     # The pull secret the pods name (the images are kind's own, pullPolicy Never: the kubelet never
@@ -340,10 +344,14 @@ def test_a_munge_key_rotation_reaches_slurmdbd_and_accounting_keeps_working(slur
     kube = slurm.kube
     slurmdbd = "%s-slurmdbd-0" % CLUSTER
     old_fp = kube.get_json("slurmcluster", CLUSTER)["status"]["mungeKey"]
-    # Longer than the rotation (about 20 s here): the job runs through it and ends after it. One
-    # ending in the second between two pods' munged restarts loses its completion message (a
-    # known gap of munge's single key, seen once with "sleep 20": not what this test is about).
-    during = slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "sleep 60").split()[0]
+    # The job runs through the rotation and ends after it, on a signal slurmctld sends once the
+    # rotation is done (a time of its own could end it in the second between two pods' munged
+    # restarts, which loses its completion message: a known gap of munge's single key, seen once
+    # with "sleep 20", not what this test is about). Unsignalled, it fails after 10 minutes.
+    during = slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap",
+                       "trap 'exit 0' USR1; i=0; while [ $i -lt 600 ]; do sleep 1; i=$((i + 1)); done; exit 1"
+                       ).split()[0]  # fmt: skip
+    slurm.wait_running(during)
     proc, result = run_module(tmp_path, "munge_key", {
         "cluster": CLUSTER, "namespace": kube.namespace, "rotate": True, "wait_timeout": 400,
         "kubeconfig": kube.env["KUBECONFIG"]}, env=kube.env)
@@ -355,6 +363,8 @@ def test_a_munge_key_rotation_reaches_slurmdbd_and_accounting_keeps_working(slur
     status = kube.get_json("slurmcluster", CLUSTER)["status"]
     condition = next(c for c in status["conditions"] if c["type"] == "MungeKeyInUse")
     assert status["mungeKey"] == result["fingerprint"] and condition["status"] == "True"
+    assert slurm.job_state(during) == "RUNNING"
+    slurm.run("scancel", "--batch", "--signal=USR1", during)
     after = slurm.run("sbatch", "--parsable", "-w", NODE, "-o", "/dev/null", "--wrap", "true").split()[0]
 
     def both_recorded() -> dict:
@@ -472,8 +482,8 @@ def test_slurm_account_module(slurm: SlurmView, tmp_path: Path):
 
 
 def test_slurm_user_module(slurm: SlurmView, tmp_path: Path):
-    for account in ("bio", "geo"):
-        module(slurm, tmp_path, "slurm_account", {"name": account})
+    # The user's accounts (the account module is test_slurm_account_module's).
+    slurm.run("sacctmgr", "-i", "add", "account", "bio,geo", "cluster=" + CLUSTER)
     args = {"name": "carol", "default_account": "bio", "accounts": ["bio", "geo"], "limits": {"max_jobs": 3}}
     changed = dict(args, accounts=["bio"], admin_level="Operator", limits={"max_jobs": 4})
 
@@ -586,7 +596,8 @@ def test_a_cluster_whose_accounting_is_another_clusters_slurmdbd_registers_there
     kube = slurm.kube
     slurmdbd_pods = {"podSelector": {"matchLabels": names.selector_labels(CLUSTER, C.COMPONENT_SLURMDBD)}}
     spec = dict(tiny_cluster_spec(), munge={"secretName": names.munge_key_secret(CLUSTER)},
-                accounting={"enabled": True, "host": names.slurmdbd(CLUSTER), "peers": [slurmdbd_pods]})
+                accounting={"enabled": True, "host": names.slurmdbd(CLUSTER), "peers": [slurmdbd_pods]},
+                jail={"existingClaim": names.jail_claim(CLUSTER)})  # filled already: no second copy
     with running_cluster(kube, operator, SHARING, images, spec) as sharing:
         assert kube.kubectl("-n", kube.namespace, "get", "statefulset", names.slurmdbd(SHARING),
                             check=False).returncode != 0
@@ -835,7 +846,11 @@ def test_a_backup_saves_the_jail_the_state_and_a_dump_of_the_database_and_goes_w
     # A run that cannot open the repository (its password changed): the status names the Job, and
     # a BackupFailed Warning says when the last good backup ended.
     kube.apply(json.dumps(backup_password("not-the-password")))
-    kube.kubectl("-n", kube.namespace, "create", "job", "--from=cronjob/" + cronjob, cronjob + "-wrong")
+    # One try: the CronJob's retry (its backoffLimit) would fail again after Kubernetes' back-off.
+    wrong_job = json.loads(kube.kubectl("-n", kube.namespace, "create", "job", "--from=cronjob/" + cronjob,
+                                        cronjob + "-wrong", "--dry-run=client", "-o", "json").stdout)
+    wrong_job["spec"]["backoffLimit"] = 0
+    kube.apply(json.dumps(wrong_job))
     wait_for(lambda: backup_reported(kube).get("lastFailedJob") == cronjob + "-wrong", 300, 3,
              explain=lambda: json.dumps(backup_reported(kube)))
     reported = backup_reported(kube)

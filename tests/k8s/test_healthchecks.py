@@ -16,10 +16,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
 from kube_helpers import REPO, Cluster, load_images, wait_for
+from prometheus_helpers import NAME as PROMETHEUS_NAME
 from prometheus_helpers import SCRAPER, Prometheus, deploy_prometheus, prometheus_operator_crds
 from slurm_helpers import (
     SLURM_IMAGES,
@@ -86,8 +88,6 @@ def hc(kube_cluster: Cluster, monitoring_images: dict, operator: Operator) -> Cl
     spec["images"] = dict({n: monitoring_images[n] for n in (*SLURM_IMAGES, "exporter", "backup")},
                           pullPolicy="Never")
     with running_cluster(kube, operator, CLUSTER, monitoring_images, spec, [("cpu", len(WORKERS), TINY_NODES)]):
-        # Started now, so the rates the dashboards show have a window of samples by the last test.
-        deploy_prometheus(kube, monitoring_images["prometheus"], CLUSTER, SCRAPE_INTERVAL)
         yield kube
 
 
@@ -199,10 +199,13 @@ def test_gpu_healthcheck_bad_options_fail_before_writing(hc: Cluster, tmp_path: 
     assert hc.get_json("slurmcluster", CLUSTER)["metadata"]["generation"] == before
 
 
-def test_gpu_healthcheck_run_now_finds_a_broken_node_and_drains_it_once(
+def test_a_stopped_munged_is_drained_once_by_gpu_healthcheck_run_now_then_by_the_operator_and_resumes(
         hc: Cluster, slurm: SlurmView, operator: Operator, tmp_path: Path):
     """munged stopped: the node's own check cannot drain it (scontrol needs munged), and with the
-    operator stopped for the test nobody else does: the module, run now, finds and drains it."""
+    operator stopped for the test nobody else does: the module, run now, finds and drains it. Its
+    drain lifted, the operator started again finds the node unresponsive, runs the node's check
+    in its pod and drains it from the controller with the check's reason; once munged runs again,
+    the node's own check resumes it."""
     worker = WORKERS[0]
     wait_idle(slurm, worker, 120)
     args = {"run_now": True, "nodes": [worker], "drain": True}
@@ -223,24 +226,19 @@ def test_gpu_healthcheck_run_now_finds_a_broken_node_and_drains_it_once(
         assert drained(slurm, worker) == "%s %s" % (C.DRAIN_REASON_PREFIX, "; ".join(problems))
         again = gpu_healthcheck(hc, tmp_path, args)[1]
         assert again["changed"] is False and again["node_results"][worker]["drained"] is False
+        # The module's drain and the operator's have the same reason: lifted, so the one below is the operator's.
+        slurm.run("scontrol", "update", "nodename=" + worker, "state=resume")
+        assert drained(slurm, worker) == ""
+        operator.scale(2)
+        reason = wait_drained(slurm, worker, 240)
+        # munged is the first check: its problem leads the reason.
+        assert reason.startswith("%s munged does not answer on %s/munge.socket.2" % (C.DRAIN_REASON_PREFIX,
+                                                                                     C.MUNGE_SOCKET_DIR)), reason
     finally:
         hc.exec(worker, "pkill", "-CONT", "-x", "munged")
         operator.scale(2)
     # The drain is the checks' own: the node's check resumes it once munged answers.
     wait_idle(slurm, worker, 240)
-
-
-def test_unreadable_jail_drains_every_node_with_its_reason_and_repair_resumes(hc: Cluster, slurm: SlurmView):
-    marker = "%s/%s" % (C.JAIL_MOUNT_PATH, C.JAIL_MARKER_FILE)
-    hc.exec(WORKERS[0], "mv", marker, marker + ".away")
-    try:
-        for worker in WORKERS:  # the jail is shared: every node loses it
-            reason = wait_drained(slurm, worker, 6 * INTERVAL)
-            assert reason.startswith("%s jail not readable" % C.DRAIN_REASON_PREFIX)
-    finally:
-        hc.exec(WORKERS[0], "mv", marker + ".away", marker)
-    for worker in WORKERS:
-        wait_idle(slurm, worker, 6 * INTERVAL)
 
 
 # The filler, and how far below the threshold it leaves what is free: once it is gone, what is free
@@ -284,23 +282,6 @@ def test_full_scratch_drains_with_its_reason_and_emptying_it_resumes(hc: Cluster
         # drains every node the next tests use.
         patch_health_checks(hc, {"scratchMinFreeMib": 1024, "scratchMinFreePercent": 5},
                             seen="SLURMKUBE_HC_SCRATCH_MIN_FREE_MIB=1024")
-
-
-def test_stopped_munged_is_drained_by_the_operator_with_its_reason_and_resumes(hc: Cluster, slurm: SlurmView):
-    """A stopped munged cannot drain its own node (scontrol needs it): the operator runs the
-    node's check in its pod and drains from the controller; once munged runs again, the node's
-    own check resumes it."""
-    worker = WORKERS[0]
-    wait_idle(slurm, worker, 120)  # any earlier drain would be read as this one
-    hc.exec(worker, "pkill", "-STOP", "-x", "munged")
-    try:
-        reason = wait_drained(slurm, worker, 240)
-        # munged is the first check: its problem leads the reason.
-        assert reason.startswith("%s munged does not answer on %s/munge.socket.2" % (C.DRAIN_REASON_PREFIX,
-                                                                                     C.MUNGE_SOCKET_DIR)), reason
-    finally:
-        hc.exec(worker, "pkill", "-CONT", "-x", "munged")
-    wait_idle(slurm, worker, 240)
 
 
 def test_an_admins_drain_is_never_undone(hc: Cluster, slurm: SlurmView):
@@ -368,14 +349,20 @@ def test_node_failing_a_hardware_check_gets_a_new_pod_and_rejoins(hc: Cluster, s
 # --------------------------------------------------------------------------- monitoring (issue 17)
 
 @pytest.fixture(scope="module")
-def prometheus(hc: Cluster) -> Prometheus:
-    return Prometheus(hc)
+def prometheus(hc: Cluster, monitoring_images: dict) -> Iterator[Prometheus]:
+    """Started with the monitoring tests (the health checks' need none: it would scrape and
+    evaluate for nobody), minutes before the last one, so the rates the dashboards show have a
+    window of samples by then; gone with the module (the session's operator is one of its targets)."""
+    yield deploy_prometheus(hc, monitoring_images["prometheus"], CLUSTER, SCRAPE_INTERVAL)
+    hc.kubectl("-n", hc.namespace, "delete", "deployment,service,configmap", PROMETHEUS_NAME, "--wait=false",
+               check=False)
 
 
 def prometheus_pod(hc: Cluster) -> str:
     return hc.get_json("pods", "-l", "app=prometheus-test")["items"][0]["metadata"]["name"]
 
 
+@pytest.mark.usefixtures("prometheus")
 def test_promtool_passes_the_shipped_rules_and_their_unit_tests(hc: Cluster):
     pod = prometheus_pod(hc)
     checked = hc.exec(pod, "promtool", "check", "rules", "/etc/prometheus/slurmkube.rules.yml", check=False)
@@ -384,14 +371,10 @@ def test_promtool_passes_the_shipped_rules_and_their_unit_tests(hc: Cluster):
     assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
 
 
-def the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc: Cluster, tmp_path: Path, role_vars: dict,
-                                                                   image: str, shipped: dict) -> None:
-    """Its own Prometheus, for a site with none: a ClusterIP by default (it asks no login), where
-    to open it said as a port-forward, the shipped rules loaded, the operator's target up."""
-    with_prometheus = dict(role_vars, monitoring_prometheus=True, monitoring_prometheus_image=image,
-                           monitoring_prometheus_pull_policy="Never")
-    proc, served = run_role(tmp_path, "monitoring", with_prometheus, "monitoring_result", env=hc.env)
-    assert proc.returncode == 0 and served["changed"], proc.stdout[-3000:]
+def the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc: Cluster, served: dict, shipped: dict) -> None:
+    """Its own Prometheus, for a site with none (SERVED: what the role said): a ClusterIP by
+    default (it asks no login), where to open it said as a port-forward, the shipped rules
+    loaded, the operator's target up."""
     assert served["prometheus"] == ("kubectl -n %s port-forward service/slurmkube-prometheus 9090, then "
                                     "http://localhost:9090" % hc.namespace), served
     assert hc.get_json("service", "slurmkube-prometheus")["spec"]["type"] == "ClusterIP"
@@ -407,8 +390,6 @@ def the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc: Cluster, 
     wait_for(lambda: [t for t in asked("targets").get("activeTargets", [])
                       if t["labels"].get("component") == C.COMPONENT_OPERATOR and t["health"] == "up"], 120, 2,
              explain=lambda: json.dumps(asked("targets"))[:3000], what="the operator's target up")  # fmt: skip
-    proc, again = run_role(tmp_path, "monitoring", with_prometheus, "monitoring_result", env=hc.env)
-    assert proc.returncode == 0 and again["changed"] is False, proc.stdout[-3000:]
 
 
 def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds_exist(
@@ -417,6 +398,10 @@ def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds
     role_vars = {"monitoring_namespace": hc.namespace, "monitoring_watch_namespaces": [hc.namespace],
                  "monitoring_labels": {"release": "kps"}, "monitoring_kubeconfig": hc.env["KUBECONFIG"],
                  "monitoring_scrape_interval": "5s"}
+    # The first real run and the re-run with its own Prometheus too: they run every task the run
+    # without does, and more (the check-mode run is without).
+    with_prometheus = dict(role_vars, monitoring_prometheus=True, monitoring_prometheus_image=monitoring_images[
+        "prometheus"], monitoring_prometheus_pull_policy="Never")
     without = dict(role_vars, monitoring_grafana_dashboards=False)
     proc, result = run_role(tmp_path, "monitoring", without, "monitoring_result", env=hc.env)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -431,7 +416,7 @@ def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds
         proc, checked = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", "--check", env=hc.env)
         assert proc.returncode == 0 and checked["changed"] is True, proc.stdout[-3000:]
         assert not hc.get_json("servicemonitors")["items"]  # check mode wrote nothing
-        proc, first = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", env=hc.env)
+        proc, first = run_role(tmp_path, "monitoring", with_prometheus, "monitoring_result", env=hc.env)
         assert proc.returncode == 0, proc.stdout[-3000:]
         assert first["service_monitor"] and first["prometheus_rule"] and first["changed"], first
         assert sorted(first["dashboards"]) == sorted(p.name for p in (REPO / "monitoring" / "grafana").glob("*.json"))
@@ -449,10 +434,9 @@ def test_monitoring_role_makes_a_service_monitor_and_rules_only_where_their_crds
         assert hc.get_json("prometheusrule", "slurmkube")["spec"] == shipped
         dashboards = hc.get_json("configmaps", "-l", "grafana_dashboard=1")["items"]
         assert len(dashboards) == len(first["dashboards"])
-        proc, again = run_role(tmp_path, "monitoring", role_vars, "monitoring_result", env=hc.env)
+        the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc, first, shipped)
+        proc, again = run_role(tmp_path, "monitoring", with_prometheus, "monitoring_result", env=hc.env)
         assert proc.returncode == 0 and again["changed"] is False, proc.stdout[-3000:]
-        the_roles_prometheus_serves_the_rules_and_scrapes_the_operator(hc, tmp_path, role_vars,
-                                                                       monitoring_images["prometheus"], shipped)
         proc, gone = run_role(tmp_path, "monitoring", dict(role_vars, monitoring_state="absent"), "monitoring_result",
                               env=hc.env)
         assert proc.returncode == 0 and gone["changed"] is True, proc.stdout[-3000:]
@@ -484,11 +468,16 @@ NO_SAMPLES_HERE = {"slurm_node_gpu_bus_bandwidth_bytes_per_second": "no GPUs: th
                       if name.startswith("slurmkube_bridge_")}}
 
 
-def run_backup(hc: Cluster, job: str, password: str) -> str:
-    """A run of the backup CronJob with the repository's password PASSWORD: how it ended."""
+def run_backup(hc: Cluster, job: str, password: str, once: bool = False) -> str:
+    """A run of the backup CronJob with the repository's password PASSWORD: how it ended. A run
+    meant to fail tries once: the CronJob's retry would fail again after Kubernetes' back-off."""
     hc.apply(json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_PASSWORD_SECRET},
                          "stringData": {C.BACKUP_PASSWORD_SECRET_KEY: password}}))
-    hc.kubectl("-n", hc.namespace, "create", "job", "--from=cronjob/%s-backup" % CLUSTER, job)
+    manifest = json.loads(hc.kubectl("-n", hc.namespace, "create", "job", "--from=cronjob/%s-backup" % CLUSTER, job,
+                                     "--dry-run=client", "-o", "json").stdout)
+    if once:
+        manifest["spec"]["backoffLimit"] = 0
+    hc.apply(json.dumps(manifest))
 
     def ended() -> str:
         conditions = (hc.get_json("job", job).get("status") or {}).get("conditions") or []
@@ -508,7 +497,7 @@ def test_a_failed_backup_after_a_good_one_raises_its_alert_in_prometheus(hc: Clu
     assert run_backup(hc, "hc-backup-good", password) == "Complete"
     succeeded = 'slurmkube_backup_last_success_timestamp_seconds{slurmkube_cluster="hc"}'
     wait_for(lambda: prometheus.value(succeeded) > 0, 120, 2)
-    assert run_backup(hc, "hc-backup-wrong", "not-" + password) == "Failed"
+    assert run_backup(hc, "hc-backup-wrong", "not-" + password, once=True) == "Failed"
 
     def firing() -> list:
         return [a for a in prometheus.alerts() if a["labels"]["alertname"] == "SlurmBackupFailed"
@@ -543,9 +532,10 @@ def test_a_homes_files_are_counted_in_the_jails_usage_and_reach_prometheus_besid
 def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_alert(
         hc: Cluster, slurm: SlurmView, prometheus: Prometheus):
     """The last test of the module: the long checks before it left their results, the operator
-    replaced pods. Breaking the jail drains both nodes (a check's drain); Prometheus sees it within
-    two scrape intervals, the alert goes pending, and with a job pending behind the drained nodes
-    every family has samples and every dashboard and rule expression is asked."""
+    replaced pods. Breaking the jail drains both nodes (a check's drain, its reason said); Prometheus
+    sees it within two scrape intervals, the alert goes pending, and with a job pending behind the
+    drained nodes every family has samples and every dashboard and rule expression is asked; the
+    jail repaired, the checks resume both."""
     wait_for(lambda: prometheus.targets_up("exporter") and prometheus.targets_up("operator"), 120, 2)
     for worker in WORKERS:
         wait_idle(slurm, worker, 120)
@@ -554,8 +544,9 @@ def test_a_node_drained_by_a_failing_check_reaches_prometheus_and_raises_the_ale
     marker = "%s/%s" % (C.JAIL_MOUNT_PATH, C.JAIL_MARKER_FILE)
     hc.exec(WORKERS[0], "mv", marker, marker + ".away")
     try:
-        for worker in WORKERS:
-            wait_drained(slurm, worker, 6 * INTERVAL)
+        for worker in WORKERS:  # the jail is shared: every node loses it
+            reason = wait_drained(slurm, worker, 6 * INTERVAL)
+            assert reason.startswith("%s jail not readable" % C.DRAIN_REASON_PREFIX), reason
         seen_in_slurm = time.monotonic()
         wait_for(lambda: prometheus.value(drained_nodes) == 2, 60, 0.5)
         # Two scrapes, plus the exporter's cache of Slurm's answer.
